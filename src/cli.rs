@@ -1,0 +1,179 @@
+//! Command-line interface: clap derive structs only. Resolution into settings lives in `commands`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Build GPU kernels for the Hugging Face Kernel Hub, and publish them.
+///
+/// kbuild reads a kernel project's `build.toml` (the format of HF kernel-builder, edition 5 or the
+/// edition-less v4), compiles its CUDA and C++ sources with nvcc and the host compiler for every
+/// CUDA capability in the matrix, links a PyTorch extension per backend, and lays the result out
+/// as Hub build variants under `build/` that Python's `kernels` library loads.
+///
+/// Typical use:
+///
+///   kbuild check-config              validate build.toml without building
+///   kbuild list-variants             what this toolchain would produce
+///   kbuild build                     compile and write build/<variant>/
+///   kbuild publish --repo org/name   upload build/ to the Hub
+#[derive(Debug, Parser)]
+#[command(
+    name = "kbuild",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Kernel project directory (the one holding build.toml).
+    #[arg(
+        short = 'C',
+        long = "project",
+        global = true,
+        value_name = "DIR",
+        default_value = "."
+    )]
+    pub project: PathBuf,
+    /// Show the commands run and the cache's decisions.
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Print only warnings and errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Compile the project and write build/<variant>/ for each backend.
+    ///
+    /// Sources compile in parallel; objects are cached under build/.kbuild, keyed on the source,
+    /// every header it includes, the flags and the compiler version, so a rebuild without changes
+    /// runs no compiler. Each variant is staged and renamed into place: a failed build never
+    /// leaves a half-written variant and never removes the previous one.
+    Build(BuildArgs),
+    /// Validate build.toml (keys, types, paths, capabilities) without building.
+    CheckConfig(CheckConfigArgs),
+    /// Print the build variants this toolchain would produce.
+    ListVariants(ListVariantsArgs),
+    /// Upload build/ to a Hub kernel repository.
+    ///
+    /// Files go to the branch `v<version>`; the kernel card goes to `README.md` on `main`.
+    /// Unchanged files are not uploaded; an unchanged build makes no commit.
+    /// Auth: `HF_TOKEN`, else the token file under `HF_HOME`. `HF_ENDPOINT` selects the server.
+    Publish(PublishArgs),
+    /// Print a shell completion script.
+    ///
+    /// Example: kbuild completions bash > ~/.local/share/bash-completion/completions/kbuild
+    Completions(CompletionsArgs),
+}
+
+/// How to find the toolchain.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ToolchainArgs {
+    /// Python interpreter with torch installed [default: $KBUILD_PYTHON, the active venv,
+    /// ./.venv, python3].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// nvcc to use [default: $CUDA_HOME/bin/nvcc, PATH, then the pip CUDA next to torch].
+    #[arg(long, value_name = "PATH")]
+    pub nvcc: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+    /// Build only these backends (repeatable) [default: every backend in build.toml that this
+    /// machine can build].
+    #[arg(long = "backend", value_name = "NAME")]
+    pub backends: Vec<String>,
+    /// Parallel compile jobs [default: from cores and memory; nvcc with torch headers needs ~3 GB].
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Output directory [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Op namespace suffix instead of the hash of the sources.
+    #[arg(long, value_name = "ID")]
+    pub unique_id: Option<String>,
+    /// Print the plan (variants, compile commands) without running anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    /// Print the parsed configuration as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListVariantsArgs {
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Hub repository type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum RepoTypeArg {
+    #[default]
+    Kernel,
+    Model,
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// Target repository `org/name` [default: `[general.hub] repo-id` in build.toml].
+    #[arg(long, value_name = "ORG/NAME")]
+    pub repo: Option<String>,
+    /// Repository type (`model` for legacy kernel repos).
+    #[arg(long, value_enum, default_value_t = RepoTypeArg::Kernel)]
+    pub repo_type: RepoTypeArg,
+    /// Create the repository as private if it does not exist.
+    #[arg(long)]
+    pub private: bool,
+    /// Branch to publish to [default: v<version> from build.toml / metadata.json].
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// Publish only these variants (repeatable) [default: all in the build directory].
+    #[arg(long = "variant", value_name = "NAME")]
+    pub variants: Vec<String>,
+    /// Directory holding the variants [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub build_dir: Option<PathBuf>,
+    /// Open pull requests instead of committing.
+    #[arg(long)]
+    pub create_pr: bool,
+    /// Print the plan (adds, deletes, unchanged, bytes) without writing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Publish a build made from a dirty git tree.
+    #[arg(long)]
+    pub allow_dirty: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// Shell to generate for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}

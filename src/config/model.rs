@@ -1,0 +1,234 @@
+//! The validated build.toml model that the rest of the pipeline consumes (plain data).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// A kernel project: its root directory and its validated build.toml.
+#[derive(Debug, Clone)]
+pub struct Project {
+    /// Directory holding build.toml (absolute).
+    pub root: PathBuf,
+    /// Path of the build.toml (absolute).
+    pub manifest: PathBuf,
+    /// Which build.toml format the file uses.
+    pub edition: Edition,
+    pub general: General,
+    pub framework: Framework,
+    /// Kernels sorted by name.
+    pub kernels: Vec<Kernel>,
+    /// kbuild's own `[kbuild]` extension.
+    pub kbuild: KbuildExt,
+}
+
+/// The build.toml format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edition {
+    /// Edition-less HF kernel-builder v4 format.
+    V4,
+    /// `edition = 5` in `[general]`.
+    V5,
+}
+
+/// `[general]`.
+#[derive(Debug, Clone)]
+pub struct General {
+    /// Kernel name as written (e.g. `ltx-kernels` or `ltx_kernels`).
+    pub name: String,
+    pub version: u32,
+    pub license: String,
+    pub upstream: Option<String>,
+    pub source: Option<String>,
+    /// Backends in the order written.
+    pub backends: Vec<Backend>,
+    pub hub: Hub,
+    pub python_depends: Vec<String>,
+    /// `[general.cuda]`.
+    pub cuda: CudaGeneral,
+}
+
+impl General {
+    /// The Python package name: `-` replaced by `_`.
+    pub fn python_name(&self) -> String {
+        self.name.replace('-', "_")
+    }
+}
+
+/// `[general.hub]`.
+#[derive(Debug, Clone, Default)]
+pub struct Hub {
+    pub repo_id: Option<String>,
+    pub branch: Option<String>,
+}
+
+/// `[general.cuda]`.
+#[derive(Debug, Clone, Default)]
+pub struct CudaGeneral {
+    pub minver: Option<String>,
+    pub maxver: Option<String>,
+    pub python_depends: Vec<String>,
+}
+
+/// `[torch]` or `[torch-noarch]`.
+#[derive(Debug, Clone)]
+pub enum Framework {
+    Torch(Torch),
+    TorchNoarch(TorchNoarch),
+}
+
+/// `[torch]`: sources compiled into every backend's extension (the op bindings).
+#[derive(Debug, Clone, Default)]
+pub struct Torch {
+    /// Include dirs relative to the root.
+    pub include: Vec<PathBuf>,
+    pub minver: Option<String>,
+    pub maxver: Option<String>,
+    pub pyext: Vec<String>,
+    /// Sources relative to the root (headers may be listed; only .cpp/.cc/.cu compile).
+    pub src: Vec<PathBuf>,
+    pub cxx_flags: Vec<String>,
+}
+
+/// `[torch-noarch]`: pure-Python kernels.
+#[derive(Debug, Clone, Default)]
+pub struct TorchNoarch {
+    pub pyext: Vec<String>,
+    pub cuda_capabilities: Vec<Capability>,
+}
+
+/// A `[kernel.<name>]` table.
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    pub name: String,
+    pub backend: Backend,
+    /// Sources relative to the root, in the order written (headers may be listed).
+    pub src: Vec<PathBuf>,
+    /// Include dirs relative to the root.
+    pub include: Vec<PathBuf>,
+    pub depends: Vec<String>,
+    /// `cuda-capabilities`; `None` means the project's matrix.
+    pub cuda_capabilities: Option<Vec<Capability>>,
+    pub cuda_flags: Vec<String>,
+    pub cxx_flags: Vec<String>,
+}
+
+/// A kernel backend named in build.toml.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Cann,
+    Cpu,
+    Cuda,
+    Metal,
+    Neuron,
+    Rocm,
+    Tpu,
+    Xpu,
+}
+
+impl Backend {
+    /// The name used in build.toml, variant names and metadata.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Cann => "cann",
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+            Backend::Metal => "metal",
+            Backend::Neuron => "neuron",
+            Backend::Rocm => "rocm",
+            Backend::Tpu => "tpu",
+            Backend::Xpu => "xpu",
+        }
+    }
+
+    /// Whether kbuild can build this backend (the others are skipped with a message).
+    pub fn is_supported(self) -> bool {
+        matches!(self, Backend::Cpu | Backend::Cuda)
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A CUDA compute capability such as `9.0` or `9.0a`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Capability {
+    pub major: u32,
+    pub minor: u32,
+    /// Architecture-specific suffix (`a` or `f`), as in `9.0a`.
+    pub suffix: Option<char>,
+}
+
+impl Capability {
+    /// `sm_90a`-style digits: `90a`.
+    pub fn sm(&self) -> String {
+        match self.suffix {
+            Some(s) => format!("{}{}{}", self.major, self.minor, s),
+            None => format!("{}{}", self.major, self.minor),
+        }
+    }
+}
+
+impl serde::Serialize for Capability {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.suffix {
+            Some(s) => write!(f, "{}.{}{}", self.major, self.minor, s),
+            None => write!(f, "{}.{}", self.major, self.minor),
+        }
+    }
+}
+
+/// A floating-point dtype a kernel may be built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    Float32,
+    Float16,
+    BFloat16,
+}
+
+impl DType {
+    pub const ALL: [DType; 3] = [DType::Float32, DType::Float16, DType::BFloat16];
+
+    /// The torch name (`float32`, `float16`, `bfloat16`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DType::Float32 => "float32",
+            DType::Float16 => "float16",
+            DType::BFloat16 => "bfloat16",
+        }
+    }
+
+    /// The suffix of the generated C macro `KBUILD_HAS_<X>`.
+    pub fn macro_suffix(self) -> &'static str {
+        match self {
+            DType::Float32 => "FP32",
+            DType::Float16 => "FP16",
+            DType::BFloat16 => "BF16",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// kbuild's `[kbuild]` extension table.
+#[derive(Debug, Clone, Default)]
+pub struct KbuildExt {
+    /// `[kbuild.cuda-capabilities]`: the project's CUDA capability matrix with the dtypes each
+    /// capability is built for. Empty: no matrix declared (kernel lists or kbuild's default apply,
+    /// with every dtype).
+    pub capabilities: BTreeMap<Capability, Vec<DType>>,
+}

@@ -1,0 +1,59 @@
+//! The crate's top-level error: one variant per pipeline stage, each with a `hint:`.
+
+use thiserror::Error;
+
+/// Something every stage error can offer: what the user should do next.
+pub trait Hint {
+    /// A line for `hint:`, or `None` when there is nothing useful to add.
+    fn hint(&self) -> Option<String>;
+}
+
+/// Any failure of a kbuild command.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Toolchain(#[from] crate::toolchain::ToolchainError),
+    #[error(transparent)]
+    Compile(#[from] crate::compile::CompileError),
+    #[error(transparent)]
+    Link(#[from] crate::link::LinkError),
+    #[error(transparent)]
+    Package(#[from] crate::package::PackageError),
+    #[error(transparent)]
+    Publish(#[from] crate::publish::PublishError),
+    /// A failure outside the stages (the build lock, the output directory).
+    #[error("{message}")]
+    Other {
+        message: String,
+        hint: Option<String>,
+    },
+}
+
+impl Error {
+    /// An error with a message and a hint.
+    pub fn other(message: impl Into<String>, hint: impl Into<Option<String>>) -> Self {
+        Error::Other {
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+}
+
+impl Hint for Error {
+    fn hint(&self) -> Option<String> {
+        match self {
+            Error::Config(e) => e.hint(),
+            Error::Toolchain(e) => e.hint(),
+            Error::Compile(e) => e.hint(),
+            Error::Link(e) => e.hint(),
+            Error::Package(e) => e.hint(),
+            Error::Publish(e) => e.hint(),
+            Error::Other { hint, .. } => hint.clone(),
+        }
+    }
+}
+
+/// Result with the crate's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

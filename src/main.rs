@@ -1,0 +1,26 @@
+//! kbuild's binary: parse, dispatch, print the error chain and a hint, exit.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use kbuild::cli::Cli;
+use kbuild::error::Hint;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match kbuild::commands::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err}");
+            let mut source = std::error::Error::source(&err);
+            while let Some(cause) = source {
+                eprintln!("  caused by: {cause}");
+                source = cause.source();
+            }
+            if let Some(hint) = err.hint() {
+                eprintln!("  hint: {hint}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The one output seam: progress bars, quiet/verbose and `--json` all go through a `Reporter`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+/// How a compile unit ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitOutcome {
+    /// The compiler ran and succeeded.
+    Compiled,
+    /// The object came from the cache; no compiler ran.
+    Cached,
+    /// The compiler failed (its diagnostics are in the error).
+    Failed,
+}
+
+/// Receives what the pipeline does. Libraries report; the printer decides what is shown.
+pub trait Reporter: Sync {
+    /// A pipeline stage begins (`Compiling`, `Linking`, `Packaging`, `Uploading`).
+    fn stage(&self, name: &str, detail: &str);
+    /// `total` work units are about to run (compile jobs, files to upload).
+    fn begin_units(&self, total: usize);
+    fn unit_started(&self, label: &str);
+    fn unit_finished(&self, label: &str, outcome: UnitOutcome, elapsed: Duration);
+    /// Byte progress for transfers: `begin_bytes` then repeated `add_bytes`.
+    fn begin_bytes(&self, label: &str, total: u64);
+    fn add_bytes(&self, n: u64);
+    fn warn(&self, msg: &str);
+    fn info(&self, msg: &str);
+    /// Detail shown only with `-v` (commands run, cache decisions).
+    fn verbose(&self, msg: &str);
+}
+
+/// Verbosity chosen on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verbosity {
+    Quiet,
+    #[default]
+    Normal,
+    Verbose,
+}
+
+/// Human output on stderr with indicatif progress bars; silent except warnings when quiet.
+/// With `json`, nothing but warnings goes to stderr: stdout is left for the command's JSON.
+pub struct Printer {
+    verbosity: Verbosity,
+    json: bool,
+    multi: MultiProgress,
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl Printer {
+    pub fn new(verbosity: Verbosity, json: bool) -> Self {
+        let multi = MultiProgress::new();
+        if verbosity == Verbosity::Quiet || json {
+            multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        Printer {
+            verbosity,
+            json,
+            multi,
+            bar: Mutex::new(None),
+        }
+    }
+
+    fn chatty(&self) -> bool {
+        self.verbosity != Verbosity::Quiet && !self.json
+    }
+
+    fn line(&self, text: String) {
+        // Printing through the MultiProgress keeps bars intact; hidden bars print nothing,
+        // so fall back to stderr.
+        if self.multi.is_hidden() {
+            eprintln!("{text}");
+        } else {
+            let _ = self.multi.println(text);
+        }
+    }
+
+    fn with_bar(&self, f: impl FnOnce(&ProgressBar)) {
+        if let Ok(guard) = self.bar.lock()
+            && let Some(bar) = guard.as_ref()
+        {
+            f(bar);
+        }
+    }
+
+    fn replace_bar(&self, bar: ProgressBar) {
+        if let Ok(mut guard) = self.bar.lock() {
+            if let Some(old) = guard.take() {
+                old.finish_and_clear();
+            }
+            *guard = Some(bar);
+        }
+    }
+
+    /// Clear any progress bar (call before printing a final summary).
+    pub fn finish(&self) {
+        if let Ok(mut guard) = self.bar.lock()
+            && let Some(old) = guard.take()
+        {
+            old.finish_and_clear();
+        }
+    }
+}
+
+impl Reporter for Printer {
+    fn stage(&self, name: &str, detail: &str) {
+        if self.chatty() {
+            self.line(format!("{name:>12} {detail}"));
+        }
+    }
+
+    fn begin_units(&self, total: usize) {
+        let bar = self.multi.add(ProgressBar::new(total as u64));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>12.cyan.bold} [{bar:25}] {pos}/{len} {wide_msg}",
+            )
+            .expect("static template is valid")
+            .progress_chars("=> "),
+        );
+        bar.set_prefix("Building");
+        bar.enable_steady_tick(Duration::from_millis(200));
+        self.replace_bar(bar);
+    }
+
+    fn unit_started(&self, label: &str) {
+        self.verbose(&format!("start {label}"));
+        self.with_bar(|b| b.set_message(label.to_string()));
+    }
+
+    fn unit_finished(&self, label: &str, outcome: UnitOutcome, elapsed: Duration) {
+        if self.chatty() {
+            let word = match outcome {
+                UnitOutcome::Compiled => "Compiled",
+                UnitOutcome::Cached => "Fresh",
+                UnitOutcome::Failed => "Failed",
+            };
+            self.line(format!(
+                "{word:>12} {label} ({:.1}s)",
+                elapsed.as_secs_f64()
+            ));
+        }
+        self.with_bar(|b| b.inc(1));
+    }
+
+    fn begin_bytes(&self, label: &str, total: u64) {
+        let bar = self.multi.add(ProgressBar::new(total));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>12.cyan.bold} [{bar:25}] {bytes}/{total_bytes} {wide_msg}",
+            )
+            .expect("static template is valid")
+            .progress_chars("=> "),
+        );
+        bar.set_prefix("Uploading");
+        bar.set_message(label.to_string());
+        self.replace_bar(bar);
+    }
+
+    fn add_bytes(&self, n: u64) {
+        self.with_bar(|b| b.inc(n));
+    }
+
+    fn warn(&self, msg: &str) {
+        if self.verbosity != Verbosity::Quiet || self.json {
+            self.line(format!("warning: {msg}"));
+        }
+    }
+
+    fn info(&self, msg: &str) {
+        if self.chatty() {
+            self.line(msg.to_string());
+        }
+    }
+
+    fn verbose(&self, msg: &str) {
+        if self.verbosity == Verbosity::Verbose && !self.json {
+            self.line(format!("{:>12} {msg}", "Verbose"));
+        }
+    }
+}
+
+/// A reporter that records events, for tests.
+#[derive(Default)]
+pub struct Recorder {
+    pub events: Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    pub fn take(&self) -> Vec<String> {
+        self.events
+            .lock()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default()
+    }
+    fn push(&self, s: String) {
+        if let Ok(mut e) = self.events.lock() {
+            e.push(s);
+        }
+    }
+}
+
+impl Reporter for Recorder {
+    fn stage(&self, name: &str, detail: &str) {
+        self.push(format!("stage {name} {detail}"));
+    }
+    fn begin_units(&self, total: usize) {
+        self.push(format!("begin {total}"));
+    }
+    fn unit_started(&self, label: &str) {
+        self.push(format!("start {label}"));
+    }
+    fn unit_finished(&self, label: &str, outcome: UnitOutcome, _elapsed: Duration) {
+        self.push(format!("{outcome:?} {label}"));
+    }
+    fn begin_bytes(&self, label: &str, total: u64) {
+        self.push(format!("bytes {label} {total}"));
+    }
+    fn add_bytes(&self, _n: u64) {}
+    fn warn(&self, msg: &str) {
+        self.push(format!("warn {msg}"));
+    }
+    fn info(&self, msg: &str) {
+        self.push(format!("info {msg}"));
+    }
+    fn verbose(&self, msg: &str) {
+        self.push(format!("verbose {msg}"));
+    }
+}
