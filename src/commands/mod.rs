@@ -21,6 +21,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             clap_complete::generate(args.shell, &mut cmd, "kbuild", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Build(_) => {
+            let _printer = Printer::new(verbosity, false);
+            // Config errors must surface before anything touches the output directory.
+            let _project = crate::config::load(&cli.global.project)?;
+            todo!("build pipeline lands here")
+        }
         other => {
             let _printer = Printer::new(verbosity, false);
             let _ = other;
