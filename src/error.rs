@@ -16,6 +16,8 @@ pub enum Error {
     #[error(transparent)]
     Toolchain(#[from] crate::toolchain::ToolchainError),
     #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    #[error(transparent)]
     Compile(#[from] crate::compile::CompileError),
     #[error(transparent)]
     Link(#[from] crate::link::LinkError),
@@ -46,6 +48,7 @@ impl Hint for Error {
         match self {
             Error::Config(e) => e.hint(),
             Error::Toolchain(e) => e.hint(),
+            Error::Plan(e) => e.hint(),
             Error::Compile(e) => e.hint(),
             Error::Link(e) => e.hint(),
             Error::Package(e) => e.hint(),

@@ -119,3 +119,10 @@ pub struct LinkJob {
     /// Extra arguments (rpath and the like).
     pub flags: Vec<String>,
 }
+
+mod make;
+
+pub use make::{
+    DEFAULT_CAPABILITIES, PlanError, PlanSettings, Tools, make_plan, python_files, select_backends,
+    source_identity, variant_name,
+};

@@ -1,16 +1,140 @@
 //! Toolchain discovery: Python + torch facts, nvcc, the host C++ compiler, and preflight.
+//!
+//! Python is found from `--python`, `KBUILD_PYTHON`, the active venv, the project's `.venv`, then
+//! `python3`; one Python call reads every torch fact the build needs. nvcc comes from `--nvcc`,
+//! `CUDA_HOME`, `PATH`, then the pip CUDA (`site-packages/nvidia/cu*/bin/nvcc`) next to torch.
+
+mod nvcc;
+mod python;
+
+pub use nvcc::{Nvcc, find_nvcc};
+pub use python::{Python, TorchInfo, find_python};
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use crate::error::Hint;
+
+/// The exact pip command that installs a matching toolchain into the project's `.venv`.
+pub const INSTALL_HINT: &str = "python3 -m venv .venv && .venv/bin/pip install \"torch==2.15.0\" \
+     \"cuda-toolkit[nvcc,cccl,cuobjdump]==13.2.2\" \"kernels==0.17.2\" numpy";
 
 /// A missing or unusable tool, with the command that fixes it.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolchainError {
-    #[error("placeholder")]
-    Placeholder,
+    #[error("no Python interpreter found (tried {tried})")]
+    NoPython { tried: String },
+    #[error("`{python}` could not be run: {reason}")]
+    PythonFailed { python: PathBuf, reason: String },
+    #[error("torch is not installed for `{python}`")]
+    NoTorch { python: PathBuf },
+    #[error("no nvcc found (tried {tried})")]
+    NoNvcc { tried: String },
+    #[error("`{nvcc}` is CUDA {nvcc_version} but torch {torch} was built for CUDA {torch_cuda}")]
+    NvccMajorMismatch {
+        nvcc: PathBuf,
+        nvcc_version: String,
+        torch: String,
+        torch_cuda: String,
+    },
+    #[error("`{tool}` could not be run: {reason}")]
+    ToolFailed { tool: PathBuf, reason: String },
+    #[error("no C++ compiler found: {reason}")]
+    NoCxx { reason: String },
 }
 
 impl Hint for ToolchainError {
     fn hint(&self) -> Option<String> {
-        None
+        Some(match self {
+            ToolchainError::NoPython { .. } | ToolchainError::NoTorch { .. } => format!(
+                "install torch (and a matching CUDA compiler) into the project venv: \
+                 `{INSTALL_HINT}`, or pass `--python <path>` / set `KBUILD_PYTHON`"
+            ),
+            ToolchainError::PythonFailed { .. } => {
+                "pass a working interpreter with `--python <path>` or `KBUILD_PYTHON`".into()
+            }
+            ToolchainError::NoNvcc { .. } => format!(
+                "install the CUDA compiler that matches torch: `.venv/bin/pip install \
+                 \"cuda-toolkit[nvcc,cccl,cuobjdump]==13.2.2\"` (full setup: `{INSTALL_HINT}`), \
+                 or pass `--nvcc <path>` / set `CUDA_HOME`; to skip CUDA use `--backend cpu`"
+            ),
+            ToolchainError::NvccMajorMismatch { torch_cuda, .. } => format!(
+                "install a CUDA {torch_cuda} compiler (pip: `cuda-toolkit[nvcc,cccl]=={torch_cuda}.*`) \
+                 or a torch built for your nvcc, or pass `--nvcc <path>`"
+            ),
+            ToolchainError::ToolFailed { .. } => "check that the tool runs on its own".into(),
+            ToolchainError::NoCxx { .. } => {
+                "install g++ (`apt install g++`) or set `CXX` to a C++ compiler".into()
+            }
+        })
     }
+}
+
+/// The host C++ compiler.
+#[derive(Debug, Clone)]
+pub struct Cxx {
+    pub path: PathBuf,
+    /// First line of `--version`: part of every cache key.
+    pub version: String,
+}
+
+/// Locate the host C++ compiler (honours `CXX`) through the `cc` crate.
+pub fn find_cxx() -> Result<Cxx, ToolchainError> {
+    let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let compiler = cc::Build::new()
+        .cpp(true)
+        .cargo_metadata(false)
+        .cargo_warnings(false)
+        .target(&target)
+        .host(&target)
+        .opt_level(3)
+        .try_get_compiler()
+        .map_err(|e| ToolchainError::NoCxx {
+            reason: e.to_string(),
+        })?;
+    let path = resolve_program(compiler.path()).ok_or_else(|| ToolchainError::NoCxx {
+        reason: format!("`{}` is not on PATH", compiler.path().display()),
+    })?;
+    let version = first_line_of(&path, &["--version"])?;
+    Ok(Cxx { path, version })
+}
+
+/// Run `tool args…` and return the first line of its stdout.
+pub(crate) fn first_line_of(tool: &Path, args: &[&str]) -> Result<String, ToolchainError> {
+    let out = capture(tool, args)?;
+    Ok(out.lines().next().unwrap_or_default().trim().to_string())
+}
+
+/// Run `tool args…` and return its stdout; a failure names the tool and its stderr.
+pub(crate) fn capture(tool: &Path, args: &[&str]) -> Result<String, ToolchainError> {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .map_err(|e| ToolchainError::ToolFailed {
+            tool: tool.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(ToolchainError::ToolFailed {
+            tool: tool.to_path_buf(),
+            reason: format!(
+                "{} exited with {}: {}",
+                tool.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A program name or path → an absolute executable path, searching `PATH` for bare names.
+pub(crate) fn resolve_program(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
 }

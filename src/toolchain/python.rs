@@ -1,0 +1,178 @@
+//! Python discovery and the one call that reads torch's facts.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ToolchainError, resolve_program};
+
+/// A Python interpreter and how it was chosen.
+#[derive(Debug, Clone, Serialize)]
+pub struct Python {
+    pub path: PathBuf,
+    /// Where it came from (`--python`, `KBUILD_PYTHON`, `VIRTUAL_ENV`, `.venv`, `PATH`).
+    pub origin: String,
+}
+
+/// What torch tells about itself: versions, ABI, headers and libraries.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TorchInfo {
+    /// e.g. `2.15.0+cu132`.
+    pub version: String,
+    /// `torch.version.cuda`, e.g. `13.2`; `None` for CPU-only torch.
+    pub cuda: Option<String>,
+    pub cxx11_abi: bool,
+    /// `<torch>/include` and `<torch>/include/torch/csrc/api/include`.
+    pub include_dirs: Vec<PathBuf>,
+    /// `<torch>/lib`.
+    pub lib_dir: PathBuf,
+    /// Python's own headers (`Python.h`).
+    pub python_include: PathBuf,
+    /// site-packages that holds torch (the pip CUDA lives beside it).
+    pub site_packages: PathBuf,
+    /// e.g. `3.11.7`.
+    pub python_version: String,
+}
+
+impl TorchInfo {
+    /// `(major, minor)` of torch, e.g. `(2, 15)`.
+    pub fn major_minor(&self) -> (u32, u32) {
+        parse_major_minor(&self.version).unwrap_or((0, 0))
+    }
+
+    /// `(major, minor)` of torch's CUDA, e.g. `(13, 2)`.
+    pub fn cuda_major_minor(&self) -> Option<(u32, u32)> {
+        self.cuda.as_deref().and_then(parse_major_minor)
+    }
+
+    /// The C++ standard the torch headers need.
+    pub fn cxx_std(&self) -> &'static str {
+        // torch 2.10+ headers refuse C++17 (`#error C++20 or later compatible compiler is required`).
+        if self.major_minor() >= (2, 10) {
+            "c++20"
+        } else {
+            "c++17"
+        }
+    }
+}
+
+/// `"2.15.0+cu132"` → `(2, 15)`.
+pub(crate) fn parse_major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split(['.', '+']);
+    let major = parts.next()?.trim().parse().ok()?;
+    let minor = parts.next()?.trim().parse().ok()?;
+    Some((major, minor))
+}
+
+/// Choose the interpreter: explicit, env, active venv, project venv, then `python3` on PATH.
+pub fn find_python(explicit: Option<&Path>, project_root: &Path) -> Result<Python, ToolchainError> {
+    let mut tried = Vec::new();
+    let mut candidates: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some(p) = explicit {
+        candidates.push((p.to_path_buf(), "--python"));
+    }
+    if let Some(p) = std::env::var_os("KBUILD_PYTHON") {
+        candidates.push((PathBuf::from(p), "KBUILD_PYTHON"));
+    }
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
+        candidates.push((PathBuf::from(venv).join("bin/python"), "VIRTUAL_ENV"));
+    }
+    candidates.push((project_root.join(".venv/bin/python"), "project .venv"));
+    candidates.push((PathBuf::from("python3"), "PATH"));
+
+    for (path, origin) in candidates {
+        tried.push(format!("`{}` ({origin})", path.display()));
+        let explicit_choice = origin == "--python" || origin == "KBUILD_PYTHON";
+        match resolve_program(&path) {
+            Some(resolved) => {
+                return Ok(Python {
+                    path: resolved,
+                    origin: origin.to_string(),
+                });
+            }
+            // An interpreter the user named must exist: falling through would hide their typo.
+            None if explicit_choice => {
+                return Err(ToolchainError::PythonFailed {
+                    python: path,
+                    reason: format!("no such file (from {origin})"),
+                });
+            }
+            None => {}
+        }
+    }
+    Err(ToolchainError::NoPython {
+        tried: tried.join(", "),
+    })
+}
+
+/// The script run once per build; prints one JSON object.
+const PROBE: &str = r#"
+import json, os, sys, sysconfig
+try:
+    import torch
+except Exception as e:
+    print(json.dumps({"error": "no-torch", "detail": str(e)}))
+    sys.exit(0)
+d = os.path.dirname(torch.__file__)
+print(json.dumps({
+    "version": torch.__version__,
+    "cuda": torch.version.cuda,
+    "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+    "include_dirs": [os.path.join(d, "include"), os.path.join(d, "include", "torch", "csrc", "api", "include")],
+    "lib_dir": os.path.join(d, "lib"),
+    "python_include": sysconfig.get_paths()["include"],
+    "site_packages": os.path.dirname(d),
+    "python_version": "%d.%d.%d" % sys.version_info[:3],
+}))
+"#;
+
+impl Python {
+    /// Ask this interpreter's torch for the facts the build needs.
+    pub fn torch_info(&self) -> Result<TorchInfo, ToolchainError> {
+        let out = Command::new(&self.path)
+            .args(["-c", PROBE])
+            .output()
+            .map_err(|e| ToolchainError::PythonFailed {
+                python: self.path.clone(),
+                reason: e.to_string(),
+            })?;
+        if !out.status.success() {
+            return Err(ToolchainError::PythonFailed {
+                python: self.path.clone(),
+                reason: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout.lines().last().unwrap_or_default();
+        if line.contains("\"error\": \"no-torch\"") {
+            return Err(ToolchainError::NoTorch {
+                python: self.path.clone(),
+            });
+        }
+        serde_json::from_str(line).map_err(|e| ToolchainError::PythonFailed {
+            python: self.path.clone(),
+            reason: format!("unexpected output from the torch probe ({e}): {line}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torch_versions_parse_to_major_minor() {
+        assert_eq!(parse_major_minor("2.15.0+cu132"), Some((2, 15)));
+        assert_eq!(parse_major_minor("2.11.0"), Some((2, 11)));
+        assert_eq!(parse_major_minor("13.2"), Some((13, 2)));
+        assert_eq!(parse_major_minor("garbage"), None);
+    }
+
+    #[test]
+    fn explicit_python_that_does_not_exist_is_an_error_not_a_fallback() {
+        let err = find_python(Some(Path::new("/nonexistent/python")), Path::new("/tmp"))
+            .expect_err("must not fall back");
+        assert!(err.to_string().contains("/nonexistent/python"), "{err}");
+    }
+}
