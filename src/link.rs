@@ -1,16 +1,156 @@
 //! Link the extension `_<name>_<backend>_<hash>.abi3.so` against torch (and cudart for CUDA).
+//!
+//! The link is skipped when its command line and the objects are unchanged since the last
+//! link (a stamp beside the output records their hash), so a no-op rebuild runs no tool at all.
 
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+use crate::compile::{CommandFailure, CommandSpec, run_one};
 use crate::error::Hint;
+use crate::plan::LinkJob;
+use crate::report::{Reporter, UnitOutcome};
 
 /// A linker failure.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
-    #[error("placeholder")]
-    Placeholder,
+    #[error("linking `{}` failed: {failure}\n{diagnostics}", output.display())]
+    Failed {
+        output: PathBuf,
+        failure: CommandFailure,
+        diagnostics: String,
+    },
+    #[error("cannot {action} `{}`: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl Hint for LinkError {
     fn hint(&self) -> Option<String> {
-        None
+        match self {
+            LinkError::Failed { diagnostics, .. } if diagnostics.contains("undefined reference") => {
+                Some("a function is declared but not defined in any source of this backend: \
+                      check `src` of the `[kernel.*]` tables and the `#if defined(CPU_KERNEL)` / \
+                      `CUDA_KERNEL` guards of the bindings"
+                    .into())
+            }
+            LinkError::Failed { diagnostics, .. } if diagnostics.contains("cannot find -l") => {
+                Some("a library is missing: check the torch install (and the CUDA runtime from \
+                      `cuda-toolkit` for the cuda backend)"
+                    .into())
+            }
+            LinkError::Failed { .. } => Some("the linker's output above says what failed".into()),
+            LinkError::Io { .. } => None,
+        }
+    }
+}
+
+/// The link command as data: `<linker> <flags> -o <tmp> <objects> -L… -l…`.
+pub fn link_command(job: &LinkJob, output: &Path) -> CommandSpec {
+    let mut cmd = CommandSpec::new(&job.linker);
+    cmd.args(&job.flags);
+    cmd.arg("-o").arg(output);
+    cmd.args(&job.objects);
+    for dir in &job.lib_dirs {
+        cmd.arg(format!("-L{}", dir.display()));
+    }
+    for lib in &job.libs {
+        cmd.arg(format!("-l{lib}"));
+    }
+    cmd
+}
+
+fn stamp_path(job: &LinkJob) -> PathBuf {
+    let mut name = job.output.file_name().unwrap_or_default().to_os_string();
+    name.push(".stamp");
+    job.output.with_file_name(name)
+}
+
+/// Hash of the command line and every object's content.
+fn link_key(job: &LinkJob) -> Result<String, LinkError> {
+    let mut hasher = Sha256::new();
+    for arg in &link_command(job, &job.output).args {
+        hasher.update(arg.as_encoded_bytes());
+        hasher.update([0]);
+    }
+    for object in &job.objects {
+        let bytes = std::fs::read(object).map_err(|source| LinkError::Io {
+            action: "read object",
+            path: object.clone(),
+            source,
+        })?;
+        hasher.update(Sha256::digest(&bytes));
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Link `job.output` unless it is up to date; returns whether the linker ran.
+pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool, LinkError> {
+    let key = link_key(job)?;
+    let stamp = stamp_path(job);
+    if job.output.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
+        reporter.verbose(&format!("{label}: link inputs unchanged, not relinking"));
+        return Ok(false);
+    }
+    let parent = job.output.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|source| LinkError::Io {
+        action: "create",
+        path: parent.to_path_buf(),
+        source,
+    })?;
+    // Link to a temp name and rename: an interrupted link never leaves a truncated .so.
+    let tmp = job.output.with_extension("so.tmp");
+    let cmd = link_command(job, &tmp);
+    reporter.verbose(&cmd.to_string());
+    let started = Instant::now();
+    reporter.unit_started(label);
+    if let Err(failure) = run_one(&cmd) {
+        reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
+        let _ = std::fs::remove_file(&tmp);
+        let diagnostics = failure.diagnostics();
+        return Err(LinkError::Failed {
+            output: job.output.clone(),
+            failure,
+            diagnostics,
+        });
+    }
+    std::fs::rename(&tmp, &job.output).map_err(|source| LinkError::Io {
+        action: "rename into",
+        path: job.output.clone(),
+        source,
+    })?;
+    std::fs::write(&stamp, &key).map_err(|source| LinkError::Io {
+        action: "write",
+        path: stamp,
+        source,
+    })?;
+    reporter.unit_finished(label, UnitOutcome::Compiled, started.elapsed());
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_command_puts_objects_before_libraries() {
+        let job = LinkJob {
+            linker: "g++".into(),
+            objects: vec!["a.o".into(), "b.o".into()],
+            output: "out/_x_cpu_abc.abi3.so".into(),
+            lib_dirs: vec!["/torch/lib".into()],
+            libs: vec!["c10".into(), ":libcudart.so.13".into()],
+            flags: vec!["-shared".into()],
+        };
+        let shown = link_command(&job, Path::new("out.so")).to_string();
+        assert_eq!(
+            shown,
+            "g++ -shared -o out.so a.o b.o -L/torch/lib -lc10 -l:libcudart.so.13"
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! One module per verb: clap args → resolved settings → pipeline calls.
 
+pub mod build;
+
 use std::process::ExitCode;
 
 use crate::Result;
@@ -15,22 +17,23 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     } else {
         Verbosity::Normal
     };
+    let project = cli.global.project.clone();
     match cli.command {
+        Command::Build(args) => {
+            let printer = Printer::new(verbosity, args.json);
+            build::run(build::BuildSettings::resolve(&project, args), &printer)?;
+        }
+        Command::ListVariants(args) => {
+            let printer = Printer::new(verbosity, args.json);
+            build::list_variants(&project, &args.toolchain, args.json, &printer)?;
+        }
+        Command::CheckConfig(_) | Command::Publish(_) => {
+            unimplemented!("wired when the config and publish stages land")
+        }
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "kbuild", &mut std::io::stdout());
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Build(_) => {
-            let _printer = Printer::new(verbosity, false);
-            // Config errors must surface before anything touches the output directory.
-            let _project = crate::config::load(&cli.global.project)?;
-            todo!("build pipeline lands here")
-        }
-        other => {
-            let _printer = Printer::new(verbosity, false);
-            let _ = other;
-            todo!("verbs are wired as the stages land")
         }
     }
+    Ok(ExitCode::SUCCESS)
 }

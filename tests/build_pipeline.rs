@@ -1,0 +1,178 @@
+//! End to end: `kbuild build` on fixture projects with the real PyPI toolchain, loaded by the
+//! real `kernels` package.
+
+mod support;
+
+use std::path::Path;
+
+use support::{cuda_bin, fixture, kbuild, python_ok, run, stdout_json};
+
+const CPU_VARIANT_CHECK: &str = r#"
+import pathlib, sys, torch, kernels
+from kernels._rust import Digest, Metadata
+root = pathlib.Path(sys.argv[1])
+k = kernels.get_local_kernel(root, backend="cpu")
+x = torch.randn(1000)
+torch.testing.assert_close(k.relu(x), torch.clamp(x, min=0), rtol=0, atol=0)
+variant = next((root / "build").glob("torch*-cpu-*"))
+meta = Metadata.read_from_file(variant / "metadata.json")
+# The same check kernels.verify.verify_variant makes after the signature.
+meta.digest.validate(Digest.hash_variant(meta.digest.algorithm, variant))
+print("ok", meta.id, meta.backend.backend_type)
+"#;
+
+fn compiled_labels(out: &std::process::Output) -> Vec<String> {
+    let json = stdout_json(out);
+    json["compiled"]
+        .as_array()
+        .expect("compiled list")
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn check_cpu_variant(root: &Path) -> String {
+    python_ok(
+        &format!("import sys; sys.argv = ['x', {:?}]\n{CPU_VARIANT_CHECK}", root.display().to_string()),
+        &[],
+    )
+}
+
+#[test]
+fn cpu_build_loads_through_kernels_and_rebuilds_only_what_changed() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+
+    // First build: everything compiles, the variant loads and its op computes relu.
+    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json"]));
+    assert!(out.status.success());
+    assert_eq!(compiled_labels(&out).len(), 2, "binding + cpu kernel");
+    let loaded = check_cpu_variant(root);
+    assert!(loaded.contains("ok _relu_cpu_"), "{loaded}");
+    assert!(loaded.trim().ends_with("cpu"), "{loaded}");
+
+    // No-op rebuild: no compiler runs and the variant is left as it was.
+    let variant = std::fs::read_dir(root.join("build"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().ends_with("-cpu-x86_64-linux"))
+        .expect("cpu variant dir");
+    let meta_before = std::fs::read(variant.join("metadata.json")).unwrap();
+    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json", "--unique-id", "fixed"]));
+    assert!(out.status.success());
+    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json", "--unique-id", "fixed"]));
+    assert!(out.status.success());
+    assert!(compiled_labels(&out).is_empty(), "no-op rebuild ran a compiler");
+    assert_eq!(stdout_json(&out)["variants"][0]["written"], false);
+
+    // A header change recompiles exactly its dependents (the binding includes torch_binding.h,
+    // the cpu kernel does not).
+    let header = root.join("torch-ext/torch_binding.h");
+    let text = std::fs::read_to_string(&header).unwrap();
+    std::fs::write(&header, format!("{text}\n// changed\n")).unwrap();
+    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json", "--unique-id", "fixed"]));
+    assert!(out.status.success());
+    assert_eq!(compiled_labels(&out), ["torch-ext/torch_binding.cpp [cpu]"]);
+
+    // A compile error fails the build, shows the diagnostics, and keeps the previous variant.
+    let meta_good = std::fs::read(variant.join("metadata.json")).unwrap();
+    let src = root.join("relu_cpu/relu_cpu.cpp");
+    std::fs::write(&src, "this is not C++;\n").unwrap();
+    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--unique-id", "fixed"]));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("relu_cpu/relu_cpu.cpp"), "{stderr}");
+    assert!(stderr.contains("error"), "{stderr}");
+    assert_eq!(std::fs::read(variant.join("metadata.json")).unwrap(), meta_good);
+    let leftovers: Vec<String> = std::fs::read_dir(root.join("build"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".stage") || n.starts_with(".old"))
+        .collect();
+    assert!(leftovers.is_empty(), "staging left behind: {leftovers:?}");
+    assert_ne!(meta_before, Vec::<u8>::new());
+}
+
+#[test]
+fn edition_less_v4_project_builds_and_loads() {
+    let project = fixture("relu-v4");
+    let root = project.path();
+    let out = run(kbuild(root).args(["build", "--backend", "cpu"]));
+    assert!(out.status.success());
+    let code = format!(
+        r#"
+import pathlib, torch, kernels
+k = kernels.get_local_kernel(pathlib.Path({:?}), backend="cpu")
+x = torch.randn(64)
+torch.testing.assert_close(k.relu(x), x.clamp(min=0))
+print("ok")
+"#,
+        root.display().to_string()
+    );
+    assert_eq!(python_ok(&code, &[]).trim(), "ok");
+}
+
+#[test]
+fn cuda_build_embeds_sm75_sm80_sm90_and_recompiles_only_header_dependents() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let out = run(kbuild(root).args(["build", "--backend", "cuda", "--json", "--unique-id", "t"]));
+    assert!(out.status.success());
+    let json = stdout_json(&out);
+    assert_eq!(json["variants"][0]["capabilities"], serde_json::json!(["7.5", "8.0", "9.0"]));
+    let variant = Path::new(json["variants"][0]["path"].as_str().unwrap()).to_path_buf();
+    let so = variant.join("_relu_cuda_t.abi3.so");
+    let listing = run(std::process::Command::new(cuda_bin().join("cuobjdump"))
+        .arg("--list-elf")
+        .arg(&so));
+    assert!(listing.status.success());
+    let text = String::from_utf8_lossy(&listing.stdout);
+    for sm in ["sm_75", "sm_80", "sm_90"] {
+        assert!(text.contains(sm), "{sm} missing from:\n{text}");
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["backend"]["archs"], serde_json::json!(["7.5", "8.0", "9.0+PTX"]));
+
+    // relu_common.cuh is included by relu.cu only.
+    let header = root.join("relu_cuda/relu_common.cuh");
+    let text = std::fs::read_to_string(&header).unwrap();
+    std::fs::write(&header, format!("{text}\n// changed\n")).unwrap();
+    let out = run(kbuild(root).args(["build", "--backend", "cuda", "--json", "--unique-id", "t"]));
+    assert!(out.status.success());
+    assert_eq!(compiled_labels(&out), ["relu_cuda/relu.cu [cuda]"]);
+}
+
+#[test]
+fn dry_run_prints_the_compile_commands_and_writes_nothing() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let out = run(kbuild(root).args(["build", "--dry-run"]));
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("-gencode"), "{text}");
+    assert!(text.contains("arch=compute_90,code=compute_90"), "{text}");
+    assert!(text.contains("-DTORCH_EXTENSION_NAME=_relu_cpu_"), "{text}");
+    assert!(text.contains("-l:libcudart.so.13"), "{text}");
+    assert!(!root.join("build").exists(), "dry run wrote build/");
+}
+
+#[test]
+fn backends_kbuild_cannot_build_are_skipped_with_a_message() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let manifest = root.join("build.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace(r#"backends = ["cpu", "cuda"]"#, r#"backends = ["cpu", "cuda", "xpu"]"#),
+    )
+    .unwrap();
+    let out = run(kbuild(root).args(["list-variants"]));
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("skipping backend `xpu`"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("torch215-cxx11-cu132-x86_64-linux  (capabilities 7.5, 8.0, 9.0)"), "{stdout}");
+    assert!(stdout.contains("torch215-cxx11-cpu-x86_64-linux"), "{stdout}");
+}

@@ -1,0 +1,92 @@
+//! Helpers shared by the integration tests: the kbuild binary, the project's Python, fixtures.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The Python with torch + kernels that scripts/setup installs (`KBUILD_TEST_PYTHON` overrides).
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("KBUILD_TEST_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let p = repo().join(".venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup (or set KBUILD_TEST_PYTHON)",
+        p.display()
+    );
+    p
+}
+
+/// The pip CUDA's bin directory (nvcc, cuobjdump) next to the test Python's torch.
+pub fn cuda_bin() -> PathBuf {
+    let out = Command::new(python())
+        .args(["-c", "import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))"])
+        .output()
+        .expect("python runs");
+    let site = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    PathBuf::from(site).join("nvidia/cu13/bin")
+}
+
+/// A `kbuild` command using the test Python.
+pub fn kbuild(project: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kbuild"));
+    cmd.arg("-C").arg(project);
+    cmd.env("KBUILD_PYTHON", python());
+    cmd.env_remove("VIRTUAL_ENV");
+    cmd
+}
+
+/// Copy `tests/fixtures/<name>` into a fresh temp dir (outside any git checkout).
+pub fn fixture(name: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy_dir(&repo().join("tests/fixtures").join(name), tmp.path());
+    tmp
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.expect("walk fixture");
+        let rel = entry.path().strip_prefix(from).expect("prefix");
+        let dest = to.join(rel);
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).expect("mkdir");
+        } else {
+            std::fs::copy(entry.path(), &dest).expect("copy");
+        }
+    }
+}
+
+/// Run and return the output, printing it so a failing test shows what happened.
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("command starts");
+    eprintln!(
+        "--- {:?}\n--- status {}\n--- stdout\n{}\n--- stderr\n{}",
+        cmd,
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Run a Python snippet with the test Python; panics with its output on failure.
+pub fn python_ok(code: &str, envs: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(python());
+    cmd.args(["-c", code]).env("HF_HUB_OFFLINE", "1");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "python failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stdout_json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
