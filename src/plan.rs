@@ -90,7 +90,12 @@ pub struct CompileJob {
     pub depfile: PathBuf,
     /// `-std=` value, e.g. `c++20`.
     pub std: String,
+    /// Project include dirs (`-I`), generated headers included; searched by the object cache's
+    /// include scan.
     pub include_dirs: Vec<PathBuf>,
+    /// Toolchain include dirs (`-isystem`: torch, Python, CUDA): no warnings from them, and the
+    /// object cache does not scan them (the compiler's dependency output covers them).
+    pub system_include_dirs: Vec<PathBuf>,
     /// `-DNAME` or `-DNAME=VALUE`.
     pub defines: Vec<(String, Option<String>)>,
     /// Flags from build.toml for this compiler (`cuda-flags` for nvcc, `cxx-flags` for g++).

@@ -1,17 +1,299 @@
 //! Compile jobs: command construction (data), one runner (jobs limit, first failure stops the
 //! rest), and the object cache keyed on source, headers, flags and compiler.
 
-use crate::error::Hint;
+mod cache;
+mod command;
+mod deps;
+mod runner;
 
-/// A compiler failure, with the command and its diagnostics.
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::SystemTime;
+
+pub use command::{CommandSpec, command_for, shell_quote};
+pub use deps::{parse_depfile, scan_includes};
+pub use runner::{
+    Cancel, CommandFailure, JobError, Unit, default_jobs, describe_status, diagnostics, jobs_for,
+    run_cancellable, run_jobs, run_one,
+};
+
+use crate::error::Hint;
+use crate::plan::{CompileJob, Lang};
+use crate::report::{Reporter, UnitOutcome};
+use cache::{Cache, Freshness};
+
+/// How to run the compile jobs.
+#[derive(Debug, Clone)]
+pub struct CompileSettings {
+    /// Parallel jobs (see `default_jobs`).
+    pub jobs: usize,
+    /// Where the object cache keeps its manifests (`<work_dir>/cache`).
+    pub cache_dir: PathBuf,
+}
+
+/// Which units ran a compiler and which came from the cache (labels, in job order).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CompileSummary {
+    pub compiled: Vec<String>,
+    pub cached: Vec<String>,
+}
+
+/// A compile that failed: the command, its status and the compiler's diagnostics.
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
-    #[error("placeholder")]
-    Placeholder,
+    /// The compiler ran and failed.
+    #[error("compiling `{label}` failed: `{command}` {}\n{stderr}", describe_status(*status))]
+    CommandFailed {
+        label: String,
+        command: String,
+        status: ExitStatus,
+        /// stderr then stdout, trimmed to the last lines.
+        stderr: String,
+    },
+    /// The compiler could not be started.
+    #[error("compiling `{label}` failed: cannot run `{}`: {source}", program.display())]
+    Spawn {
+        label: String,
+        program: PathBuf,
+        lang: Lang,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The compiler succeeded but its dependency file is missing or unreadable.
+    #[error("compiling `{label}`: cannot read the dependency file `{}` the compiler wrote: {message}", path.display())]
+    Depfile {
+        label: String,
+        path: PathBuf,
+        message: String,
+    },
+    /// Writing an object or a cache entry failed.
+    #[error("cannot write `{}`: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CompileError {
+    /// The error for a failed command run for unit `label`; `None` when it was cancelled.
+    pub fn from_failure(label: &str, lang: Lang, failure: CommandFailure) -> Option<Self> {
+        let label = label.to_string();
+        Some(match failure {
+            CommandFailure::Spawn {
+                program, source, ..
+            } => CompileError::Spawn {
+                label,
+                program,
+                lang,
+                source,
+            },
+            CommandFailure::Exited {
+                command,
+                status,
+                ref stdout,
+                ref stderr,
+            } => CompileError::CommandFailed {
+                stderr: diagnostics(stdout, stderr),
+                label,
+                command,
+                status,
+            },
+            CommandFailure::Cancelled { .. } => return None,
+        })
+    }
 }
 
 impl Hint for CompileError {
     fn hint(&self) -> Option<String> {
-        None
+        Some(match self {
+            CompileError::CommandFailed { status, .. } if status.code().is_none() => {
+                "the compiler was killed; if by the out-of-memory killer (see `dmesg`), build with \
+                 fewer parallel jobs, e.g. `kbuild build -j 1`"
+                    .to_string()
+            }
+            CompileError::CommandFailed { .. } => {
+                "fix the error reported above; the command line shown reproduces it".to_string()
+            }
+            CompileError::Spawn {
+                lang: Lang::Cuda, ..
+            } => {
+                "install nvcc next to torch (`pip install \"cuda-toolkit[nvcc,cccl]==<torch's CUDA \
+                  version>\"`), or pass `--nvcc PATH`"
+                    .to_string()
+            }
+            CompileError::Spawn {
+                lang: Lang::Cxx, ..
+            } => "install a C++ compiler (`apt install g++`), or set `CXX` to one".to_string(),
+            CompileError::Depfile { .. } => {
+                "the compiler must support `-MD -MF FILE`; check that the configured compiler is \
+                 nvcc or a gcc-compatible C++ compiler"
+                    .to_string()
+            }
+            CompileError::Io { .. } => {
+                "check free disk space and permissions of the build directory".to_string()
+            }
+        })
+    }
+}
+
+/// Compile every job whose object is not fresh, `settings.jobs` at a time, and report each
+/// unit. No compiler runs for an object whose source, headers, flags and compiler are
+/// unchanged. Stops at the first failure.
+pub fn compile_all(
+    jobs: &[CompileJob],
+    settings: &CompileSettings,
+    reporter: &dyn Reporter,
+) -> Result<CompileSummary, CompileError> {
+    let cache = Cache::new(&settings.cache_dir);
+    let outcomes = run_jobs(jobs, settings.jobs, reporter, |job, cancel| {
+        compile_one(job, &cache, reporter, cancel)
+    })?;
+    let mut summary = CompileSummary::default();
+    for (job, outcome) in jobs.iter().zip(outcomes) {
+        match outcome {
+            UnitOutcome::Cached => summary.cached.push(job.label.clone()),
+            _ => summary.compiled.push(job.label.clone()),
+        }
+    }
+    Ok(summary)
+}
+
+fn compile_one(
+    job: &CompileJob,
+    cache: &Cache,
+    reporter: &dyn Reporter,
+    cancel: &Cancel,
+) -> Result<UnitOutcome, JobError> {
+    let argv_hash = cache::argv_hash(job, &command_for(job));
+    match cache.check(job, &argv_hash) {
+        Freshness::Fresh => {
+            reporter.verbose(&format!("fresh `{}`", job.label));
+            return Ok(UnitOutcome::Cached);
+        }
+        Freshness::Stale(why) => reporter.verbose(&format!("compile `{}`: {why}", job.label)),
+    }
+
+    // The compiler writes beside the final paths; they are renamed into place only on success,
+    // so a failed or interrupted compile leaves the previous object and its cache entry intact.
+    let tmp = TempOutputs::new(job);
+    for path in [&job.object, &job.depfile] {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+        }
+    }
+    let spec = command_for(&CompileJob {
+        object: tmp.object.clone(),
+        depfile: tmp.depfile.clone(),
+        ..job.clone()
+    });
+    reporter.verbose(&spec.to_string());
+    let started = SystemTime::now();
+    let output =
+        run_cancellable(&spec, cancel).map_err(|failure| {
+            match CompileError::from_failure(&job.label, job.lang, failure) {
+                Some(err) => JobError::Failed(err),
+                None => JobError::Cancelled,
+            }
+        })?;
+    let said = diagnostics(&output.stdout, &output.stderr);
+    if !said.is_empty() {
+        reporter.warn(&format!("`{}`:\n{said}", job.label));
+    }
+
+    let deps = dependencies(job, &tmp.depfile, spec.cwd.as_deref())?;
+    rename(&tmp.depfile, &job.depfile)?;
+    rename(&tmp.object, &job.object)?;
+    let manifest = cache
+        .manifest(job, &argv_hash, &deps, started)
+        .map_err(|e| io_error(&job.object, e))?;
+    if manifest.is_none() {
+        reporter.verbose(&format!(
+            "`{}`: a dependency changed while compiling; it will compile again next time",
+            job.label
+        ));
+    }
+    cache
+        .store(job, manifest.as_ref())
+        .map_err(|e| io_error(&cache.manifest_path(job), e))?;
+    Ok(UnitOutcome::Compiled)
+}
+
+/// The source, every file in the compiler's depfile, and the project headers the include scan
+/// finds (absolute, without duplicates, source first).
+fn dependencies(
+    job: &CompileJob,
+    depfile: &Path,
+    cwd: Option<&Path>,
+) -> Result<Vec<PathBuf>, JobError> {
+    let depfile_error = |message: String| {
+        JobError::Failed(CompileError::Depfile {
+            label: job.label.clone(),
+            path: job.depfile.clone(),
+            message,
+        })
+    };
+    let text = std::fs::read_to_string(depfile).map_err(|e| depfile_error(e.to_string()))?;
+    let listed = parse_depfile(&text).map_err(depfile_error)?;
+    let base = match cwd {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| io_error(Path::new("."), e))?,
+    };
+    let absolute = |p: &Path| std::path::absolute(base.join(p)).unwrap_or_else(|_| base.join(p));
+    let scanned = scan_includes(&job.source, &job.include_dirs, &job.system_include_dirs);
+    let mut seen = std::collections::HashSet::new();
+    Ok(std::iter::once(job.source.as_path())
+        .chain(listed.iter().map(PathBuf::as_path))
+        .chain(scanned.iter().map(PathBuf::as_path))
+        .map(absolute)
+        .filter(|p| seen.insert(p.clone()))
+        .collect())
+}
+
+/// Temporary object and depfile names next to the final ones, removed if still there on drop.
+struct TempOutputs {
+    object: PathBuf,
+    depfile: PathBuf,
+}
+
+impl TempOutputs {
+    fn new(job: &CompileJob) -> Self {
+        // Keep the real extension last: nvcc picks behaviour from output suffixes.
+        let tmp = |p: &Path| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            p.with_file_name(format!(
+                ".tmp-{}-{}",
+                std::process::id(),
+                name.unwrap_or_default()
+            ))
+        };
+        TempOutputs {
+            object: tmp(&job.object),
+            depfile: tmp(&job.depfile),
+        }
+    }
+}
+
+impl Drop for TempOutputs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.object);
+        let _ = std::fs::remove_file(&self.depfile);
+    }
+}
+
+fn rename(from: &Path, to: &Path) -> Result<(), JobError> {
+    std::fs::rename(from, to).map_err(|e| io_error(to, e).into())
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> CompileError {
+    CompileError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl From<CompileError> for JobError {
+    fn from(err: CompileError) -> Self {
+        JobError::Failed(err)
     }
 }
