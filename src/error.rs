@@ -12,19 +12,19 @@ pub trait Hint {
 #[derive(Debug, Error)]
 pub enum Error {
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(Box<crate::config::ConfigError>),
     #[error(transparent)]
-    Toolchain(#[from] crate::toolchain::ToolchainError),
+    Toolchain(Box<crate::toolchain::ToolchainError>),
     #[error(transparent)]
-    Plan(#[from] crate::plan::PlanError),
+    Plan(Box<crate::plan::PlanError>),
     #[error(transparent)]
-    Compile(#[from] crate::compile::CompileError),
+    Compile(Box<crate::compile::CompileError>),
     #[error(transparent)]
-    Link(#[from] crate::link::LinkError),
+    Link(Box<crate::link::LinkError>),
     #[error(transparent)]
-    Package(#[from] crate::package::PackageError),
+    Package(Box<crate::package::PackageError>),
     #[error(transparent)]
-    Publish(#[from] crate::publish::PublishError),
+    Publish(Box<crate::publish::PublishError>),
     /// A failure outside the stages (the build lock, the output directory).
     #[error("{message}")]
     Other {
@@ -56,6 +56,27 @@ impl Hint for Error {
             Error::Other { hint, .. } => hint.clone(),
         }
     }
+}
+
+// Stage errors are boxed to keep `Result<T, Error>` small; `?` converts through these.
+macro_rules! from_stage {
+    ($($variant:ident => $ty:ty),* $(,)?) => {$(
+        impl From<$ty> for Error {
+            fn from(e: $ty) -> Self {
+                Error::$variant(Box::new(e))
+            }
+        }
+    )*};
+}
+
+from_stage! {
+    Config => crate::config::ConfigError,
+    Toolchain => crate::toolchain::ToolchainError,
+    Plan => crate::plan::PlanError,
+    Compile => crate::compile::CompileError,
+    Link => crate::link::LinkError,
+    Package => crate::package::PackageError,
+    Publish => crate::publish::PublishError,
 }
 
 /// Result with the crate's error.

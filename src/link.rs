@@ -19,7 +19,7 @@ pub enum LinkError {
     #[error("linking `{}` failed: {failure}\n{diagnostics}", output.display())]
     Failed {
         output: PathBuf,
-        failure: CommandFailure,
+        failure: Box<CommandFailure>,
         diagnostics: String,
     },
     #[error("cannot {action} `{}`: {source}", path.display())]
@@ -33,16 +33,22 @@ pub enum LinkError {
 impl Hint for LinkError {
     fn hint(&self) -> Option<String> {
         match self {
-            LinkError::Failed { diagnostics, .. } if diagnostics.contains("undefined reference") => {
-                Some("a function is declared but not defined in any source of this backend: \
+            LinkError::Failed { diagnostics, .. }
+                if diagnostics.contains("undefined reference") =>
+            {
+                Some(
+                    "a function is declared but not defined in any source of this backend: \
                       check `src` of the `[kernel.*]` tables and the `#if defined(CPU_KERNEL)` / \
                       `CUDA_KERNEL` guards of the bindings"
-                    .into())
+                        .into(),
+                )
             }
             LinkError::Failed { diagnostics, .. } if diagnostics.contains("cannot find -l") => {
-                Some("a library is missing: check the torch install (and the CUDA runtime from \
+                Some(
+                    "a library is missing: check the torch install (and the CUDA runtime from \
                       `cuda-toolkit` for the cuda backend)"
-                    .into())
+                        .into(),
+                )
             }
             LinkError::Failed { .. } => Some("the linker's output above says what failed".into()),
             LinkError::Io { .. } => None,
@@ -115,7 +121,7 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
         let diagnostics = failure.diagnostics();
         return Err(LinkError::Failed {
             output: job.output.clone(),
-            failure,
+            failure: Box::new(failure),
             diagnostics,
         });
     }

@@ -33,7 +33,10 @@ fn compiled_labels(out: &std::process::Output) -> Vec<String> {
 
 fn check_cpu_variant(root: &Path) -> String {
     python_ok(
-        &format!("import sys; sys.argv = ['x', {:?}]\n{CPU_VARIANT_CHECK}", root.display().to_string()),
+        &format!(
+            "import sys; sys.argv = ['x', {:?}]\n{CPU_VARIANT_CHECK}",
+            root.display().to_string()
+        ),
         &[],
     )
 }
@@ -55,14 +58,36 @@ fn cpu_build_loads_through_kernels_and_rebuilds_only_what_changed() {
     let variant = std::fs::read_dir(root.join("build"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().ends_with("-cpu-x86_64-linux"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .ends_with("-cpu-x86_64-linux")
+        })
         .expect("cpu variant dir");
     let meta_before = std::fs::read(variant.join("metadata.json")).unwrap();
-    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json", "--unique-id", "fixed"]));
+    let out = run(kbuild(root).args([
+        "build",
+        "--backend",
+        "cpu",
+        "--json",
+        "--unique-id",
+        "fixed",
+    ]));
     assert!(out.status.success());
-    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json", "--unique-id", "fixed"]));
+    let out = run(kbuild(root).args([
+        "build",
+        "--backend",
+        "cpu",
+        "--json",
+        "--unique-id",
+        "fixed",
+    ]));
     assert!(out.status.success());
-    assert!(compiled_labels(&out).is_empty(), "no-op rebuild ran a compiler");
+    assert!(
+        compiled_labels(&out).is_empty(),
+        "no-op rebuild ran a compiler"
+    );
     assert_eq!(stdout_json(&out)["variants"][0]["written"], false);
 
     // A header change recompiles exactly its dependents (the binding includes torch_binding.h,
@@ -70,7 +95,14 @@ fn cpu_build_loads_through_kernels_and_rebuilds_only_what_changed() {
     let header = root.join("torch-ext/torch_binding.h");
     let text = std::fs::read_to_string(&header).unwrap();
     std::fs::write(&header, format!("{text}\n// changed\n")).unwrap();
-    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json", "--unique-id", "fixed"]));
+    let out = run(kbuild(root).args([
+        "build",
+        "--backend",
+        "cpu",
+        "--json",
+        "--unique-id",
+        "fixed",
+    ]));
     assert!(out.status.success());
     assert_eq!(compiled_labels(&out), ["torch-ext/torch_binding.cpp [cpu]"]);
 
@@ -83,7 +115,10 @@ fn cpu_build_loads_through_kernels_and_rebuilds_only_what_changed() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("relu_cpu/relu_cpu.cpp"), "{stderr}");
     assert!(stderr.contains("error"), "{stderr}");
-    assert_eq!(std::fs::read(variant.join("metadata.json")).unwrap(), meta_good);
+    assert_eq!(
+        std::fs::read(variant.join("metadata.json")).unwrap(),
+        meta_good
+    );
     let leftovers: Vec<String> = std::fs::read_dir(root.join("build"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -119,7 +154,10 @@ fn cuda_build_embeds_sm75_sm80_sm90_and_recompiles_only_header_dependents() {
     let out = run(kbuild(root).args(["build", "--backend", "cuda", "--json", "--unique-id", "t"]));
     assert!(out.status.success());
     let json = stdout_json(&out);
-    assert_eq!(json["variants"][0]["capabilities"], serde_json::json!(["7.5", "8.0", "9.0"]));
+    assert_eq!(
+        json["variants"][0]["capabilities"],
+        serde_json::json!(["7.5", "8.0", "9.0"])
+    );
     let variant = Path::new(json["variants"][0]["path"].as_str().unwrap()).to_path_buf();
     let so = variant.join("_relu_cuda_t.abi3.so");
     let listing = run(std::process::Command::new(cuda_bin().join("cuobjdump"))
@@ -132,7 +170,10 @@ fn cuda_build_embeds_sm75_sm80_sm90_and_recompiles_only_header_dependents() {
     }
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(variant.join("metadata.json")).unwrap()).unwrap();
-    assert_eq!(meta["backend"]["archs"], serde_json::json!(["7.5", "8.0", "9.0+PTX"]));
+    assert_eq!(
+        meta["backend"]["archs"],
+        serde_json::json!(["7.5", "8.0", "9.0+PTX"])
+    );
 
     // relu_common.cuh is included by relu.cu only.
     let header = root.join("relu_cuda/relu_common.cuh");
@@ -165,7 +206,10 @@ fn backends_kbuild_cannot_build_are_skipped_with_a_message() {
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
-        text.replace(r#"backends = ["cpu", "cuda"]"#, r#"backends = ["cpu", "cuda", "xpu"]"#),
+        text.replace(
+            r#"backends = ["cpu", "cuda"]"#,
+            r#"backends = ["cpu", "cuda", "xpu"]"#,
+        ),
     )
     .unwrap();
     let out = run(kbuild(root).args(["list-variants"]));
@@ -173,6 +217,12 @@ fn backends_kbuild_cannot_build_are_skipped_with_a_message() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("skipping backend `xpu`"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("torch215-cxx11-cu132-x86_64-linux  (capabilities 7.5, 8.0, 9.0)"), "{stdout}");
-    assert!(stdout.contains("torch215-cxx11-cpu-x86_64-linux"), "{stdout}");
+    assert!(
+        stdout.contains("torch215-cxx11-cu132-x86_64-linux  (capabilities 7.5, 8.0, 9.0)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("torch215-cxx11-cpu-x86_64-linux"),
+        "{stdout}"
+    );
 }

@@ -87,7 +87,9 @@ pub fn plan_build(
         unique_id,
         jobs,
     };
-    Ok(plan::make_plan(project, &tools, &settings, &chosen, skipped)?)
+    Ok(plan::make_plan(
+        project, &tools, &settings, &chosen, skipped,
+    )?)
 }
 
 /// One variant in the `--json` summary.
@@ -184,7 +186,11 @@ pub fn run(settings: BuildSettings, printer: &Printer) -> Result<()> {
             path,
             id: variant.id.clone(),
             backend: variant.backend,
-            capabilities: variant.capabilities.iter().map(ToString::to_string).collect(),
+            capabilities: variant
+                .capabilities
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             written: installed == Installed::Written,
         });
     }
@@ -285,7 +291,13 @@ pub fn list_variants(
         .iter()
         .flat_map(|v| v.compile.iter())
         .find(|j| j.lang == crate::plan::Lang::Cuda)
-        .map(|j| j.compiler_id.split(" | ").next().unwrap_or_default().to_string());
+        .map(|j| {
+            j.compiler_id
+                .split(" | ")
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        });
     let listing = VariantListing {
         python: python.path,
         torch: torch.version.clone(),
@@ -305,7 +317,8 @@ pub fn list_variants(
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&listing).map_err(|e| Error::other(e.to_string(), None))?
+            serde_json::to_string_pretty(&listing)
+                .map_err(|e| Error::other(e.to_string(), None))?
         );
     } else {
         for v in &listing.variants {

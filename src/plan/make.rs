@@ -471,7 +471,6 @@ fn fill_compiled_variant(
         let object = variant.obj_dir.join(format!("{rel}.o"));
         let mut include_dirs = vec![variant.generated_include.clone(), project.root.clone()];
         include_dirs.extend(unit.include.iter().map(|i| project.root.join(i)));
-        include_dirs.extend(system_includes.iter().cloned());
         let mut job_defines = defines.clone();
         let (compiler, compiler_id, flags, host_flags, gencodes, threads) = match (lang, nvcc) {
             (Lang::Cuda, Some(nvcc)) => {
@@ -530,6 +529,7 @@ fn fill_compiled_variant(
             object,
             std: torch.cxx_std().to_string(),
             include_dirs,
+            system_include_dirs: system_includes.clone(),
             defines: job_defines,
             flags,
             host_flags,

@@ -26,7 +26,10 @@ pub fn python() -> PathBuf {
 /// The pip CUDA's bin directory (nvcc, cuobjdump) next to the test Python's torch.
 pub fn cuda_bin() -> PathBuf {
     let out = Command::new(python())
-        .args(["-c", "import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))"])
+        .args([
+            "-c",
+            "import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))",
+        ])
         .output()
         .expect("python runs");
     let site = String::from_utf8_lossy(&out.stdout).trim().to_string();
