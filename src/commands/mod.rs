@@ -1,5 +1,7 @@
 //! One module per verb: clap args → resolved settings → pipeline calls.
 
+pub mod check_config;
+
 use std::process::ExitCode;
 
 use crate::Result;
@@ -20,6 +22,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "kbuild", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::CheckConfig(args) => {
+            let printer = Printer::new(verbosity, args.json);
+            check_config::run(&cli.global.project, &args, verbosity, &printer)
         }
         Command::Build(_) => {
             let _printer = Printer::new(verbosity, false);
