@@ -51,7 +51,12 @@ pub fn summary(project_dir: &Path, project: &Project) -> String {
         Edition::V5 => "edition 5",
     };
     let n = project.kernels.len();
-    let backends: Vec<&str> = project.general.backends.iter().map(|b| b.as_str()).collect();
+    let backends: Vec<&str> = project
+        .general
+        .backends
+        .iter()
+        .map(|b| b.as_str())
+        .collect();
     let mut line = format!(
         "ok: {} ({edition}): kernel `{}` v{}, {n} kernel{}, backends {}",
         shown.display(),

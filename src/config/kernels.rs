@@ -6,7 +6,7 @@ use toml::de::DeValue;
 
 use super::error::{ConfigError, ErrorKind};
 use super::model::{Backend, Capability, DType, Kernel, Location};
-use super::reader::{KeySpec, Sp, Table, key};
+use super::reader::{KeySpec, Sp, Table, article, key};
 use super::schema::{self, PathKind, PathRef};
 use super::suggest;
 use crate::error::Hint;
@@ -37,11 +37,20 @@ const COMMON: &[KeySpec<'static>] = &[
 const BACKEND_KEYS: &[(Backend, KeySpec<'static>)] = &[
     (
         Backend::Cuda,
-        key("cuda-capabilities", "cuda-capabilities = [\"8.0\", \"9.0\"]"),
+        key(
+            "cuda-capabilities",
+            "cuda-capabilities = [\"8.0\", \"9.0\"]",
+        ),
     ),
-    (Backend::Cuda, key("cuda-flags", "cuda-flags = [\"-lineinfo\"]")),
+    (
+        Backend::Cuda,
+        key("cuda-flags", "cuda-flags = [\"-lineinfo\"]"),
+    ),
     (Backend::Cuda, key("cuda-minver", "cuda-minver = \"12.8\"")),
-    (Backend::Rocm, key("rocm-archs", "rocm-archs = [\"gfx942\"]")),
+    (
+        Backend::Rocm,
+        key("rocm-archs", "rocm-archs = [\"gfx942\"]"),
+    ),
     (Backend::Rocm, key("hip-flags", "hip-flags = [\"-O3\"]")),
     (Backend::Xpu, key("sycl-flags", "sycl-flags = [\"-O3\"]")),
 ];
@@ -101,7 +110,8 @@ pub(crate) fn read_kernels(
                 &value.span(),
                 ErrorKind::WrongType,
                 format!(
-                    "`kernel.{name_str}` must be a table, found {}",
+                    "`kernel.{name_str}` must be a table, found {} {}",
+                    article(value.get_ref().type_str()),
                     value.get_ref().type_str()
                 ),
                 format!("write it as `{}`", item.example),
@@ -345,9 +355,9 @@ pub(crate) fn read_matrix(root: &Table<'_, '_>) -> Result<RawMatrix, ConfigError
             name: k.get_ref(),
             ..MATRIX_DTYPES
         };
-        let list = matrix.unique_strings(&dtype_spec, "dtype")?.ok_or_else(|| {
-            matrix.wrong_type(&dtype_spec, value, "an array of dtypes")
-        })?;
+        let list = matrix
+            .unique_strings(&dtype_spec, "dtype")?
+            .ok_or_else(|| matrix.wrong_type(&dtype_spec, value, "an array of dtypes"))?;
         if list.v.is_empty() {
             return Err(matrix.invalid(
                 &list.span,
@@ -359,10 +369,9 @@ pub(crate) fn read_matrix(root: &Table<'_, '_>) -> Result<RawMatrix, ConfigError
         }
         let mut dtypes = Vec::new();
         for d in &list.v {
-            let dtype = d
-                .v
-                .parse::<DType>()
-                .map_err(|e| matrix.invalid(&d.span, e.to_string(), e.hint().unwrap_or_default()))?;
+            let dtype = d.v.parse::<DType>().map_err(|e| {
+                matrix.invalid(&d.span, e.to_string(), e.hint().unwrap_or_default())
+            })?;
             dtypes.push(dtype);
         }
         dtypes.sort();
@@ -375,4 +384,22 @@ pub(crate) fn read_matrix(root: &Table<'_, '_>) -> Result<RawMatrix, ConfigError
         ));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depends_names_are_the_ones_kernels_data_accepts() {
+        for name in DEPENDS {
+            let value = serde_json::Value::String(name.to_string());
+            assert!(
+                serde_json::from_value::<kernels_data::config::Dependency>(value).is_ok(),
+                "kernels-data rejects `{name}`"
+            );
+        }
+        let bogus = serde_json::Value::String("cutlass_3_7".into());
+        assert!(serde_json::from_value::<kernels_data::config::Dependency>(bogus).is_err());
+    }
 }

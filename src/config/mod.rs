@@ -33,6 +33,7 @@
 //! Errors stop at the first problem and point at it as `build.toml:line:column`.
 
 mod error;
+mod general;
 mod kernels;
 mod model;
 mod reader;
@@ -45,8 +46,7 @@ pub use error::{ConfigError, ErrorKind};
 pub use model::*;
 pub use suggest::{closest, edit_distance};
 pub use values::{
-    CapabilityProblem, KNOWN_CAPABILITIES, ParseBackendError, ParseCapabilityError,
-    ParseDTypeError,
+    CapabilityProblem, KNOWN_CAPABILITIES, ParseBackendError, ParseCapabilityError, ParseDTypeError,
 };
 
 use std::path::{Path, PathBuf};

@@ -323,6 +323,9 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
-fn serialize_display<T: fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+fn serialize_display<T: fmt::Display, S: serde::Serializer>(
+    v: &T,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
 }

@@ -52,10 +52,18 @@ pub(crate) struct Table<'a, 'i> {
     entries: &'a DeTable<'i>,
 }
 
-type Entry<'a, 'i> = (&'a Spanned<std::borrow::Cow<'i, str>>, &'a Spanned<DeValue<'i>>);
+type Entry<'a, 'i> = (
+    &'a Spanned<std::borrow::Cow<'i, str>>,
+    &'a Spanned<DeValue<'i>>,
+);
 
 impl<'a, 'i> Table<'a, 'i> {
-    pub fn new(src: &'a Source<'a>, name: String, span: Range<usize>, entries: &'a DeTable<'i>) -> Self {
+    pub fn new(
+        src: &'a Source<'a>,
+        name: String,
+        span: Range<usize>,
+        entries: &'a DeTable<'i>,
+    ) -> Self {
         Table {
             src,
             name,
@@ -129,23 +137,22 @@ impl<'a, 'i> Table<'a, 'i> {
         expected: &str,
     ) -> ConfigError {
         let found = value.get_ref().type_str();
+        let key = if self.name.is_empty() {
+            format!("`{}`", spec.name)
+        } else {
+            format!("`{}` in `{}`", spec.name, self.name)
+        };
         self.src.error(
             &value.span(),
             ErrorKind::WrongType,
-            format!(
-                "`{}` in `{}` must be {expected}, found {} {found}",
-                spec.name,
-                self.name,
-                article(found)
-            ),
+            format!("{key} must be {expected}, found {} {found}", article(found)),
             format!("write it as `{}`", spec.example),
         )
     }
 
     /// An error about the value of `spec` at `span`.
     pub fn invalid(&self, span: &Range<usize>, message: String, hint: String) -> ConfigError {
-        self.src
-            .error(span, ErrorKind::InvalidValue, message, hint)
+        self.src.error(span, ErrorKind::InvalidValue, message, hint)
     }
 
     pub fn string(&self, spec: &KeySpec<'_>) -> Result<Option<Sp<String>>, ConfigError> {
@@ -161,7 +168,11 @@ impl<'a, 'i> Table<'a, 'i> {
         }
     }
 
-    pub fn required_string(&self, spec: &KeySpec<'_>, why: &str) -> Result<Sp<String>, ConfigError> {
+    pub fn required_string(
+        &self,
+        spec: &KeySpec<'_>,
+        why: &str,
+    ) -> Result<Sp<String>, ConfigError> {
         self.string(spec)?.ok_or_else(|| self.missing(spec, why))
     }
 
@@ -173,13 +184,14 @@ impl<'a, 'i> Table<'a, 'i> {
         let DeValue::Integer(i) = value.get_ref() else {
             return Err(self.wrong_type(spec, value, "an integer"));
         };
-        let parsed = i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).map_err(|_| {
-            self.invalid(
-                &value.span(),
-                format!("`{}` in `{}` is out of range", spec.name, self.name),
-                format!("write it as `{}`", spec.example),
-            )
-        })?;
+        let parsed =
+            i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).map_err(|_| {
+                self.invalid(
+                    &value.span(),
+                    format!("`{}` in `{}` is out of range", spec.name, self.name),
+                    format!("write it as `{}`", spec.example),
+                )
+            })?;
         Ok(Some(Sp {
             v: parsed,
             span: value.span(),
@@ -283,7 +295,7 @@ impl<'a, 'i> Table<'a, 'i> {
     }
 }
 
-fn article(type_name: &str) -> &'static str {
+pub(crate) fn article(type_name: &str) -> &'static str {
     match type_name.chars().next() {
         Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
         _ => "a",

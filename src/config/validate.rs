@@ -6,9 +6,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::error::{ConfigError, ErrorKind, Source};
-use super::model::{
-    Capability, ConfigWarning, Framework, KbuildExt, Kernel, Project,
-};
+use super::model::{Capability, ConfigWarning, Framework, KbuildExt, Kernel, Project};
 use super::schema::{PathKind, PathRef, Raw, RawFramework};
 use super::suggest;
 
@@ -87,17 +85,13 @@ pub(crate) fn finish(
                      it is not built",
                     k.kernel.name
                 ),
-                hint: Some(format!(
-                    "add `{b}` to `backends`, or remove the kernel"
-                )),
+                hint: Some(format!("add `{b}` to `backends`, or remove the kernel")),
             });
         }
     }
     let mut kbuild = KbuildExt::default();
     for (cap, dtypes) in raw.matrix {
-        kbuild
-            .locations
-            .insert(cap.v, src.location(cap.span.start));
+        kbuild.locations.insert(cap.v, src.location(cap.span.start));
         kbuild.capabilities.insert(cap.v, dtypes);
     }
     let kernels: Vec<Kernel> = raw.kernels.into_iter().map(|k| k.kernel).collect();

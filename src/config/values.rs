@@ -202,7 +202,10 @@ impl Hint for ParseDTypeError {
             _ => None,
         };
         Some(match alias {
-            Some(a) => format!("did you mean `{a}`? valid dtypes: {}", suggest::list(&names)),
+            Some(a) => format!(
+                "did you mean `{a}`? valid dtypes: {}",
+                suggest::list(&names)
+            ),
             None => suggest::did_you_mean(&self.input, &names, "dtypes"),
         })
     }
@@ -321,8 +324,14 @@ mod tests {
     #[test]
     fn capability_translates_nvcc_names() {
         assert_eq!(problem("sm_90"), CapabilityProblem::NvccName("9.0".into()));
-        assert_eq!(problem("sm_100a"), CapabilityProblem::NvccName("10.0a".into()));
-        assert_eq!(problem("compute_75"), CapabilityProblem::NvccName("7.5".into()));
+        assert_eq!(
+            problem("sm_100a"),
+            CapabilityProblem::NvccName("10.0a".into())
+        );
+        assert_eq!(
+            problem("compute_75"),
+            CapabilityProblem::NvccName("7.5".into())
+        );
         assert_eq!(problem("9.0+PTX"), CapabilityProblem::Ptx("9.0".into()));
     }
 
