@@ -66,6 +66,10 @@ const KERNEL_DEP: &[KeySpec<'static>] = &[
 ];
 
 /// `python-depends` that HF's kernel-builder resolves, in `[general]` and `[general.cuda]`.
+const MISSING_BACKENDS: &str = ": the backends this kernel supports (a build.toml without it \
+                                predates the v4 format: migrate it with HF's `kernel-builder \
+                                update-build`)";
+
 pub(crate) const GENERAL_PYTHON_DEPENDS: &[&str] = &["einops", "helion", "tvm-ffi"];
 pub(crate) const CUDA_PYTHON_DEPENDS: &[&str] = &["nvidia-cutlass-dsl"];
 
@@ -89,8 +93,12 @@ pub(crate) fn read_general(
     t: &Table<'_, '_>,
     v5: bool,
 ) -> Result<(General, Range<usize>), ConfigError> {
-    t.check_keys(GENERAL, v5)?;
     let g = |name| spec(GENERAL, name);
+    if t.get("backends").is_none() {
+        // Files older than v4 have no `backends` and other unknown keys; say that first.
+        return Err(t.missing(g("backends"), MISSING_BACKENDS));
+    }
+    t.check_keys(GENERAL, v5)?;
     let name = t.required_string(g("name"), ": the kernel's name, lowercase with `-`")?;
     if kernels_data::config::KernelName::new(name.v.clone()).is_err() {
         let fixed = name.v.to_lowercase().replace(['_', ' ', '.'], "-");
@@ -177,13 +185,9 @@ fn read_backends(
     s: &KeySpec<'_>,
     v5: bool,
 ) -> Result<Vec<Backend>, ConfigError> {
-    let list = t.unique_strings(s, "backend")?.ok_or_else(|| {
-        t.missing(
-            s,
-            ": the backends this kernel supports (a build.toml without it predates the v4 \
-                 format: migrate it with HF's `kernel-builder update-build`)",
-        )
-    })?;
+    let list = t
+        .unique_strings(s, "backend")?
+        .ok_or_else(|| t.missing(s, MISSING_BACKENDS))?;
     if list.v.is_empty() {
         return Err(t.invalid(
             &list.span,

@@ -161,7 +161,6 @@ fn read_kernel(
             ));
         }
     };
-    check_backend_keys(t, backend)?;
     let allowed: Vec<KeySpec<'static>> = COMMON
         .iter()
         .chain(
@@ -172,7 +171,7 @@ fn read_kernel(
         )
         .copied()
         .collect();
-    t.check_keys(&allowed, false)?;
+    check_kernel_keys(t, backend, &allowed)?;
     let spec = |n: &str| {
         allowed
             .iter()
@@ -236,14 +235,18 @@ fn read_kernel(
     })
 }
 
-/// `cuda-capabilities` on a cpu kernel: say which backend the key belongs to.
-fn check_backend_keys(t: &Table<'_, '_>, backend: Backend) -> Result<(), ConfigError> {
+/// Unknown keys in file order; a key of another backend's kernels says which backend it is for.
+fn check_kernel_keys(
+    t: &Table<'_, '_>,
+    backend: Backend,
+    allowed: &[KeySpec<'_>],
+) -> Result<(), ConfigError> {
     for (k, _) in t.entries() {
         let name = k.get_ref().as_ref();
-        if let Some((owner, _)) = BACKEND_KEYS
-            .iter()
-            .find(|(b, s)| s.name == name && *b != backend)
-        {
+        if allowed.iter().any(|s| s.name == name) {
+            continue;
+        }
+        if let Some((owner, _)) = BACKEND_KEYS.iter().find(|(_, s)| s.name == name) {
             return Err(t.src.error(
                 &k.span(),
                 ErrorKind::UnknownKey,
@@ -254,6 +257,7 @@ fn check_backend_keys(t: &Table<'_, '_>, backend: Backend) -> Result<(), ConfigE
                 format!("`{name}` applies to `backend = \"{owner}\"` kernels only: remove it"),
             ));
         }
+        return t.check_keys(allowed, false);
     }
     Ok(())
 }
