@@ -100,21 +100,16 @@ pub(crate) fn read_kernels(
     let mut out = Vec::new();
     for (name, value) in all.entries() {
         let name_str = name.get_ref().to_string();
-        let item = KeySpec {
-            name: "kernel",
-            example: "[kernel.relu]",
-            v5_only: false,
-        };
         let DeValue::Table(entries) = value.get_ref() else {
+            let found = value.get_ref().type_str();
             return Err(root.src.error(
                 &value.span(),
                 ErrorKind::WrongType,
                 format!(
-                    "`kernel.{name_str}` must be a table, found {} {}",
-                    article(value.get_ref().type_str()),
-                    value.get_ref().type_str()
+                    "`kernel.{name_str}` must be a table, found {} {found}",
+                    article(found)
                 ),
-                format!("write it as `{}`", item.example),
+                format!("write it as `[kernel.{name_str}]` followed by its keys"),
             ));
         };
         if name_str.is_empty()

@@ -38,7 +38,7 @@ pub enum Edition {
 /// `[general]`.
 #[derive(Debug, Clone, Serialize)]
 pub struct General {
-    /// Kernel name as written (e.g. `ltx-kernels` or `ltx_kernels`).
+    /// Kernel name (`ltx-kernels`): HF's rule, lowercase letters, digits and `-`.
     pub name: String,
     pub version: u32,
     pub license: String,
