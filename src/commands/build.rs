@@ -117,6 +117,9 @@ pub fn run(settings: BuildSettings, printer: &Printer) -> Result<()> {
     let started = Instant::now();
     // Config errors must surface before anything touches the output directory.
     let project = config::load(&settings.project_dir)?;
+    for warning in &project.warnings {
+        printer.warn(&warning.to_string());
+    }
     let out_dir = settings
         .out_dir
         .clone()

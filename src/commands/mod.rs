@@ -1,6 +1,7 @@
 //! One module per verb: clap args → resolved settings → pipeline calls.
 
 pub mod build;
+pub mod check_config;
 
 use std::process::ExitCode;
 
@@ -27,8 +28,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             build::list_variants(&project, &args.toolchain, args.json, &printer)?;
         }
-        Command::CheckConfig(_) | Command::Publish(_) => {
-            unimplemented!("wired when the config and publish stages land")
+        Command::CheckConfig(args) => {
+            let printer = Printer::new(verbosity, args.json);
+            return check_config::run(&project, &args, verbosity, &printer);
+        }
+        Command::Publish(_) => {
+            unimplemented!("wired when the publish stage lands")
         }
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();

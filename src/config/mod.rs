@@ -1,29 +1,99 @@
 //! build.toml: the HF kernel-builder format (edition 5 and edition-less v4) plus kbuild's
 //! `[kbuild]` extension, parsed strictly with spans and validated against the project tree.
+//!
+//! # Editions
+//! - **v4** (no `edition` key): the format most huggingface/kernels-community projects use:
+//!   `[general]` (`name`, `version`, `license`, `backends`, ...), `[general.hub]`,
+//!   `[general.cuda]`, `[torch]` or `[torch-noarch]`, and `[kernel.<name>]` tables.
+//! - **edition 5** (`[general] edition = 5`): v4 plus `general.minver`, `general.kernel-depends`,
+//!   `general.tpu` (and the `tpu` backend), `general.{cuda,neuron,xpu}.kernel-depends`,
+//!   `torch.cxx-flags` and a per-backend `torch.stable-abi` table. Any other `edition` is an error.
+//!
+//! Keys follow kernels-data's serde schema, including its spelling of `[torch-noarch]`
+//! `cuda_capabilities` / `rocm_archs` with underscores. `[tvm-ffi]` is rejected: kbuild builds
+//! Torch extensions only.
+//!
+//! # kbuild's extension
+//! `[kbuild.cuda-capabilities]` maps each CUDA capability of the project's matrix to the dtypes
+//! built for it (`"7.5" = ["float32", "float16"]`). A kernel's own `cuda-capabilities` must be a
+//! subset of it. The `[kbuild]` table is accepted in both editions, but HF's kernel-builder
+//! rejects unknown top-level tables: a project that must build with both tools leaves `[kbuild]`
+//! out (kbuild then uses its default matrix with every dtype).
+//!
+//! # Decisions
+//! - A kernel whose backend is not in `general.backends` is a warning (`Project::warnings`),
+//!   not an error: kernel-builder ignores such kernels, and its docs recommend commenting a
+//!   backend out of `backends` for testing. Such kernels stay in `Project::kernels`; consumers
+//!   build only the backends listed in `general.backends`.
+//! - Capabilities must be real ones (`values::KNOWN_CAPABILITIES`, suffixes `a` from 9.0 and
+//!   `f` from 10.0); whether the installed nvcc supports them is checked by the planner.
+//! - Every path must exist, stay under the project root (after resolving symlinks), and be
+//!   relative; `torch-ext/<python_name>/__init__.py` must exist.
+//!
+//! Errors stop at the first problem and point at it as `build.toml:line:column`.
 
+mod error;
+mod general;
+mod kernels;
 mod model;
+mod reader;
+mod schema;
+mod suggest;
+mod validate;
+mod values;
 
+pub use error::{ConfigError, ErrorKind};
 pub use model::*;
+pub use suggest::{closest, edit_distance};
+pub use values::{
+    CapabilityProblem, KNOWN_CAPABILITIES, ParseBackendError, ParseCapabilityError, ParseDTypeError,
+};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::error::Hint;
-
-/// A build.toml problem, located at file:line:col where possible.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("placeholder")]
-    Placeholder,
-}
-
-impl Hint for ConfigError {
-    fn hint(&self) -> Option<String> {
-        None
-    }
-}
+use error::Source;
 
 /// Read and validate `<project_dir>/build.toml`.
 pub fn load(project_dir: &Path) -> Result<Project, ConfigError> {
-    let _ = project_dir;
-    todo!("config helper implements this")
+    let manifest = project_dir.join("build.toml");
+    let text = match std::fs::read_to_string(&manifest) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ConfigError::NotFound {
+                dir: project_dir.to_path_buf(),
+            });
+        }
+        Err(e) => {
+            return Err(ConfigError::Read {
+                path: manifest,
+                source: e,
+            });
+        }
+    };
+    parse_with(&text, &manifest, project_dir)
+}
+
+/// Parse build.toml text as if it were `manifest` (the name shown in messages) in the project
+/// `root`; paths are checked against `root`.
+pub fn parse_str(src: &str, manifest: &Path, root: &Path) -> Result<Project, ConfigError> {
+    parse_with(src, manifest, root)
+}
+
+fn parse_with(text: &str, shown_as: &Path, root: &Path) -> Result<Project, ConfigError> {
+    let src = Source::new(text, shown_as);
+    let doc = toml::de::DeTable::parse(text).map_err(|e| src.syntax_error(&e))?;
+    let raw = schema::read(&src, doc.get_ref())?;
+    let manifest = absolute(root)?.join(
+        shown_as
+            .file_name()
+            .map_or_else(|| PathBuf::from("build.toml"), PathBuf::from),
+    );
+    validate::finish(&src, raw, root, manifest)
+}
+
+fn absolute(root: &Path) -> Result<PathBuf, ConfigError> {
+    root.canonicalize().map_err(|e| ConfigError::Read {
+        path: root.to_path_buf(),
+        source: e,
+    })
 }

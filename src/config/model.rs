@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+use serde::Serialize;
+
 /// A kernel project: its root directory and its validated build.toml.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Project {
     /// Directory holding build.toml (absolute).
     pub root: PathBuf,
@@ -19,10 +21,13 @@ pub struct Project {
     pub kernels: Vec<Kernel>,
     /// kbuild's own `[kbuild]` extension.
     pub kbuild: KbuildExt,
+    /// Things that are allowed (HF kernel-builder accepts them) but probably not meant.
+    pub warnings: Vec<ConfigWarning>,
 }
 
 /// The build.toml format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Edition {
     /// Edition-less HF kernel-builder v4 format.
     V4,
@@ -31,9 +36,9 @@ pub enum Edition {
 }
 
 /// `[general]`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct General {
-    /// Kernel name as written (e.g. `ltx-kernels` or `ltx_kernels`).
+    /// Kernel name (`ltx-kernels`): HF's rule, lowercase letters, digits and `-`.
     pub name: String,
     pub version: u32,
     pub license: String,
@@ -43,6 +48,10 @@ pub struct General {
     pub backends: Vec<Backend>,
     pub hub: Hub,
     pub python_depends: Vec<String>,
+    /// `kernel-depends` (edition 5): Hub kernels this kernel loads at runtime.
+    pub kernel_depends: Vec<KernelDependency>,
+    /// `minver` (edition 5): the minimum version of the `kernels` Python library.
+    pub minver: Option<String>,
     /// `[general.cuda]`.
     pub cuda: CudaGeneral,
 }
@@ -55,29 +64,49 @@ impl General {
 }
 
 /// `[general.hub]`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Hub {
     pub repo_id: Option<String>,
     pub branch: Option<String>,
 }
 
 /// `[general.cuda]`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct CudaGeneral {
     pub minver: Option<String>,
     pub maxver: Option<String>,
     pub python_depends: Vec<String>,
+    /// `kernel-depends` (edition 5) that apply to the CUDA backend only.
+    pub kernel_depends: Vec<KernelDependency>,
+}
+
+/// An entry of `kernel-depends`: a Hub kernel pinned by major version or by git revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelDependency {
+    pub repo_id: String,
+    pub pin: KernelPin,
+}
+
+/// How a kernel dependency is pinned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelPin {
+    /// `version = N`: the branch `vN`.
+    Version(u32),
+    /// `revision = "..."`: a git revision.
+    Revision(String),
 }
 
 /// `[torch]` or `[torch-noarch]`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Framework {
     Torch(Torch),
     TorchNoarch(TorchNoarch),
 }
 
 /// `[torch]`: sources compiled into every backend's extension (the op bindings).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Torch {
     /// Include dirs relative to the root.
     pub include: Vec<PathBuf>,
@@ -87,17 +116,37 @@ pub struct Torch {
     /// Sources relative to the root (headers may be listed; only .cpp/.cc/.cu compile).
     pub src: Vec<PathBuf>,
     pub cxx_flags: Vec<String>,
+    /// `stable-abi`: build against the Torch stable ABI of this version.
+    pub stable_abi: Option<StableAbi>,
+}
+
+/// `torch.stable-abi`: one Torch version for every backend, or one per backend (edition 5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum StableAbi {
+    All(String),
+    PerBackend(BTreeMap<Backend, String>),
+}
+
+impl StableAbi {
+    /// The stable-ABI Torch version for `backend`, or `None` to build it with the full ABI.
+    pub fn for_backend(&self, backend: Backend) -> Option<&str> {
+        match self {
+            StableAbi::All(v) => Some(v),
+            StableAbi::PerBackend(map) => map.get(&backend).map(String::as_str),
+        }
+    }
 }
 
 /// `[torch-noarch]`: pure-Python kernels.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct TorchNoarch {
     pub pyext: Vec<String>,
     pub cuda_capabilities: Vec<Capability>,
 }
 
 /// A `[kernel.<name>]` table.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Kernel {
     pub name: String,
     pub backend: Backend,
@@ -110,6 +159,14 @@ pub struct Kernel {
     pub cuda_capabilities: Option<Vec<Capability>>,
     pub cuda_flags: Vec<String>,
     pub cxx_flags: Vec<String>,
+    /// `cuda-minver`: the minimum CUDA toolkit for this kernel.
+    pub cuda_minver: Option<String>,
+    /// Where `[kernel.<name>]` is written, for messages from later stages.
+    #[serde(skip)]
+    pub location: Location,
+    /// Where each entry of `cuda_capabilities` is written (same order; empty when `None`).
+    #[serde(skip)]
+    pub capability_locations: Vec<Location>,
 }
 
 /// A kernel backend named in build.toml.
@@ -225,10 +282,50 @@ impl fmt::Display for DType {
 }
 
 /// kbuild's `[kbuild]` extension table.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct KbuildExt {
     /// `[kbuild.cuda-capabilities]`: the project's CUDA capability matrix with the dtypes each
-    /// capability is built for. Empty: no matrix declared (kernel lists or kbuild's default apply,
-    /// with every dtype).
+    /// capability is built for (dtypes in `DType` order, no duplicates). Empty: no matrix declared
+    /// (kernel lists or kbuild's default apply, with every dtype).
     pub capabilities: BTreeMap<Capability, Vec<DType>>,
+    /// Where each capability key of the matrix is written.
+    #[serde(skip)]
+    pub locations: BTreeMap<Capability, Location>,
+}
+
+/// A position in build.toml, printed `path:line:column` (1-based, columns in characters).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Location {
+    /// The manifest as the user named it (`build.toml`, `proj/build.toml`).
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)
+    }
+}
+
+/// Something build.toml allows but that is probably a mistake; commands print it as a warning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigWarning {
+    #[serde(serialize_with = "serialize_display")]
+    pub location: Location,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.message)
+    }
+}
+
+fn serialize_display<T: fmt::Display, S: serde::Serializer>(
+    v: &T,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
 }

@@ -1,0 +1,404 @@
+//! `[kernel.<name>]` tables and kbuild's `[kbuild.cuda-capabilities]` matrix.
+
+use std::ops::Range;
+
+use toml::de::DeValue;
+
+use super::error::{ConfigError, ErrorKind};
+use super::model::{Backend, Capability, DType, Kernel, Location};
+use super::reader::{KeySpec, Sp, Table, article, key};
+use super::schema::{self, PathKind, PathRef};
+use super::suggest;
+use crate::error::Hint;
+
+/// A kernel table and the spans the cross-checks need.
+pub(crate) struct RawKernel {
+    pub kernel: Kernel,
+    /// The `[kernel.<name>]` header (or inline definition).
+    pub span: Range<usize>,
+    pub backend_span: Range<usize>,
+    /// `cuda-capabilities` entries with their spans.
+    pub capabilities: Vec<Sp<Capability>>,
+}
+
+/// `[kbuild.cuda-capabilities]`: capability keys (with spans) and their dtypes, in file order.
+pub(crate) type RawMatrix = Vec<(Sp<Capability>, Vec<DType>)>;
+
+/// `[kernel.*]` keys every backend accepts.
+const COMMON: &[KeySpec<'static>] = &[
+    key("backend", "backend = \"cuda\""),
+    key("depends", "depends = [\"torch\"]"),
+    key("src", "src = [\"kernels/relu.cu\"]"),
+    key("include", "include = [\"include\"]"),
+    key("cxx-flags", "cxx-flags = [\"-O3\"]"),
+];
+
+/// Keys that only one backend's kernels accept.
+const BACKEND_KEYS: &[(Backend, KeySpec<'static>)] = &[
+    (
+        Backend::Cuda,
+        key(
+            "cuda-capabilities",
+            "cuda-capabilities = [\"8.0\", \"9.0\"]",
+        ),
+    ),
+    (
+        Backend::Cuda,
+        key("cuda-flags", "cuda-flags = [\"-lineinfo\"]"),
+    ),
+    (Backend::Cuda, key("cuda-minver", "cuda-minver = \"12.8\"")),
+    (
+        Backend::Rocm,
+        key("rocm-archs", "rocm-archs = [\"gfx942\"]"),
+    ),
+    (Backend::Rocm, key("hip-flags", "hip-flags = [\"-O3\"]")),
+    (Backend::Xpu, key("sycl-flags", "sycl-flags = [\"-O3\"]")),
+];
+
+/// Backends that HF's schema allows `[kernel.*]` tables for.
+const KERNEL_BACKENDS: [Backend; 5] = [
+    Backend::Cpu,
+    Backend::Cuda,
+    Backend::Metal,
+    Backend::Rocm,
+    Backend::Xpu,
+];
+
+/// Valid `depends` entries: kernels-data 0.16.2's `Dependency` names.
+pub(crate) const DEPENDS: &[&str] = &[
+    "cutlass_2_10",
+    "cutlass_3_5",
+    "cutlass_3_6",
+    "cutlass_3_8",
+    "cutlass_3_9",
+    "cutlass_4_0",
+    "cutlass_4_5",
+    "metal-cpp",
+    "sycl_tla",
+    "torch",
+];
+
+const MATRIX_KEYS: &[KeySpec<'static>] = &[key(
+    "cuda-capabilities",
+    "[kbuild.cuda-capabilities] \"9.0\" = [\"float32\", \"float16\", \"bfloat16\"]",
+)];
+
+const MATRIX_DTYPES: KeySpec<'static> = key(
+    "<capability>",
+    "\"9.0\" = [\"float32\", \"float16\", \"bfloat16\"]",
+);
+
+/// Read every `[kernel.*]` table, sorted by name.
+pub(crate) fn read_kernels(
+    root: &Table<'_, '_>,
+    paths: &mut Vec<PathRef>,
+) -> Result<Vec<RawKernel>, ConfigError> {
+    let spec = key("kernel", "[kernel.relu]");
+    let Some(all) = root.table(&spec)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (name, value) in all.entries() {
+        let name_str = name.get_ref().to_string();
+        let DeValue::Table(entries) = value.get_ref() else {
+            let found = value.get_ref().type_str();
+            return Err(root.src.error(
+                &value.span(),
+                ErrorKind::WrongType,
+                format!(
+                    "`kernel.{name_str}` must be a table, found {} {found}",
+                    article(found)
+                ),
+                format!("write it as `[kernel.{name_str}]` followed by its keys"),
+            ));
+        };
+        if name_str.is_empty()
+            || !name_str
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(root.src.error(
+                &name.span(),
+                ErrorKind::InvalidValue,
+                format!("invalid kernel table name `{name_str}`"),
+                "kernel names become file names: use letters, digits, `_` and `-`".to_string(),
+            ));
+        }
+        let t = Table::new(root.src, all.child_name(&name_str), value.span(), entries);
+        out.push(read_kernel(&t, name_str, paths)?);
+    }
+    out.sort_by(|a, b| a.kernel.name.cmp(&b.kernel.name));
+    Ok(out)
+}
+
+fn read_kernel(
+    t: &Table<'_, '_>,
+    name: String,
+    paths: &mut Vec<PathRef>,
+) -> Result<RawKernel, ConfigError> {
+    let backend_spec = &COMMON[0];
+    let written = t.required_string(backend_spec, ": the backend this kernel is compiled for")?;
+    let names: Vec<&str> = KERNEL_BACKENDS.iter().map(|b| b.as_str()).collect();
+    let backend = match written.v.parse::<Backend>() {
+        Ok(b) if KERNEL_BACKENDS.contains(&b) => b,
+        Ok(b) => {
+            return Err(t.invalid(
+                &written.span,
+                format!("backend `{b}` has no compiled kernels"),
+                format!("kernel backends: {}", suggest::list(&names)),
+            ));
+        }
+        Err(e) => {
+            return Err(t.invalid(
+                &written.span,
+                e.to_string(),
+                suggest::did_you_mean(&written.v, &names, "kernel backends"),
+            ));
+        }
+    };
+    let allowed: Vec<KeySpec<'static>> = COMMON
+        .iter()
+        .chain(
+            BACKEND_KEYS
+                .iter()
+                .filter(|(b, _)| *b == backend)
+                .map(|(_, k)| k),
+        )
+        .copied()
+        .collect();
+    check_kernel_keys(t, backend, &allowed)?;
+    let spec = |n: &str| {
+        allowed
+            .iter()
+            .find(|k| k.name == n)
+            .expect("key is in the kernel schema")
+    };
+    let depends = read_depends(t, spec("depends"))?;
+    let src = t
+        .unique_strings(spec("src"), "source")?
+        .ok_or_else(|| t.missing(spec("src"), ": the kernel's source files and headers"))?;
+    let src = schema::path_list(t, spec("src"), src, PathKind::Source, paths)?;
+    let include = schema::include_dirs(t, spec("include"), paths)?;
+    let mut capabilities = Vec::new();
+    let mut cuda_flags = Vec::new();
+    let mut cuda_minver = None;
+    let mut has_caps = false;
+    if backend == Backend::Cuda {
+        if let Some(list) = t.unique_strings(spec("cuda-capabilities"), "capability")? {
+            if list.v.is_empty() {
+                return Err(t.invalid(
+                    &list.span,
+                    format!("`cuda-capabilities` in `{}` is empty", t.name),
+                    "remove the key to build for the project's capabilities, or list some"
+                        .to_string(),
+                ));
+            }
+            has_caps = true;
+            capabilities = self::capabilities(t, list)?;
+        }
+        cuda_flags = schema::strings(t, spec("cuda-flags"))?;
+        cuda_minver = schema::version_string(t, spec("cuda-minver"))?;
+    }
+    for (b, k) in BACKEND_KEYS {
+        if *b == backend && *b != Backend::Cuda {
+            t.strings(k)?;
+        }
+    }
+    let location = t.src.location(t.span.start);
+    let capability_locations: Vec<Location> = capabilities
+        .iter()
+        .map(|c| t.src.location(c.span.start))
+        .collect();
+    let kernel = Kernel {
+        name,
+        backend,
+        src,
+        include,
+        depends,
+        cuda_capabilities: has_caps.then(|| capabilities.iter().map(|c| c.v).collect()),
+        cuda_flags,
+        cxx_flags: schema::strings(t, spec("cxx-flags"))?,
+        cuda_minver,
+        location,
+        capability_locations,
+    };
+    Ok(RawKernel {
+        kernel,
+        span: t.span.clone(),
+        backend_span: written.span,
+        capabilities,
+    })
+}
+
+/// Unknown keys in file order; a key of another backend's kernels says which backend it is for.
+fn check_kernel_keys(
+    t: &Table<'_, '_>,
+    backend: Backend,
+    allowed: &[KeySpec<'_>],
+) -> Result<(), ConfigError> {
+    for (k, _) in t.entries() {
+        let name = k.get_ref().as_ref();
+        if allowed.iter().any(|s| s.name == name) {
+            continue;
+        }
+        if let Some((owner, _)) = BACKEND_KEYS.iter().find(|(_, s)| s.name == name) {
+            return Err(t.src.error(
+                &k.span(),
+                ErrorKind::UnknownKey,
+                format!(
+                    "unknown key `{name}` in `{}` (a `{backend}` kernel)",
+                    t.name
+                ),
+                format!("`{name}` applies to `backend = \"{owner}\"` kernels only: remove it"),
+            ));
+        }
+        return t.check_keys(allowed, false);
+    }
+    Ok(())
+}
+
+fn read_depends(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<String>, ConfigError> {
+    let list = t.unique_strings(s, "dependency")?.ok_or_else(|| {
+        t.missing(
+            s,
+            " (or `depends = []`): the C++ libraries the kernel compiles against",
+        )
+    })?;
+    for dep in &list.v {
+        if !DEPENDS.contains(&dep.v.as_str()) {
+            return Err(t.invalid(
+                &dep.span,
+                format!("unknown dependency `{}` in `{}`", dep.v, t.name),
+                suggest::did_you_mean(&dep.v, DEPENDS, "dependencies"),
+            ));
+        }
+    }
+    Ok(list.v.into_iter().map(|d| d.v).collect())
+}
+
+/// Parse capability strings, each error at its own string.
+pub(crate) fn capabilities(
+    t: &Table<'_, '_>,
+    list: Sp<Vec<Sp<String>>>,
+) -> Result<Vec<Sp<Capability>>, ConfigError> {
+    let mut out: Vec<Sp<Capability>> = Vec::new();
+    for item in list.v {
+        let cap = parse_capability(t, &item.v, &item.span)?;
+        if let Some(prev) = out.iter().find(|c| c.v == cap) {
+            return Err(duplicate_capability(t, cap, &prev.span, &item.span));
+        }
+        out.push(Sp {
+            v: cap,
+            span: item.span,
+        });
+    }
+    Ok(out)
+}
+
+fn parse_capability(
+    t: &Table<'_, '_>,
+    text: &str,
+    span: &Range<usize>,
+) -> Result<Capability, ConfigError> {
+    text.parse::<Capability>()
+        .map_err(|e| t.invalid(span, e.to_string(), e.hint().unwrap_or_default()))
+}
+
+fn duplicate_capability(
+    t: &Table<'_, '_>,
+    cap: Capability,
+    first: &Range<usize>,
+    second: &Range<usize>,
+) -> ConfigError {
+    let first = t.src.location(first.start);
+    t.src.error(
+        second,
+        ErrorKind::Duplicate,
+        format!(
+            "capability `{cap}` is listed twice in `{}` (first on line {})",
+            t.name, first.line
+        ),
+        "remove the second entry".to_string(),
+    )
+}
+
+/// `[kbuild.cuda-capabilities]`, if present.
+pub(crate) fn read_matrix(root: &Table<'_, '_>) -> Result<RawMatrix, ConfigError> {
+    let spec = key("kbuild", "[kbuild.cuda-capabilities]");
+    let Some(kbuild) = root.table(&spec)? else {
+        return Ok(Vec::new());
+    };
+    kbuild.check_keys(MATRIX_KEYS, false)?;
+    let Some(matrix) = kbuild.table(&MATRIX_KEYS[0])? else {
+        return Err(kbuild.missing(&MATRIX_KEYS[0], ", or remove `[kbuild]`"));
+    };
+    let entries = matrix.entries();
+    if entries.is_empty() {
+        return Err(matrix.invalid(
+            &matrix.span,
+            "`[kbuild.cuda-capabilities]` is empty".to_string(),
+            format!(
+                "add a capability with its dtypes, e.g. `{}`, or remove the table to use \
+                 kbuild's default capabilities",
+                MATRIX_DTYPES.example
+            ),
+        ));
+    }
+    let mut out: RawMatrix = Vec::new();
+    for (k, value) in entries {
+        let cap = parse_capability(&matrix, k.get_ref(), &k.span())?;
+        if let Some((prev, _)) = out.iter().find(|(c, _)| c.v == cap) {
+            return Err(duplicate_capability(&matrix, cap, &prev.span, &k.span()));
+        }
+        let dtype_spec = KeySpec {
+            name: k.get_ref(),
+            ..MATRIX_DTYPES
+        };
+        let list = matrix
+            .unique_strings(&dtype_spec, "dtype")?
+            .ok_or_else(|| matrix.wrong_type(&dtype_spec, value, "an array of dtypes"))?;
+        if list.v.is_empty() {
+            return Err(matrix.invalid(
+                &list.span,
+                format!("capability `{cap}` has no dtypes in `{}`", matrix.name),
+                "list the dtypes to build for it (`float32`, `float16`, `bfloat16`), or remove \
+                 the capability"
+                    .to_string(),
+            ));
+        }
+        let mut dtypes = Vec::new();
+        for d in &list.v {
+            let dtype = d.v.parse::<DType>().map_err(|e| {
+                matrix.invalid(&d.span, e.to_string(), e.hint().unwrap_or_default())
+            })?;
+            dtypes.push(dtype);
+        }
+        dtypes.sort();
+        out.push((
+            Sp {
+                v: cap,
+                span: k.span(),
+            },
+            dtypes,
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depends_names_are_the_ones_kernels_data_accepts() {
+        for name in DEPENDS {
+            let value = serde_json::Value::String(name.to_string());
+            assert!(
+                serde_json::from_value::<kernels_data::config::Dependency>(value).is_ok(),
+                "kernels-data rejects `{name}`"
+            );
+        }
+        let bogus = serde_json::Value::String("cutlass_3_7".into());
+        assert!(serde_json::from_value::<kernels_data::config::Dependency>(bogus).is_err());
+    }
+}

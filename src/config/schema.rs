@@ -1,0 +1,392 @@
+//! The build.toml schema of both editions: reads the parsed document into model pieces, rejecting
+//! unknown keys, wrong types and bad values. Filesystem and cross-table checks are in `validate`.
+
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+
+use toml::de::{DeTable, DeValue};
+
+use super::error::{ConfigError, ErrorKind, Source};
+use super::general::{read_edition, read_general};
+use super::kernels::{self, RawKernel, RawMatrix};
+use super::model::{Backend, Capability, Edition, General, StableAbi, Torch, TorchNoarch};
+use super::reader::{KeySpec, Sp, Table, key, key_v5};
+use super::suggest;
+use crate::error::Hint;
+
+/// Everything read from build.toml, with the spans that the later checks need.
+pub(crate) struct Raw {
+    pub edition: Edition,
+    pub general: General,
+    /// Span of `name`'s value (the `torch-ext/<python_name>` check points here).
+    pub name_span: Range<usize>,
+    pub framework: RawFramework,
+    /// `[kernel.*]` tables in file order.
+    pub kernels: Vec<RawKernel>,
+    pub matrix: RawMatrix,
+    /// Every path in the file, checked against the project tree later.
+    pub paths: Vec<PathRef>,
+}
+
+/// `[torch]` or `[torch-noarch]`.
+pub(crate) enum RawFramework {
+    Torch(Torch),
+    Noarch(TorchNoarch),
+}
+
+/// A path written in build.toml: what it should be and where it is written.
+pub(crate) struct PathRef {
+    /// Normalised, relative to the root.
+    pub path: PathBuf,
+    pub written: Sp<String>,
+    pub kind: PathKind,
+}
+
+/// What a path must point at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PathKind {
+    /// A `src` entry.
+    Source,
+    /// An `include` entry.
+    IncludeDir,
+}
+
+const TOP: &[KeySpec<'static>] = &[
+    key("general", "[general]"),
+    key("torch", "[torch]"),
+    key("torch-noarch", "[torch-noarch]"),
+    key("tvm-ffi", "[tvm-ffi]"),
+    key("kernel", "[kernel.<name>]"),
+    key("kbuild", "[kbuild.cuda-capabilities]"),
+];
+
+const TORCH: &[KeySpec<'static>] = &[
+    key("src", "src = [\"torch-ext/torch_binding.cpp\"]"),
+    key("include", "include = [\"include\"]"),
+    key("minver", "minver = \"2.8\""),
+    key("maxver", "maxver = \"2.11\""),
+    key("pyext", "pyext = [\"py\", \"json\"]"),
+    key("stable-abi", "stable-abi = \"2.10\""),
+    key_v5("cxx-flags", "cxx-flags = [\"-O3\"]"),
+];
+
+// HF's parser reads these two with underscores (its docs spell them with dashes).
+const NOARCH: &[KeySpec<'static>] = &[
+    key("pyext", "pyext = [\"py\"]"),
+    key("cuda_capabilities", "cuda_capabilities = [\"9.0\"]"),
+    key("rocm_archs", "rocm_archs = [\"gfx942\"]"),
+];
+
+/// Read a whole document.
+pub(crate) fn read(src: &Source<'_>, doc: &DeTable<'_>) -> Result<Raw, ConfigError> {
+    let root = Table::new(src, String::new(), 0..0, doc);
+    check_top_level(&root)?;
+    let Some(general_table) = root.table(&TOP[0])? else {
+        return Err(src.error(
+            &(0..0),
+            ErrorKind::MissingKey,
+            "missing table `[general]`",
+            "add `[general]` with `name`, `version`, `license` and `backends`".to_string(),
+        ));
+    };
+    let edition = read_edition(&general_table)?;
+    let v5 = edition == Edition::V5;
+    let mut paths = Vec::new();
+    let (general, name_span) = read_general(&general_table, v5)?;
+    let framework = read_framework(&root, v5, &mut paths)?;
+    let kernels = kernels::read_kernels(&root, &mut paths)?;
+    let matrix = kernels::read_matrix(&root)?;
+    Ok(Raw {
+        edition,
+        general,
+        name_span,
+        framework,
+        kernels,
+        matrix,
+        paths,
+    })
+}
+
+fn check_top_level(root: &Table<'_, '_>) -> Result<(), ConfigError> {
+    let valid: Vec<&str> = TOP.iter().map(|k| k.name).collect();
+    for (k, v) in root.entries() {
+        let name = k.get_ref().as_ref();
+        if valid.contains(&name) {
+            continue;
+        }
+        let what = if v.get_ref().is_table() {
+            format!("unknown table `[{name}]`")
+        } else {
+            format!("unknown top-level key `{name}`")
+        };
+        return Err(root.src.error(
+            &k.span(),
+            ErrorKind::UnknownKey,
+            what,
+            suggest::did_you_mean(name, &valid, "tables"),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn spec<'s>(table: &'s [KeySpec<'static>], name: &str) -> &'s KeySpec<'static> {
+    // The schema tables are constants; every lookup names a key that is in them.
+    table
+        .iter()
+        .find(|k| k.name == name)
+        .expect("key is in the schema table")
+}
+
+/// A dotted version such as `12.4` or `2.10`.
+pub(crate) fn version_string(
+    t: &Table<'_, '_>,
+    s: &KeySpec<'_>,
+) -> Result<Option<String>, ConfigError> {
+    let Some(v) = t.string(s)? else {
+        return Ok(None);
+    };
+    check_version(t, s, &v)?;
+    Ok(Some(v.v))
+}
+
+pub(crate) fn check_version(
+    t: &Table<'_, '_>,
+    s: &KeySpec<'_>,
+    v: &Sp<String>,
+) -> Result<(), ConfigError> {
+    if v.v.parse::<kernels_data::version::Version>().is_err() {
+        return Err(t.invalid(
+            &v.span,
+            format!("invalid version `{}` for `{}` in `{}`", v.v, s.name, t.name),
+            format!("write numbers separated by dots: `{}`", s.example),
+        ));
+    }
+    Ok(())
+}
+fn read_framework(
+    root: &Table<'_, '_>,
+    v5: bool,
+    paths: &mut Vec<PathRef>,
+) -> Result<RawFramework, ConfigError> {
+    if let Some(span) = root.key_span("tvm-ffi") {
+        return Err(root.src.error(
+            &span,
+            ErrorKind::InvalidValue,
+            "`[tvm-ffi]` kernels are not supported: kbuild builds Torch extensions",
+            "build this kernel with HF's kernel-builder, or port it to `[torch]`".to_string(),
+        ));
+    }
+    let torch = root.table(&TOP[1])?;
+    let noarch = root.table(&TOP[2])?;
+    match (torch, noarch) {
+        (Some(t), Some(n)) => {
+            let later = if t.span.start > n.span.start { &t } else { &n };
+            Err(root.src.error(
+                &later.span,
+                ErrorKind::Conflict,
+                "`[torch]` and `[torch-noarch]` are exclusive",
+                "keep `[torch]` for compiled kernels or `[torch-noarch]` for pure-Python ones"
+                    .to_string(),
+            ))
+        }
+        (Some(t), None) => Ok(RawFramework::Torch(read_torch(&t, v5, paths)?)),
+        (None, Some(n)) => Ok(RawFramework::Noarch(read_noarch(&n)?)),
+        (None, None) => Err(root.src.error(
+            &(0..0),
+            ErrorKind::MissingKey,
+            "missing table `[torch]` (or `[torch-noarch]`)",
+            "add `[torch]` with `src = [\"torch-ext/torch_binding.cpp\"]`, or `[torch-noarch]` \
+             for a pure-Python kernel"
+                .to_string(),
+        )),
+    }
+}
+
+fn read_torch(t: &Table<'_, '_>, v5: bool, paths: &mut Vec<PathRef>) -> Result<Torch, ConfigError> {
+    t.check_keys(TORCH, v5)?;
+    let s = |name| spec(TORCH, name);
+    Ok(Torch {
+        src: match t.unique_strings(s("src"), "source")? {
+            Some(list) => path_list(t, s("src"), list, PathKind::Source, paths)?,
+            None => Vec::new(),
+        },
+        include: include_dirs(t, s("include"), paths)?,
+        minver: version_string(t, s("minver"))?,
+        maxver: version_string(t, s("maxver"))?,
+        pyext: pyext(t, s("pyext"))?,
+        cxx_flags: strings(t, s("cxx-flags"))?,
+        stable_abi: stable_abi(t, s("stable-abi"), v5)?,
+    })
+}
+
+fn read_noarch(t: &Table<'_, '_>) -> Result<TorchNoarch, ConfigError> {
+    t.check_keys(NOARCH, false)?;
+    let caps = match t.unique_strings(&NOARCH[1], "capability")? {
+        Some(list) => kernels::capabilities(t, list)?,
+        None => Vec::new(),
+    };
+    t.strings(&NOARCH[2])?;
+    Ok(TorchNoarch {
+        pyext: pyext(t, &NOARCH[0])?,
+        cuda_capabilities: caps.into_iter().map(|c| c.v).collect::<Vec<Capability>>(),
+    })
+}
+
+fn stable_abi(
+    t: &Table<'_, '_>,
+    s: &KeySpec<'_>,
+    v5: bool,
+) -> Result<Option<StableAbi>, ConfigError> {
+    let Some(value) = t.get(s.name) else {
+        return Ok(None);
+    };
+    match value.get_ref() {
+        DeValue::String(_) => Ok(version_string(t, s)?.map(StableAbi::All)),
+        DeValue::Table(entries) if v5 => {
+            let per = Table::new(t.src, t.child_name(s.name), value.span(), entries);
+            let mut map = std::collections::BTreeMap::new();
+            for (k, v) in per.entries() {
+                let backend = k.get_ref().parse::<Backend>().map_err(|e| {
+                    per.src
+                        .error(&k.span(), ErrorKind::UnknownKey, e.to_string(), e.hint())
+                })?;
+                let spec = KeySpec {
+                    name: backend.as_str(),
+                    example: "cuda = \"2.10\"",
+                    v5_only: false,
+                };
+                let version = per
+                    .string(&spec)?
+                    .ok_or_else(|| per.wrong_type(&spec, v, "a string"))?;
+                check_version(&per, &spec, &version)?;
+                map.insert(backend, version.v);
+            }
+            Ok(Some(StableAbi::PerBackend(map)))
+        }
+        DeValue::Table(_) => Err(t.src.error(
+            &value.span(),
+            ErrorKind::WrongType,
+            "a per-backend `stable-abi` table needs edition 5",
+            "write one version (`stable-abi = \"2.10\"`), or add `edition = 5` to `[general]`"
+                .to_string(),
+        )),
+        _ => Err(t.wrong_type(s, value, "a version string or a table of backends")),
+    }
+}
+
+/// A list of strings (flags), no further checks.
+pub(crate) fn strings(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<String>, ConfigError> {
+    Ok(t.strings(s)?
+        .map(|l| l.v.into_iter().map(|x| x.v).collect())
+        .unwrap_or_default())
+}
+
+fn pyext(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<String>, ConfigError> {
+    let Some(list) = t.unique_strings(s, "extension")? else {
+        return Ok(Vec::new());
+    };
+    for ext in &list.v {
+        if ext.v.is_empty() || ext.v.contains(['.', '/', '\\', '*']) {
+            return Err(t.invalid(
+                &ext.span,
+                format!("invalid file extension `{}` in `pyext`", ext.v),
+                "write extensions without the dot, e.g. `pyext = [\"py\", \"json\"]`".to_string(),
+            ));
+        }
+    }
+    Ok(list.v.into_iter().map(|x| x.v).collect())
+}
+
+/// `include`: directories relative to the root.
+pub(crate) fn include_dirs(
+    t: &Table<'_, '_>,
+    s: &KeySpec<'_>,
+    paths: &mut Vec<PathRef>,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    match t.unique_strings(s, "include directory")? {
+        Some(list) => path_list(t, s, list, PathKind::IncludeDir, paths),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Check each entry lexically (relative, inside the root), record it for the filesystem check.
+pub(crate) fn path_list(
+    t: &Table<'_, '_>,
+    s: &KeySpec<'_>,
+    list: Sp<Vec<Sp<String>>>,
+    kind: PathKind,
+    paths: &mut Vec<PathRef>,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    if kind == PathKind::Source && list.v.is_empty() {
+        return Err(t.invalid(
+            &list.span,
+            format!("`{}` in `{}` is empty", s.name, t.name),
+            format!(
+                "list the files to compile (headers may be listed too): `{}`",
+                s.example
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(list.v.len());
+    for written in list.v {
+        let path = normalize(t, &written)?;
+        out.push(path.clone());
+        paths.push(PathRef {
+            path,
+            written,
+            kind,
+        });
+    }
+    Ok(out)
+}
+
+/// `./a/../b.cu` → `b.cu`; absolute paths and paths above the root are errors.
+fn normalize(t: &Table<'_, '_>, written: &Sp<String>) -> Result<PathBuf, ConfigError> {
+    let path_error = |message: String, hint: &str| {
+        t.src
+            .error(&written.span, ErrorKind::Path, message, hint.to_string())
+    };
+    if written.v.trim().is_empty() {
+        return Err(path_error(
+            format!("empty path in `{}`", t.name),
+            "remove the empty entry",
+        ));
+    }
+    let relative_hint = "write paths relative to the project root (the directory of build.toml)";
+    let p = Path::new(&written.v);
+    if p.is_absolute() || written.v.starts_with('/') || written.v.starts_with('\\') {
+        return Err(path_error(
+            format!("`{}` is an absolute path", written.v),
+            relative_hint,
+        ));
+    }
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return Err(path_error(
+                        format!("`{}` is outside the project", written.v),
+                        "kbuild compiles and hashes only files under the project root: move or \
+                         copy the file into the project",
+                    ));
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(path_error(
+                    format!("`{}` is an absolute path", written.v),
+                    relative_hint,
+                ));
+            }
+        }
+    }
+    if out.as_os_str().is_empty() {
+        return Err(path_error(
+            format!("`{}` names the project root itself", written.v),
+            relative_hint,
+        ));
+    }
+    Ok(out)
+}
