@@ -1,5 +1,7 @@
 //! One module per verb: clap args → resolved settings → pipeline calls.
 
+pub mod publish;
+
 use std::process::ExitCode;
 
 use crate::Result;
@@ -27,6 +29,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let _project = crate::config::load(&cli.global.project)?;
             todo!("build pipeline lands here")
         }
+        Command::Publish(args) => publish::run(&cli.global, &args, verbosity),
         other => {
             let _printer = Printer::new(verbosity, false);
             let _ = other;
