@@ -99,21 +99,13 @@ fn batch_limits(env: impl Fn(&str) -> Option<String>) -> BatchLimits {
 
 /// The plan of a `--dry-run`, one line per file.
 fn dry_run_report(s: &PublishSummary) -> String {
-    let mut out = format!(
-        "Dry run: publishing to {} branch `{}` would{}{}:\n",
-        s.url,
-        s.branch,
-        if s.repo_created {
-            " create the repository,"
-        } else {
-            ""
-        },
-        if s.branch_created {
-            " create the branch,"
-        } else {
-            ""
-        },
-    );
+    let mut out = format!("Dry run: {} branch `{}`", s.url, s.branch);
+    if s.repo_created {
+        out.push_str(" (the repository would be created)");
+    } else if s.branch_created {
+        out.push_str(" (the branch would be created from `main`)");
+    }
+    out.push('\n');
     for p in &s.added {
         out.push_str(&format!("  add     {p}\n"));
     }
