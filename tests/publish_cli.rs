@@ -446,3 +446,81 @@ fn legacy_model_repos_use_the_model_routes() {
     let (status, _) = hub.request("GET", "/api/kernels/org/relu", b"");
     assert_eq!(status, 404);
 }
+
+#[test]
+fn interrupted_multi_commit_publish_says_how_far_it_got_and_a_rerun_finishes_it() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    write_variant(
+        &build,
+        &VariantSpec {
+            dir_name: "torch-cpu",
+            id: "_relu_cpu_fff0000",
+            ..VariantSpec::default()
+        },
+    );
+    publish_json(&hub, &build, &["--variant", CPU_VARIANT]);
+
+    // Three commits of two files for `torch-cpu`: the first lands, the second keeps failing.
+    hub.arm("commit:500:5:1");
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", "2")];
+    let run = hub.publish_with(&build, &["--repo", REPO], &env);
+    assert!(!run.ok);
+    run.assert_no_token();
+    assert!(
+        run.stderr
+            .contains("published 1 of 3 commits to `v1`, then failed"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("re-run `kbuild publish` to upload the rest"),
+        "{}",
+        run.stderr
+    );
+
+    let s = hub
+        .publish_with(&build, &["--repo", REPO, "--json"], &env)
+        .success()
+        .json();
+    assert_eq!(s["added"].as_array().unwrap().len(), 3, "{s}");
+    assert_eq!(s["unchanged"], 7);
+    assert_eq!(s["card"], "updated");
+}
+
+#[test]
+fn private_repositories_are_created_private() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    publish_json(&hub, &build, &["--private"]);
+    let (status, _) = hub.request("GET", "/api/kernels/org/relu", b"");
+    assert_eq!(status, 401, "anonymous reads of a private repo must fail");
+}
+
+#[test]
+fn benchmarks_are_published_and_replaced_as_a_whole() {
+    let hub = Hub::start(&[]);
+    let (project, build) = project_with_variant();
+    let bench = project.path().join("benchmarks");
+    std::fs::create_dir_all(bench.join("__pycache__")).unwrap();
+    std::fs::write(bench.join("benchmark_relu.py"), "def bench(): pass\n").unwrap();
+    std::fs::write(bench.join("old.py"), "x = 1\n").unwrap();
+    std::fs::write(bench.join("__pycache__/old.cpython-311.pyc"), "cache").unwrap();
+    let s = publish_json(&hub, &build, &[]);
+    let added: Vec<&str> = s["added"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(added.contains(&"benchmarks/benchmark_relu.py"));
+    assert!(
+        !added.iter().any(|p| p.contains("__pycache__")),
+        "{added:?}"
+    );
+
+    std::fs::remove_file(bench.join("old.py")).unwrap();
+    let s = publish_json(&hub, &build, &[]);
+    assert_eq!(s["deleted"], json!(["benchmarks/old.py"]));
+}

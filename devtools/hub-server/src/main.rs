@@ -41,8 +41,9 @@ struct Args {
     /// A valid token without write access: writes with it get 403 (repeatable).
     #[arg(long = "read-token", value_name = "TOKEN")]
     read_tokens: Vec<String>,
-    /// Fail the next COUNT requests of a route class with STATUS: `CLASS:STATUS[:COUNT]`, e.g.
-    /// `commit:500:2` (repeatable). Classes: create, delete, info, refs, branch, tree,
+    /// Fail requests of a route class with STATUS: `CLASS:STATUS[:COUNT[:SKIP]]`, e.g.
+    /// `commit:500:2` fails the next two commits, `commit:500:5:1` lets one commit through and
+    /// fails the five after it (repeatable). Classes: create, delete, info, refs, branch, tree,
     /// paths-info, preupload, commit, commits, lfs, resolve, any. `POST /_admin/fault` with the
     /// same spec as body arms one while running.
     #[arg(long = "fail", value_name = "SPEC")]

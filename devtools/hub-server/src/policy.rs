@@ -19,12 +19,14 @@ pub const CLASSES: &[&str] = &[
     "any",
 ];
 
-/// `CLASS:STATUS[:COUNT]`: the next COUNT (default 1) requests of CLASS answer STATUS.
+/// `CLASS:STATUS[:COUNT[:SKIP]]`: after letting SKIP (default 0) requests of CLASS through, the
+/// next COUNT (default 1) answer STATUS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
     pub class: String,
     pub status: u16,
     pub remaining: u32,
+    pub skip: u32,
 }
 
 impl FromStr for Fault {
@@ -32,10 +34,11 @@ impl FromStr for Fault {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Vec<&str> = s.split(':').collect();
-        let (class, status, count) = match parts.as_slice() {
-            [c, s] => (*c, *s, "1"),
-            [c, s, n] => (*c, *s, *n),
-            _ => return Err(format!("`{s}`: expected CLASS:STATUS[:COUNT]")),
+        let (class, status, count, skip) = match parts.as_slice() {
+            [c, s] => (*c, *s, "1", "0"),
+            [c, s, n] => (*c, *s, *n, "0"),
+            [c, s, n, k] => (*c, *s, *n, *k),
+            _ => return Err(format!("`{s}`: expected CLASS:STATUS[:COUNT[:SKIP]]")),
         };
         if !CLASSES.contains(&class) {
             return Err(format!(
@@ -48,13 +51,12 @@ impl FromStr for Fault {
             .ok()
             .filter(|s| (400..600).contains(s))
             .ok_or_else(|| format!("`{status}`: expected an HTTP status 400..599"))?;
-        let remaining = count
-            .parse()
-            .map_err(|_| format!("`{count}`: expected a count"))?;
+        let number = |n: &str| n.parse().map_err(|_| format!("`{n}`: expected a count"));
         Ok(Fault {
             class: class.to_string(),
             status,
-            remaining,
+            remaining: number(count)?,
+            skip: number(skip)?,
         })
     }
 }
@@ -80,6 +82,10 @@ impl Faults {
             .pending
             .iter_mut()
             .find(|f| f.remaining > 0 && (f.class == class || f.class == "any"))?;
+        if fault.skip > 0 {
+            fault.skip -= 1;
+            return None;
+        }
         fault.remaining -= 1;
         Some(fault.status)
     }
@@ -93,7 +99,8 @@ pub enum Access {
     Write,
 }
 
-/// The configured tokens. With none configured, everyone may write (a plain local test hub).
+/// The configured tokens. With none configured, everyone may write (a plain local test hub),
+/// but requests without any token are still anonymous (private repos stay hidden from them).
 #[derive(Debug, Default, Clone)]
 pub struct Tokens {
     pub write: Vec<String>,
@@ -117,7 +124,12 @@ impl Tokens {
     /// Check a request's `Authorization` header against what the route needs.
     pub fn check(&self, authorization: Option<&str>, writes: bool) -> Result<Access, Denied> {
         if !self.configured() {
-            return Ok(Access::Write);
+            let has_token = authorization.is_some_and(|h| h.starts_with("Bearer "));
+            return Ok(if has_token {
+                Access::Write
+            } else {
+                Access::Anonymous
+            });
         }
         let token = authorization.and_then(|h| h.strip_prefix("Bearer "));
         let access = match token {
@@ -146,9 +158,11 @@ mod tests {
             Fault {
                 class: "commit".into(),
                 status: 500,
-                remaining: 2
+                remaining: 2,
+                skip: 0
             }
         );
+        assert_eq!("commit:500:1:3".parse::<Fault>().unwrap().skip, 3);
         assert_eq!("refs:429".parse::<Fault>().unwrap().remaining, 1);
         assert!("nope:500".parse::<Fault>().is_err());
         assert!("commit:200".parse::<Fault>().is_err());
@@ -160,6 +174,14 @@ mod tests {
         assert_eq!(faults.take("refs"), None);
         assert_eq!(faults.take("commit"), Some(500));
         assert_eq!(faults.take("commit"), Some(500));
+        assert_eq!(faults.take("commit"), None);
+    }
+
+    #[test]
+    fn skipped_requests_pass_before_the_fault_fires() {
+        let mut faults = Faults::new(vec!["commit:503:1:1".parse().unwrap()]);
+        assert_eq!(faults.take("commit"), None);
+        assert_eq!(faults.take("commit"), Some(503));
         assert_eq!(faults.take("commit"), None);
     }
 
@@ -178,5 +200,12 @@ mod tests {
         );
         assert_eq!(tokens.check(None, false), Ok(Access::Anonymous));
         assert_eq!(tokens.check(None, true), Err(Denied::Unauthenticated));
+    }
+
+    #[test]
+    fn without_configured_tokens_anyone_writes_but_tokenless_requests_stay_anonymous() {
+        let open = Tokens::default();
+        assert_eq!(open.check(None, true), Ok(Access::Anonymous));
+        assert_eq!(open.check(Some("Bearer any"), true), Ok(Access::Write));
     }
 }
