@@ -524,3 +524,17 @@ fn benchmarks_are_published_and_replaced_as_a_whole() {
     let s = publish_json(&hub, &build, &[]);
     assert_eq!(s["deleted"], json!(["benchmarks/old.py"]));
 }
+
+#[test]
+fn publishing_to_main_puts_files_and_card_in_one_commit() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    let s = publish_json(&hub, &build, &["--branch", "main"]);
+    assert_eq!(s["card"], "added");
+    assert_eq!(s["commits"].as_array().unwrap().len(), 1, "{s}");
+    assert_eq!(s["commits"][0]["files"], 6);
+    assert_eq!(
+        publish_json(&hub, &build, &["--branch", "main"])["up_to_date"],
+        true
+    );
+}

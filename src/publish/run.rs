@@ -69,14 +69,7 @@ pub async fn publish(
 
     let exists = remote.exists().await?;
     let (main_head, branch_head) = if exists {
-        let refs = remote.refs().await?;
-        let head = |name: &str| {
-            refs.branches
-                .iter()
-                .find(|b| b.name == name)
-                .map(|b| b.target_commit.clone())
-        };
-        (head("main"), head(&branch))
+        heads(&remote, &branch).await?
     } else {
         (None, None)
     };
@@ -113,7 +106,7 @@ pub async fn publish(
         dry_run: s.dry_run,
         create_pr: s.create_pr,
         repo_created: !exists,
-        branch_created: branch_head.is_none(),
+        branch_created: branch_head.is_none() && branch != "main",
         added: paths(&plan.added),
         updated: paths(&plan.updated),
         deleted: plan.deleted.clone(),
@@ -144,18 +137,13 @@ pub async fn publish(
         return Ok(summary);
     }
 
-    let mut main_head = main_head;
-    if !exists {
+    let (main_head, branch_head) = if exists {
+        (main_head, branch_head)
+    } else {
         reporter.stage("Creating", &remote.url());
         remote.create(s.private).await?;
-        main_head = remote
-            .refs()
-            .await?
-            .branches
-            .into_iter()
-            .find(|b| b.name == "main")
-            .map(|b| b.target_commit);
-    }
+        heads(&remote, &branch).await?
+    };
 
     reporter.begin_bytes(&format!("to {}", remote.url()), summary.bytes);
     let title = format!(
@@ -222,6 +210,21 @@ pub async fn publish(
         );
     }
     Ok(summary)
+}
+
+/// Current heads of `main` and of `branch`, when they exist.
+async fn heads(
+    remote: &Remote,
+    branch: &str,
+) -> Result<(Option<String>, Option<String>), PublishError> {
+    let refs = remote.refs().await?;
+    let head = |name: &str| {
+        refs.branches
+            .iter()
+            .find(|b| b.name == name)
+            .map(|b| b.target_commit.clone())
+    };
+    Ok((head("main"), head(branch)))
 }
 
 /// Where a plan's commits go.

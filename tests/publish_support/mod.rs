@@ -33,20 +33,17 @@ pub fn server_bin() -> &'static Path {
             return PathBuf::from(path);
         }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let profile_dir = target_profile_dir();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
         let status = Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "hub-server",
-                "--bin",
-                "kbuild-hub-server",
-            ])
+            .args(["build", "--quiet", "-p", "hub-server"])
+            .args(["--bin", "kbuild-hub-server"])
+            .args(release.then_some("--release"))
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("run cargo build for kbuild-hub-server");
         assert!(status.success(), "building kbuild-hub-server failed");
-        let bin = target_profile_dir().join("kbuild-hub-server");
+        let bin = profile_dir.join("kbuild-hub-server");
         assert!(bin.is_file(), "{} missing after build", bin.display());
         bin
     })
@@ -55,9 +52,15 @@ pub fn server_bin() -> &'static Path {
 /// Python with torch, huggingface_hub and kernels: `KBUILD_TEST_PYTHON`, else
 /// `<repo>/.venv/bin/python`.
 pub fn python_bin() -> PathBuf {
-    std::env::var("KBUILD_TEST_PYTHON")
+    let python = std::env::var("KBUILD_TEST_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"))
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    assert!(
+        python.is_file(),
+        "no Python at {}: set KBUILD_TEST_PYTHON to a python with torch, huggingface_hub and kernels",
+        python.display()
+    );
+    python
 }
 
 /// A running kbuild-hub-server on a fresh root; killed on drop.
