@@ -2,6 +2,7 @@
 
 pub mod build;
 pub mod check_config;
+pub mod publish;
 
 use std::process::ExitCode;
 
@@ -32,9 +33,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             return check_config::run(&project, &args, verbosity, &printer);
         }
-        Command::Publish(_) => {
-            unimplemented!("wired when the publish stage lands")
-        }
+        Command::Publish(args) => return publish::run(&cli.global, &args, verbosity),
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "kbuild", &mut std::io::stdout());

@@ -62,7 +62,7 @@ impl Metadata {
     /// Hash every file of `variant_dir` (except metadata.json) the way `kernels` verifies it.
     pub fn set_digest(&mut self, variant_dir: &Path) -> Result<(), PackageError> {
         let digest = Digest::hash_variant(DigestAlgorithm::SHA256, variant_dir).map_err(|e| {
-            PackageError::Digest {
+            PackageError::Hash {
                 dir: variant_dir.to_path_buf(),
                 reason: format!("{e:#}"),
             }

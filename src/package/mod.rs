@@ -3,6 +3,7 @@
 mod generate;
 mod metadata;
 mod stage;
+pub mod verify;
 
 pub use generate::{capabilities_py, dtypes_h, ops_py, registration_h};
 pub use metadata::{BackendInfo, BuilderVersion, GitStatus, Metadata, Provenance};
@@ -25,7 +26,30 @@ pub enum PackageError {
     #[error("template `{name}` failed to render: {reason}")]
     Template { name: String, reason: String },
     #[error("cannot hash variant `{dir}`: {reason}")]
-    Digest { dir: PathBuf, reason: String },
+    Hash { dir: PathBuf, reason: String },
+    /// A file of a built variant could not be read.
+    #[error("cannot read `{}`", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `metadata.json` of a variant is not what kernels expects.
+    #[error("invalid `{}`: {message}", path.display())]
+    Metadata { path: PathBuf, message: String },
+    /// The files of a variant do not match the digest in its metadata.
+    #[error("`{}` does not match the digest in its metadata.json:\n{}", dir.display(), violations.join("\n"))]
+    Digest {
+        dir: PathBuf,
+        violations: Vec<String>,
+    },
+    /// The extension or `_ops.py` uses another op namespace than metadata `id`.
+    #[error("`{}` uses op namespace `{found}`, but metadata.json says `{expected}`", path.display())]
+    Namespace {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
 }
 
 impl Hint for PackageError {
@@ -35,7 +59,18 @@ impl Hint for PackageError {
                 Some("check permissions and free space of the output directory".into())
             }
             PackageError::Template { .. } => Some("this is a kbuild bug: please report it".into()),
-            PackageError::Digest { .. } => None,
+            PackageError::Hash { .. } => None,
+            PackageError::Read { .. } => Some(
+                "check the build directory's permissions, or rebuild it with `kbuild build`".into(),
+            ),
+            PackageError::Metadata { .. } | PackageError::Namespace { .. } => Some(
+                "rebuild the variant with `kbuild build`; do not edit build outputs by hand".into(),
+            ),
+            PackageError::Digest { .. } => Some(
+                "the variant changed after it was built (or a build was interrupted): \
+                 rebuild it with `kbuild build`"
+                    .into(),
+            ),
         }
     }
 }

@@ -1,16 +1,198 @@
 //! Hub upload through the hf-hub crate: verify, diff against the branch, commit, card.
+//!
+//! `local` finds and hashes what is published, `plan` compares it with the branch (plain data),
+//! `hub` talks to the Hub, `card` writes `README.md`, `run` puts them together, `auth` keeps
+//! the token out of every message.
+
+pub mod auth;
+pub mod card;
+pub mod hub;
+pub mod local;
+pub mod plan;
+mod run;
+
+use std::path::PathBuf;
+
+pub use hf_hub::RepoTypeAny;
+pub use run::publish;
 
 use crate::error::Hint;
+use crate::package::PackageError;
+use auth::{Token, TokenSource};
+use plan::BatchLimits;
+
+/// Everything a publish needs, resolved (CLI > build.toml > defaults).
+#[derive(Debug)]
+pub struct PublishSettings {
+    /// Hub base URL (`HF_ENDPOINT` or `https://huggingface.co`).
+    pub endpoint: String,
+    pub token: Option<(Token, TokenSource)>,
+    /// `org/name`.
+    pub repo_id: String,
+    pub repo_type: RepoTypeAny,
+    /// Create the repository private if it does not exist.
+    pub private: bool,
+    /// Branch to publish to; `v<version>` when `None`.
+    pub branch: Option<String>,
+    pub build_dir: PathBuf,
+    /// `<project>/benchmarks`, when it exists.
+    pub benchmarks_dir: Option<PathBuf>,
+    /// Only these variants (all when empty).
+    pub variants: Vec<String>,
+    /// `[general] version` of build.toml, when the project has one.
+    pub project_version: Option<u32>,
+    pub create_pr: bool,
+    pub dry_run: bool,
+    pub allow_dirty: bool,
+    pub limits: BatchLimits,
+}
+
+/// What a publish did (or, with `--dry-run`, would do). Printed by `--json`.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct PublishSummary {
+    pub repo: String,
+    pub repo_type: String,
+    pub url: String,
+    pub branch: String,
+    pub version: usize,
+    pub variants: Vec<String>,
+    pub dry_run: bool,
+    pub create_pr: bool,
+    pub repo_created: bool,
+    pub branch_created: bool,
+    /// Files new to the branch.
+    pub added: Vec<String>,
+    /// Files whose content changed.
+    pub updated: Vec<String>,
+    /// Stale files removed from the replaced variant prefixes.
+    pub deleted: Vec<String>,
+    /// Files already on the branch with the same content.
+    pub unchanged: usize,
+    /// Bytes uploaded (or to upload).
+    pub bytes: u64,
+    /// `README.md` on `main`: `added`, `updated` or `unchanged`.
+    pub card: String,
+    pub commits: Vec<CommitSummary>,
+    /// The branch and the card already held this build: nothing was uploaded, no commit made.
+    pub up_to_date: bool,
+}
+
+/// One commit made.
+#[derive(Debug, serde::Serialize)]
+pub struct CommitSummary {
+    pub revision: String,
+    pub oid: Option<String>,
+    pub files: usize,
+    pub bytes: u64,
+    pub pr_url: Option<String>,
+    pub pr_num: Option<u64>,
+}
 
 /// A publish failure. Never contains the token.
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
-    #[error("placeholder")]
-    Placeholder,
+    #[error("no repository to publish to")]
+    NoRepo,
+    #[error("`{repo}` is not a repository id")]
+    InvalidRepoId { repo: String },
+    #[error("no build variants in `{}`", dir.display())]
+    NoVariants { dir: PathBuf },
+    #[error("no variant `{name}` in the build directory")]
+    UnknownVariant {
+        name: String,
+        available: Vec<String>,
+    },
+    #[error("cannot read `{}`", path.display())]
+    ReadBuild {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("variant `{variant}` failed verification")]
+    Verify {
+        variant: String,
+        #[source]
+        source: PackageError,
+    },
+    #[error("the variants disagree on the version: {}", versions.iter().map(|(v, n)| format!("`{v}` is {n}")).collect::<Vec<_>>().join(", "))]
+    VersionMismatch { versions: Vec<(String, usize)> },
+    #[error("the build is version {built}, but build.toml says version {configured}")]
+    StaleBuild { built: usize, configured: u32 },
+    #[error("refusing to publish a build from a dirty git tree: {}", variants.join(", "))]
+    Dirty { variants: Vec<String> },
+    #[error(
+        "no Hub token found (looked at `HF_TOKEN`, `HF_TOKEN_PATH` and the token file under `HF_HOME`)"
+    )]
+    NoToken,
+    #[error("the Hub refused {action}: authentication failed (401): {message}")]
+    Unauthorized {
+        action: String,
+        token_sent: bool,
+        message: String,
+    },
+    #[error("the Hub refused {action}: permission denied (403): {message}")]
+    Forbidden {
+        action: String,
+        repo: String,
+        message: String,
+    },
+    #[error("{action} failed after {attempts} attempts: {message}")]
+    Unavailable {
+        action: String,
+        attempts: usize,
+        message: String,
+    },
+    #[error("{action} failed: {message}")]
+    Network { action: String, message: String },
+    #[error("{action} conflicted with another change: {message}")]
+    Conflict { action: String, message: String },
+    #[error("{action} failed: {message}")]
+    Hub { action: String, message: String },
+    #[error("cannot render the kernel card: {message}")]
+    Card { message: String },
+    #[error("published {committed} of {total} commits to `{branch}`, then failed")]
+    Partial {
+        committed: usize,
+        total: usize,
+        branch: String,
+        #[source]
+        source: Box<PublishError>,
+    },
+    #[error("{action} failed and the new branch `{branch}` was removed again")]
+    RolledBack {
+        action: String,
+        branch: String,
+        #[source]
+        source: Box<PublishError>,
+    },
 }
 
 impl Hint for PublishError {
     fn hint(&self) -> Option<String> {
-        None
+        use PublishError::*;
+        Some(match self {
+            NoRepo => "pass `--repo org/name`, or set `repo-id` under `[general.hub]` in build.toml".into(),
+            InvalidRepoId { .. } => "a repository id is `org/name` (letters, digits, `-`, `_`, `.`)".into(),
+            NoVariants { .. } => "run `kbuild build` first, or point `--build-dir` at a build directory".into(),
+            UnknownVariant { available, .. } => format!("variants here: {}", available.join(", ")),
+            ReadBuild { .. } => "check that the build directory exists and is readable".into(),
+            Verify { source, .. } => source.hint()?,
+            VersionMismatch { .. } => "rebuild every variant from the same build.toml with `kbuild build`".into(),
+            StaleBuild { .. } => "rebuild with `kbuild build`, or pass `--branch` to publish this build elsewhere".into(),
+            Dirty { .. } => "commit your changes and rebuild, or pass `--allow-dirty` to publish anyway".into(),
+            NoToken => "set `HF_TOKEN` to a token with write access (https://huggingface.co/settings/tokens), or run `hf auth login`".into(),
+            Unauthorized { token_sent: true, .. } => "the token was rejected (expired or revoked?): set `HF_TOKEN` to a valid token with write access".into(),
+            Unauthorized { token_sent: false, .. } => "set `HF_TOKEN` to a token with write access, or run `hf auth login`".into(),
+            Forbidden { repo, .. } => {
+                let org = repo.split('/').next().unwrap_or(repo);
+                format!("the token can read but not write `{repo}`: use a token with the `write` role, or a fine-grained token with write access to repositories of `{org}`")
+            }
+            Unavailable { .. } | Network { .. } => "nothing was half-published (each commit is atomic); re-run `kbuild publish` later, unchanged files are skipped".into(),
+            Conflict { .. } => "someone changed the branch while publishing: re-run `kbuild publish` to publish on top of it".into(),
+            Hub { .. } => "re-run with `-v` for details; `--dry-run` shows what would be uploaded".into(),
+            Card { .. } => "this is a kbuild bug: please report it with the variant's metadata.json".into(),
+            Partial { .. } => "each commit is atomic; re-run `kbuild publish` to upload the rest (unchanged files are skipped)".into(),
+            RolledBack { source, .. } => source.hint()?,
+        })
     }
 }

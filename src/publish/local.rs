@@ -1,0 +1,284 @@
+//! What is about to be published: verified variants, benchmarks, and every file's hashes in the
+//! forms the Hub reports (git blob oid, and the oid of the LFS pointer for LFS-stored files).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use sha1::Digest as _;
+
+use super::PublishError;
+use crate::package::verify::{VerifiedVariant, verify_variant};
+
+/// A file to publish, with its hashes.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LocalFile {
+    /// Path in the repository (`build/<variant>/__init__.py`).
+    pub repo_path: String,
+    /// Where the content comes from (absent for generated content such as the card).
+    #[serde(skip)]
+    pub source: Source,
+    pub size: u64,
+    /// sha256 of the content, hex.
+    #[serde(skip)]
+    pub sha256: String,
+    /// Git blob id of the content: what the Hub reports for a regular file.
+    #[serde(skip)]
+    pub git_oid: String,
+    /// Git blob id of the content's LFS pointer: what the Hub reports for an LFS/Xet file.
+    #[serde(skip)]
+    pub lfs_oid: String,
+}
+
+/// Where a file's bytes are.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Path(PathBuf),
+    Bytes(Vec<u8>),
+}
+
+impl LocalFile {
+    /// Hash a file on disk (one streaming pass).
+    pub fn read(repo_path: String, path: &Path) -> Result<LocalFile, PublishError> {
+        let read_err = |source| PublishError::ReadBuild {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = std::fs::File::open(path).map_err(read_err)?;
+        let size = file.metadata().map_err(read_err)?.len();
+        let mut sha256 = sha2::Sha256::new();
+        let mut git = sha1::Sha1::new();
+        git.update(format!("blob {size}\0").as_bytes());
+        let mut buf = vec![0u8; 1 << 16];
+        let mut seen = 0u64;
+        loop {
+            let n = file.read(&mut buf).map_err(read_err)?;
+            if n == 0 {
+                break;
+            }
+            sha256.update(&buf[..n]);
+            git.update(&buf[..n]);
+            seen += n as u64;
+        }
+        if seen != size {
+            return Err(read_err(std::io::Error::other(
+                "the file changed size while it was being read",
+            )));
+        }
+        Ok(Self::finish(
+            repo_path,
+            Source::Path(path.to_path_buf()),
+            size,
+            sha256,
+            git,
+        ))
+    }
+
+    /// Hash generated content.
+    pub fn from_bytes(repo_path: String, bytes: Vec<u8>) -> LocalFile {
+        let size = bytes.len() as u64;
+        let mut sha256 = sha2::Sha256::new();
+        sha256.update(&bytes);
+        let mut git = sha1::Sha1::new();
+        git.update(format!("blob {size}\0").as_bytes());
+        git.update(&bytes);
+        Self::finish(repo_path, Source::Bytes(bytes), size, sha256, git)
+    }
+
+    fn finish(
+        repo_path: String,
+        source: Source,
+        size: u64,
+        sha256: sha2::Sha256,
+        git: sha1::Sha1,
+    ) -> LocalFile {
+        let sha256 = hex::encode(sha256.finalize());
+        let pointer = format!(
+            "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
+        );
+        LocalFile {
+            repo_path,
+            source,
+            size,
+            lfs_oid: git_blob_oid(pointer.as_bytes()),
+            sha256,
+            git_oid: hex::encode(git.finalize()),
+        }
+    }
+}
+
+/// Git's blob id: sha1 of `blob <len>\0<content>`.
+pub fn git_blob_oid(content: &[u8]) -> String {
+    let mut h = sha1::Sha1::new();
+    h.update(format!("blob {}\0", content.len()).as_bytes());
+    h.update(content);
+    hex::encode(h.finalize())
+}
+
+/// The verified build being published.
+#[derive(Debug)]
+pub struct LocalBuild {
+    pub variants: Vec<VerifiedVariant>,
+    /// The version every variant agrees on.
+    pub version: usize,
+    /// Files in repository order.
+    pub files: Vec<LocalFile>,
+    /// Repository prefixes this publish replaces (`build/<variant>/`, `benchmarks/`): remote
+    /// files under them that are not in `files` are deleted; nothing outside them is.
+    pub prefixes: Vec<String>,
+}
+
+/// Find, verify and hash the variants under `build_dir` (all, or only `only`) and the files of
+/// `benchmarks`, if given.
+pub fn collect(
+    build_dir: &Path,
+    only: &[String],
+    benchmarks: Option<&Path>,
+) -> Result<LocalBuild, PublishError> {
+    let available = variant_dirs(build_dir)?;
+    let names: Vec<String> = available.iter().map(|(n, _)| n.clone()).collect();
+    if available.is_empty() {
+        return Err(PublishError::NoVariants {
+            dir: build_dir.to_path_buf(),
+        });
+    }
+    for wanted in only {
+        if !names.contains(wanted) {
+            return Err(PublishError::UnknownVariant {
+                name: wanted.clone(),
+                available: names.clone(),
+            });
+        }
+    }
+    let mut variants = Vec::new();
+    for (name, dir) in available {
+        if only.is_empty() || only.contains(&name) {
+            let verified = verify_variant(&dir).map_err(|source| PublishError::Verify {
+                variant: name.clone(),
+                source,
+            })?;
+            variants.push(verified);
+        }
+    }
+
+    let version = variants[0].version;
+    if variants.iter().any(|v| v.version != version) {
+        return Err(PublishError::VersionMismatch {
+            versions: variants
+                .iter()
+                .map(|v| (v.name.clone(), v.version))
+                .collect(),
+        });
+    }
+
+    let mut files = Vec::new();
+    let mut prefixes = Vec::new();
+    for v in &variants {
+        let prefix = format!("build/{}/", v.name);
+        for rel in &v.files {
+            files.push(LocalFile::read(format!("{prefix}{rel}"), &v.dir.join(rel))?);
+        }
+        prefixes.push(prefix);
+    }
+    if let Some(dir) = benchmarks {
+        for rel in files_below(dir)? {
+            files.push(LocalFile::read(
+                format!("benchmarks/{rel}"),
+                &dir.join(&rel),
+            )?);
+        }
+        prefixes.push("benchmarks/".to_string());
+    }
+    files.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
+    Ok(LocalBuild {
+        variants,
+        version,
+        files,
+        prefixes,
+    })
+}
+
+/// Sub-directories of the build directory that hold a `metadata.json`, sorted by name.
+fn variant_dirs(build_dir: &Path) -> Result<Vec<(String, PathBuf)>, PublishError> {
+    let read_err = |source| PublishError::ReadBuild {
+        path: build_dir.to_path_buf(),
+        source,
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(build_dir).map_err(read_err)? {
+        let entry = entry.map_err(read_err)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if !name.starts_with('.') && path.is_dir() && path.join("metadata.json").is_file() {
+            out.push((name, path));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Files under `dir`, relative and `/`-separated, without Python caches, sorted.
+fn files_below(dir: &Path) -> Result<Vec<String>, PublishError> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).follow_links(true) {
+        let entry = entry.map_err(|e| PublishError::ReadBuild {
+            path: e.path().unwrap_or(dir).to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if rel
+            .split('/')
+            .any(|s| s == "__pycache__" || s.starts_with('.'))
+            || rel.ends_with(".pyc")
+        {
+            continue;
+        }
+        out.push(rel);
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_match_git_and_lfs_conventions() {
+        let f = LocalFile::from_bytes("a".into(), b"hello\n".to_vec());
+        // `printf 'hello\n' | git hash-object --stdin`
+        assert_eq!(f.git_oid, "ce013625030ba8dba906f756967f9e9ca394464a");
+        assert_eq!(
+            f.sha256,
+            "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+        );
+        let pointer = format!(
+            "version https://git-lfs.github.com/spec/v1\noid sha256:{}\nsize 6\n",
+            f.sha256
+        );
+        assert_eq!(f.lfs_oid, git_blob_oid(pointer.as_bytes()));
+    }
+
+    #[test]
+    fn reading_a_file_gives_the_same_hashes_as_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.so");
+        let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let a = LocalFile::read("x.so".into(), &path).unwrap();
+        let b = LocalFile::from_bytes("x.so".into(), content);
+        assert_eq!((a.sha256, a.git_oid, a.size), (b.sha256, b.git_oid, b.size));
+    }
+
+    #[test]
+    fn benchmark_listing_skips_python_caches() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("__pycache__")).unwrap();
+        std::fs::write(dir.path().join("__pycache__/b.pyc"), "x").unwrap();
+        std::fs::write(dir.path().join("bench.py"), "x").unwrap();
+        assert_eq!(files_below(dir.path()).unwrap(), ["bench.py"]);
+    }
+}

@@ -1,0 +1,252 @@
+//! The publish plan (plain data): what to add, update, delete and leave alone, and how the
+//! changes are split into commits.
+
+use std::collections::BTreeMap;
+
+use super::local::LocalFile;
+
+/// A file as the branch holds it (from the Hub's tree listing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteFile {
+    /// Git blob id: of the content, or of the LFS pointer for LFS/Xet files.
+    pub oid: String,
+    pub size: u64,
+}
+
+/// Changes that make the branch hold exactly the local files under the replaced prefixes.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Files the branch does not have.
+    pub added: Vec<LocalFile>,
+    /// Files the branch has with other content.
+    pub updated: Vec<LocalFile>,
+    /// Remote files under a replaced prefix that the build no longer has.
+    pub deleted: Vec<String>,
+    /// Files the branch already has with the same content.
+    pub unchanged: Vec<String>,
+}
+
+impl Plan {
+    /// Compare local files with the branch. Deletes only under `prefixes` (e.g.
+    /// `build/<variant>/`); remote files elsewhere are never touched.
+    pub fn diff(
+        local: Vec<LocalFile>,
+        remote: &BTreeMap<String, RemoteFile>,
+        prefixes: &[String],
+    ) -> Plan {
+        let mut plan = Plan::default();
+        for file in &local {
+            match remote.get(&file.repo_path) {
+                None => plan.added.push(file.clone()),
+                Some(r) if same_content(file, r) => plan.unchanged.push(file.repo_path.clone()),
+                Some(_) => plan.updated.push(file.clone()),
+            }
+        }
+        let local_paths: std::collections::BTreeSet<&str> =
+            local.iter().map(|f| f.repo_path.as_str()).collect();
+        plan.deleted = remote
+            .keys()
+            .filter(|p| prefixes.iter().any(|pre| p.starts_with(pre.as_str())))
+            .filter(|p| !local_paths.contains(p.as_str()))
+            .cloned()
+            .collect();
+        plan
+    }
+
+    /// Nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.updated.is_empty() && self.deleted.is_empty()
+    }
+
+    /// Bytes to upload.
+    pub fn bytes(&self) -> u64 {
+        self.uploads().map(|f| f.size).sum()
+    }
+
+    /// Added and updated files, in path order.
+    pub fn uploads(&self) -> impl Iterator<Item = &LocalFile> {
+        let mut all: Vec<&LocalFile> = self.added.iter().chain(&self.updated).collect();
+        all.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
+        all.into_iter()
+    }
+
+    /// Split into commits of at most `limits` each. Deletes go into the first commit; uploads
+    /// follow in path order, so a variant's files stay together when they fit.
+    pub fn batches(&self, limits: BatchLimits) -> Vec<Batch<'_>> {
+        let mut batches = vec![Batch {
+            uploads: Vec::new(),
+            deletes: self.deleted.iter().map(String::as_str).collect(),
+        }];
+        let mut bytes = 0u64;
+        for file in self.uploads() {
+            let cur = batches.last_mut().expect("batches starts non-empty");
+            let ops = cur.uploads.len() + cur.deletes.len();
+            let full = ops >= limits.max_files
+                || (!cur.uploads.is_empty() && bytes + file.size > limits.max_bytes);
+            if full {
+                batches.push(Batch::default());
+                bytes = 0;
+            }
+            bytes += file.size;
+            batches
+                .last_mut()
+                .expect("batches is non-empty")
+                .uploads
+                .push(file);
+        }
+        batches.retain(|b| !b.uploads.is_empty() || !b.deletes.is_empty());
+        batches
+    }
+}
+
+/// Whether a local file has the content of a remote entry, whether the Hub stores it as a
+/// regular git blob or behind an LFS pointer.
+fn same_content(local: &LocalFile, remote: &RemoteFile) -> bool {
+    local.size == remote.size && (local.git_oid == remote.oid || local.lfs_oid == remote.oid)
+}
+
+/// Upper bounds for one commit.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchLimits {
+    /// Operations per commit.
+    pub max_files: usize,
+    /// Upload bytes per commit (a single larger file still gets a commit of its own). Servers
+    /// without Xet receive the content inline in the commit body, so this bounds its size.
+    pub max_bytes: u64,
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        BatchLimits {
+            max_files: 500,
+            max_bytes: 1 << 30,
+        }
+    }
+}
+
+/// One commit's worth of changes.
+#[derive(Debug, Default)]
+pub struct Batch<'a> {
+    pub uploads: Vec<&'a LocalFile>,
+    pub deletes: Vec<&'a str>,
+}
+
+impl Batch<'_> {
+    pub fn bytes(&self) -> u64 {
+        self.uploads.iter().map(|f| f.size).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local(path: &str, content: &[u8]) -> LocalFile {
+        LocalFile::from_bytes(path.into(), content.to_vec())
+    }
+
+    fn remote_of(f: &LocalFile) -> RemoteFile {
+        RemoteFile {
+            oid: f.git_oid.clone(),
+            size: f.size,
+        }
+    }
+
+    #[test]
+    fn unchanged_build_plans_nothing() {
+        let files = vec![local("build/v/a.py", b"a"), local("build/v/b.so", b"b")];
+        let remote: BTreeMap<_, _> = files
+            .iter()
+            .map(|f| (f.repo_path.clone(), remote_of(f)))
+            .collect();
+        let plan = Plan::diff(files, &remote, &["build/v/".into()]);
+        assert!(plan.is_empty());
+        assert_eq!(plan.unchanged.len(), 2);
+    }
+
+    #[test]
+    fn lfs_pointer_oid_counts_as_the_same_content() {
+        let f = local("build/v/x.so", b"binary\0");
+        let mut remote = BTreeMap::new();
+        remote.insert(
+            f.repo_path.clone(),
+            RemoteFile {
+                oid: f.lfs_oid.clone(),
+                size: f.size,
+            },
+        );
+        let plan = Plan::diff(vec![f], &remote, &["build/v/".into()]);
+        assert!(plan.is_empty());
+    }
+
+    #[test]
+    fn changed_file_is_an_update_and_stale_files_are_deleted_only_under_prefixes() {
+        let old = local("build/v/a.py", b"old");
+        let mut remote = BTreeMap::new();
+        remote.insert(old.repo_path.clone(), remote_of(&old));
+        let stale = local("build/v/gone.py", b"x");
+        remote.insert(stale.repo_path.clone(), remote_of(&stale));
+        let other = local("build/other/keep.py", b"x");
+        remote.insert(other.repo_path.clone(), remote_of(&other));
+        remote.insert(
+            "README.md".into(),
+            RemoteFile {
+                oid: "r".into(),
+                size: 1,
+            },
+        );
+
+        let plan = Plan::diff(
+            vec![local("build/v/a.py", b"new"), local("build/v/c.py", b"c")],
+            &remote,
+            &["build/v/".into()],
+        );
+        let paths = |v: &[LocalFile]| v.iter().map(|f| f.repo_path.clone()).collect::<Vec<_>>();
+        assert_eq!(paths(&plan.updated), ["build/v/a.py"]);
+        assert_eq!(paths(&plan.added), ["build/v/c.py"]);
+        assert_eq!(plan.deleted, ["build/v/gone.py"]);
+        assert_eq!(plan.bytes(), 4);
+    }
+
+    #[test]
+    fn batches_respect_file_and_byte_limits() {
+        let files: Vec<LocalFile> = (0..5)
+            .map(|i| local(&format!("build/v/f{i}"), &[0u8; 10]))
+            .collect();
+        let plan = Plan {
+            added: files,
+            deleted: vec!["build/v/old".into()],
+            ..Plan::default()
+        };
+        let by_files = plan.batches(BatchLimits {
+            max_files: 2,
+            max_bytes: u64::MAX,
+        });
+        let shape: Vec<(usize, usize)> = by_files
+            .iter()
+            .map(|b| (b.deletes.len(), b.uploads.len()))
+            .collect();
+        assert_eq!(shape, [(1, 1), (0, 2), (0, 2)]);
+
+        let by_bytes = plan.batches(BatchLimits {
+            max_files: 100,
+            max_bytes: 25,
+        });
+        let sizes: Vec<u64> = by_bytes.iter().map(Batch::bytes).collect();
+        assert_eq!(sizes, [20, 20, 10]);
+    }
+
+    #[test]
+    fn a_file_larger_than_the_byte_limit_gets_its_own_commit() {
+        let plan = Plan {
+            added: vec![local("a", &[0u8; 100]), local("b", &[0u8; 1])],
+            ..Plan::default()
+        };
+        let batches = plan.batches(BatchLimits {
+            max_files: 100,
+            max_bytes: 10,
+        });
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches[0].bytes(), 100);
+    }
+}

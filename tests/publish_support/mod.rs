@@ -1,0 +1,348 @@
+//! Shared pieces of the publish tests: the local Hub server, hand-made build variants, the
+//! kbuild binary and the Python interpreter with `huggingface_hub` and `kernels`.
+#![allow(dead_code)] // each test binary uses a subset
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use kernels_data::digest::{Digest, DigestAlgorithm};
+use serde_json::{Value, json};
+
+/// The token tests publish with; every test checks it never shows up in output.
+pub const TOKEN: &str = "hf_kbuildTestSecretToken0123456789";
+
+/// `target/<profile>/` of this test binary.
+fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/debug/deps/<test>-<hash>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The `kbuild-hub-server` binary, built on first use (it is another workspace member, so
+/// `cargo test` of this package does not build it by itself).
+pub fn server_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(path) = std::env::var("KBUILD_HUB_SERVER") {
+            return PathBuf::from(path);
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let profile_dir = target_profile_dir();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "hub-server"])
+            .args(["--bin", "kbuild-hub-server"])
+            .args(release.then_some("--release"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build for kbuild-hub-server");
+        assert!(status.success(), "building kbuild-hub-server failed");
+        let bin = profile_dir.join("kbuild-hub-server");
+        assert!(bin.is_file(), "{} missing after build", bin.display());
+        bin
+    })
+}
+
+/// Python with torch, huggingface_hub and kernels: `KBUILD_TEST_PYTHON`, else
+/// `<repo>/.venv/bin/python`.
+pub fn python_bin() -> PathBuf {
+    let python = std::env::var("KBUILD_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    assert!(
+        python.is_file(),
+        "no Python at {}: set KBUILD_TEST_PYTHON to a python with torch, huggingface_hub and kernels",
+        python.display()
+    );
+    python
+}
+
+/// A running kbuild-hub-server on a fresh root; killed on drop.
+pub struct Hub {
+    pub url: String,
+    pub root: tempfile::TempDir,
+    child: Child,
+}
+
+impl Hub {
+    pub fn start(args: &[&str]) -> Hub {
+        let root = tempfile::tempdir().expect("server root");
+        let mut child = Command::new(server_bin())
+            .arg("--root")
+            .arg(root.path())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start kbuild-hub-server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped stdout"))
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line from the server: {line:?}"))
+            .to_string();
+        Hub { url, root, child }
+    }
+
+    /// Every request the server answered: `METHOD /path?query -> STATUS`.
+    pub fn log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.root.path().join("requests.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    /// Log lines of successful commits (`POST .../commit/...` answered 200).
+    pub fn commits_made(&self) -> usize {
+        self.log()
+            .iter()
+            .filter(|l| {
+                l.starts_with("POST /api/") && l.contains("/commit/") && l.ends_with("-> 200")
+            })
+            .count()
+    }
+
+    /// Arm a fault (`CLASS:STATUS[:COUNT]`) while the server runs.
+    pub fn arm(&self, spec: &str) {
+        let (status, body) = self.request("POST", "/_admin/fault", spec.as_bytes());
+        assert_eq!(status, 200, "arming {spec}: {body}");
+    }
+
+    /// A raw HTTP/1.1 request; returns status and body.
+    pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let addr = self.url.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(addr).expect("connect to the server");
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        stream.write_all(body).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+        (status, body)
+    }
+
+    /// Run Python against this server with an empty `HF_HOME`; returns the output.
+    pub fn python(&self, script: &str) -> Output {
+        self.python_with(script, &[])
+    }
+
+    pub fn python_with(&self, script: &str, env: &[(&str, &str)]) -> Output {
+        let home = tempfile::tempdir().expect("HF_HOME");
+        let out = Command::new(python_bin())
+            .arg("-c")
+            .arg(script)
+            .envs(env.iter().copied())
+            .env("HF_ENDPOINT", &self.url)
+            .env("HF_HOME", home.path())
+            .env("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+            .env_remove("HF_TOKEN")
+            .env_remove("HF_HUB_OFFLINE")
+            .output()
+            .expect("run python");
+        assert!(
+            out.status.success(),
+            "python failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// `kbuild publish` against this server with `TOKEN`.
+    pub fn publish(&self, build_dir: &Path, args: &[&str]) -> Run {
+        self.publish_with(build_dir, args, &[("HF_TOKEN", TOKEN)])
+    }
+
+    pub fn publish_with(&self, build_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let project = build_dir.parent().expect("build dir has a parent");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kbuild"));
+        cmd.arg("-C")
+            .arg(project)
+            .arg("publish")
+            .arg("--build-dir")
+            .arg(build_dir)
+            .args(args)
+            .env("HF_ENDPOINT", &self.url)
+            .env("HF_HOME", project.join(".hf-home-empty"))
+            .env_remove("HF_TOKEN")
+            .env_remove("HF_TOKEN_PATH");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Run::of(cmd.output().expect("run kbuild"))
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A finished command's status and output.
+pub struct Run {
+    pub ok: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn of(out: Output) -> Run {
+        Run {
+            ok: out.status.success(),
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Stdout parsed as the `--json` summary.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    /// Panic with both streams unless the command succeeded; and never leak the token.
+    pub fn success(self) -> Run {
+        assert!(
+            self.ok,
+            "kbuild failed:\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self.assert_no_token();
+        self
+    }
+
+    pub fn assert_no_token(&self) {
+        assert!(
+            !self.stdout.contains(TOKEN) && !self.stderr.contains(TOKEN),
+            "the token leaked into the output"
+        );
+    }
+}
+
+/// Name of the CPU variant for the installed torch (`torch215-cxx11-cpu-x86_64-linux`).
+pub const CPU_VARIANT: &str = "torch215-cxx11-cpu-x86_64-linux";
+
+/// The Python API of the test kernel: `relu(x)` over the `relu(out, input)` op.
+const INIT_PY: &str = r#"import torch
+
+from ._ops import ops
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    ops.relu(out, x)
+    return out
+
+
+__all__ = ["relu"]
+"#;
+
+/// A hand-made variant (what `kbuild build` writes): `__init__.py`, `_ops.py`, the extension
+/// and metadata.json with its digest.
+pub struct VariantSpec<'a> {
+    pub dir_name: &'a str,
+    pub kernel_name: &'a str,
+    pub id: &'a str,
+    pub version: usize,
+    pub backend: &'a str,
+    /// Extension bytes (`<id>.abi3.so`); `None` writes a stand-in binary.
+    pub so: Option<Vec<u8>>,
+    pub extra_metadata: Value,
+}
+
+impl Default for VariantSpec<'_> {
+    fn default() -> Self {
+        VariantSpec {
+            dir_name: CPU_VARIANT,
+            kernel_name: "relu",
+            id: "_relu_cpu_abc1234",
+            version: 1,
+            backend: "cpu",
+            so: None,
+            extra_metadata: json!({}),
+        }
+    }
+}
+
+pub fn write_variant(build_dir: &Path, spec: &VariantSpec<'_>) -> PathBuf {
+    let dir = build_dir.join(spec.dir_name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let id = spec.id;
+    std::fs::write(dir.join("__init__.py"), INIT_PY).unwrap();
+    std::fs::write(
+        dir.join("_ops.py"),
+        format!(
+            "import torch\nfrom . import {id}\nops = torch.ops.{id}\n\n\ndef add_op_namespace_prefix(op_name: str):\n    \
+             return f\"{id}::{{op_name}}\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("_capabilities.py"),
+        "CAPABILITY_DTYPES: dict[str, tuple[str, ...]] = {}\nPTX_CAPABILITY = None\n",
+    )
+    .unwrap();
+    let so = spec
+        .so
+        .clone()
+        .unwrap_or_else(|| format!("\x7fELF stand-in for {id}\0\0").into_bytes());
+    std::fs::write(dir.join(format!("{id}.abi3.so")), so).unwrap();
+    let mut metadata = json!({
+        "name": spec.kernel_name,
+        "id": id,
+        "version": spec.version,
+        "license": "apache-2.0",
+        "python-depends": [],
+        "backend": {"type": spec.backend},
+    });
+    if let (Some(m), Some(extra)) = (metadata.as_object_mut(), spec.extra_metadata.as_object()) {
+        m.extend(extra.clone());
+    }
+    std::fs::write(dir.join("metadata.json"), metadata.to_string()).unwrap();
+    redigest(&dir);
+    dir
+}
+
+/// Recompute metadata.json's digest after changing a variant's files (what a rebuild does).
+pub fn redigest(dir: &Path) {
+    let path = dir.join("metadata.json");
+    let mut metadata: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let digest = Digest::hash_variant(DigestAlgorithm::SHA256, dir).unwrap();
+    metadata["digest"] = serde_json::to_value(&digest).unwrap();
+    std::fs::write(&path, serde_json::to_string_pretty(&metadata).unwrap()).unwrap();
+}
+
+/// A project directory holding `build/` with one CPU variant.
+pub fn project_with_variant() -> (tempfile::TempDir, PathBuf) {
+    let project = tempfile::tempdir().unwrap();
+    let build = project.path().join("build");
+    write_variant(&build, &VariantSpec::default());
+    (project, build)
+}

@@ -1,0 +1,109 @@
+//! Variant verification before publishing (`package::verify::verify_variant`).
+
+mod publish_support;
+
+use kbuild::package::PackageError;
+use kbuild::package::verify::verify_variant;
+use publish_support::{CPU_VARIANT, VariantSpec, redigest, write_variant};
+use serde_json::json;
+
+fn variant(spec: VariantSpec<'_>) -> (tempfile::TempDir, std::path::PathBuf) {
+    let project = tempfile::tempdir().unwrap();
+    let dir = write_variant(&project.path().join("build"), &spec);
+    (project, dir)
+}
+
+#[test]
+fn a_clean_variant_verifies_and_lists_its_files() {
+    let (_p, dir) = variant(VariantSpec::default());
+    std::fs::create_dir_all(dir.join("__pycache__")).unwrap();
+    std::fs::write(dir.join("__pycache__/_ops.cpython-311.pyc"), "cache").unwrap();
+    let v = verify_variant(&dir).unwrap();
+    assert_eq!(v.name, CPU_VARIANT);
+    assert_eq!(v.id, "_relu_cpu_abc1234");
+    assert_eq!((v.version, v.backend.as_str(), v.dirty), (1, "cpu", false));
+    assert_eq!(
+        v.files,
+        [
+            "__init__.py",
+            "_capabilities.py",
+            "_ops.py",
+            "_relu_cpu_abc1234.abi3.so",
+            "metadata.json"
+        ]
+    );
+}
+
+#[test]
+fn extension_named_after_another_namespace_is_refused() {
+    let (_p, dir) = variant(VariantSpec::default());
+    std::fs::rename(
+        dir.join("_relu_cpu_abc1234.abi3.so"),
+        dir.join("_relu_cpu_0000000.abi3.so"),
+    )
+    .unwrap();
+    redigest(&dir);
+    match verify_variant(&dir) {
+        Err(PackageError::Namespace {
+            expected, found, ..
+        }) => {
+            assert_eq!(
+                (expected.as_str(), found.as_str()),
+                ("_relu_cpu_abc1234", "_relu_cpu_0000000")
+            );
+        }
+        other => panic!("expected a namespace error, got {other:?}"),
+    }
+}
+
+#[test]
+fn ops_py_using_another_namespace_is_refused() {
+    let (_p, dir) = variant(VariantSpec::default());
+    std::fs::write(
+        dir.join("_ops.py"),
+        "import torch\nops = torch.ops._something_else\n",
+    )
+    .unwrap();
+    redigest(&dir);
+    let err = verify_variant(&dir).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("uses op namespace `_something_else`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn metadata_without_digest_or_with_bad_json_names_the_file() {
+    let (_p, dir) = variant(VariantSpec::default());
+    std::fs::write(dir.join("metadata.json"), "{\"name\": \"relu\",").unwrap();
+    let err = verify_variant(&dir).unwrap_err();
+    assert!(err.to_string().contains("metadata.json"), "{err}");
+    assert!(err.to_string().contains("line 1"), "{err}");
+
+    let m = json!({"name": "relu", "id": "_relu_cpu_abc1234", "version": 1, "license": "mit",
+                   "python-depends": [], "backend": {"type": "cpu"}});
+    std::fs::write(dir.join("metadata.json"), m.to_string()).unwrap();
+    let err = verify_variant(&dir).unwrap_err();
+    assert!(err.to_string().contains("no `digest`"), "{err}");
+}
+
+#[test]
+fn an_added_file_breaks_the_digest() {
+    let (_p, dir) = variant(VariantSpec::default());
+    std::fs::write(dir.join("extra.py"), "x = 1\n").unwrap();
+    let err = verify_variant(&dir).unwrap_err();
+    assert!(err.to_string().contains("Unknown file: extra.py"), "{err}");
+}
+
+#[test]
+fn provenance_marks_dirty_builds() {
+    let (_p, dir) = variant(VariantSpec {
+        extra_metadata: json!({"provenance": {
+            "kernel-builder": {"version": "0.1.0"},
+            "kernel": {"commit": "abc", "dirty": true}
+        }}),
+        ..VariantSpec::default()
+    });
+    assert!(verify_variant(&dir).unwrap().dirty);
+}
