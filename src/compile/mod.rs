@@ -42,7 +42,7 @@ pub struct CompileSummary {
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
     /// The compiler ran and failed.
-    #[error("compiling `{label}` failed: `{command}` {}\n{stderr}", describe_status(*status))]
+    #[error("compiling `{label}` failed: `{command}` {}{}", describe_status(*status), on_new_line(stderr))]
     CommandFailed {
         label: String,
         command: String,
@@ -73,6 +73,14 @@ pub enum CompileError {
         #[source]
         source: std::io::Error,
     },
+}
+
+fn on_new_line(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("\n{text}")
+    }
 }
 
 impl CompileError {
@@ -187,11 +195,25 @@ fn compile_one(
         depfile: tmp.depfile.clone(),
         ..job.clone()
     });
-    reporter.verbose(&spec.to_string());
+    // Shown (with `-v` and in errors) as the command that writes the final paths: it reproduces
+    // the compile exactly, and the temporary names mean nothing to a reader.
+    let shown = command_for(job).to_string();
+    reporter.verbose(&shown);
     let started = SystemTime::now();
     let output =
         run_cancellable(&spec, cancel).map_err(|failure| {
             match CompileError::from_failure(&job.label, job.lang, failure) {
+                Some(CompileError::CommandFailed {
+                    label,
+                    status,
+                    stderr,
+                    ..
+                }) => JobError::Failed(CompileError::CommandFailed {
+                    label,
+                    command: shown.clone(),
+                    status,
+                    stderr,
+                }),
                 Some(err) => JobError::Failed(err),
                 None => JobError::Cancelled,
             }
