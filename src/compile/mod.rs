@@ -200,24 +200,7 @@ fn compile_one(
     let shown = command_for(job).to_string();
     reporter.verbose(&shown);
     let started = SystemTime::now();
-    let output =
-        run_cancellable(&spec, cancel).map_err(|failure| {
-            match CompileError::from_failure(&job.label, job.lang, failure) {
-                Some(CompileError::CommandFailed {
-                    label,
-                    status,
-                    stderr,
-                    ..
-                }) => JobError::Failed(CompileError::CommandFailed {
-                    label,
-                    command: shown.clone(),
-                    status,
-                    stderr,
-                }),
-                Some(err) => JobError::Failed(err),
-                None => JobError::Cancelled,
-            }
-        })?;
+    let output = run_cancellable(&spec, cancel).map_err(|f| job_error(job, &shown, f))?;
     let said = diagnostics(&output.stdout, &output.stderr);
     if !said.is_empty() {
         reporter.warn(&format!("`{}`:\n{said}", job.label));
@@ -239,6 +222,25 @@ fn compile_one(
         .store(job, manifest.as_ref())
         .map_err(|e| io_error(&cache.manifest_path(job), e))?;
     Ok(UnitOutcome::Compiled)
+}
+
+/// The unit's error for a failed command, naming `shown` as the command.
+fn job_error(job: &CompileJob, shown: &str, failure: CommandFailure) -> JobError {
+    match CompileError::from_failure(&job.label, job.lang, failure) {
+        Some(CompileError::CommandFailed {
+            label,
+            status,
+            stderr,
+            ..
+        }) => JobError::Failed(CompileError::CommandFailed {
+            label,
+            command: shown.to_string(),
+            status,
+            stderr,
+        }),
+        Some(err) => JobError::Failed(err),
+        None => JobError::Cancelled,
+    }
 }
 
 /// The source, every file in the compiler's depfile, and the project headers the include scan
