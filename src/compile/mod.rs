@@ -42,7 +42,7 @@ pub struct CompileSummary {
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
     /// The compiler ran and failed.
-    #[error("compiling `{label}` failed: `{command}` {}\n{stderr}", describe_status(*status))]
+    #[error("compiling `{label}` failed: `{command}` {}{}", describe_status(*status), on_new_line(stderr))]
     CommandFailed {
         label: String,
         command: String,
@@ -73,6 +73,14 @@ pub enum CompileError {
         #[source]
         source: std::io::Error,
     },
+}
+
+fn on_new_line(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("\n{text}")
+    }
 }
 
 impl CompileError {
@@ -187,15 +195,12 @@ fn compile_one(
         depfile: tmp.depfile.clone(),
         ..job.clone()
     });
-    reporter.verbose(&spec.to_string());
+    // Shown (with `-v` and in errors) as the command that writes the final paths: it reproduces
+    // the compile exactly, and the temporary names mean nothing to a reader.
+    let shown = command_for(job).to_string();
+    reporter.verbose(&shown);
     let started = SystemTime::now();
-    let output =
-        run_cancellable(&spec, cancel).map_err(|failure| {
-            match CompileError::from_failure(&job.label, job.lang, failure) {
-                Some(err) => JobError::Failed(err),
-                None => JobError::Cancelled,
-            }
-        })?;
+    let output = run_cancellable(&spec, cancel).map_err(|f| job_error(job, &shown, f))?;
     let said = diagnostics(&output.stdout, &output.stderr);
     if !said.is_empty() {
         reporter.warn(&format!("`{}`:\n{said}", job.label));
@@ -217,6 +222,25 @@ fn compile_one(
         .store(job, manifest.as_ref())
         .map_err(|e| io_error(&cache.manifest_path(job), e))?;
     Ok(UnitOutcome::Compiled)
+}
+
+/// The unit's error for a failed command, naming `shown` as the command.
+fn job_error(job: &CompileJob, shown: &str, failure: CommandFailure) -> JobError {
+    match CompileError::from_failure(&job.label, job.lang, failure) {
+        Some(CompileError::CommandFailed {
+            label,
+            status,
+            stderr,
+            ..
+        }) => JobError::Failed(CompileError::CommandFailed {
+            label,
+            command: shown.to_string(),
+            status,
+            stderr,
+        }),
+        Some(err) => JobError::Failed(err),
+        None => JobError::Cancelled,
+    }
 }
 
 /// The source, every file in the compiler's depfile, and the project headers the include scan

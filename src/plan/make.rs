@@ -423,6 +423,9 @@ fn fill_compiled_variant(
     // (source, lang, extra include dirs, cuda flags, cxx flags, capabilities)
     struct Unit<'a> {
         src: &'a Path,
+        // `[torch] src`: the op bindings, the only units that see TORCH_EXTENSION_NAME, so a new
+        // commit (a new op namespace) recompiles the bindings and not every kernel.
+        binding: bool,
         include: &'a [PathBuf],
         cuda_flags: &'a [String],
         cxx_flags: &'a [String],
@@ -432,6 +435,7 @@ fn fill_compiled_variant(
     for src in &torch_cfg.src {
         units.push(Unit {
             src,
+            binding: true,
             include: &torch_cfg.include,
             cuda_flags: &[],
             cxx_flags: &torch_cfg.cxx_flags,
@@ -448,6 +452,7 @@ fn fill_compiled_variant(
         for src in &kernel.src {
             units.push(Unit {
                 src,
+                binding: false,
                 include: &kernel.include,
                 cuda_flags: &kernel.cuda_flags,
                 cxx_flags: &kernel.cxx_flags,
@@ -471,7 +476,11 @@ fn fill_compiled_variant(
         let object = variant.obj_dir.join(format!("{rel}.o"));
         let mut include_dirs = vec![variant.generated_include.clone(), project.root.clone()];
         include_dirs.extend(unit.include.iter().map(|i| project.root.join(i)));
-        let mut job_defines = defines.clone();
+        let mut job_defines: Vec<(String, Option<String>)> = defines
+            .iter()
+            .filter(|(name, _)| unit.binding || name != "TORCH_EXTENSION_NAME")
+            .cloned()
+            .collect();
         let (compiler, compiler_id, flags, host_flags, gencodes, threads) = match (lang, nvcc) {
             (Lang::Cuda, Some(nvcc)) => {
                 // The half/bf16 rules torch's own extensions compile with.
