@@ -100,13 +100,12 @@ fn find_nvcc() -> Option<PathBuf> {
         return Some(PathBuf::from(p));
     }
     let repo_venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/lib");
-    let from_repo = std::fs::read_dir(&repo_venv).ok().and_then(|entries| {
+    std::fs::read_dir(&repo_venv).ok().and_then(|entries| {
         entries
             .flatten()
             .map(|e| e.path().join("site-packages/nvidia/cu13/bin/nvcc"))
             .find(|p| p.is_file())
-    });
-    from_repo
+    })
 }
 
 #[test]
