@@ -141,11 +141,15 @@ fn published_cpu_kernel_loads_and_runs_with_kernels_get_kernel() {
 /// The CI path: build the fixture with `kbuild build`, publish, load.
 /// Needs `kbuild build` and `tests/fixtures/relu-v5`, which land with the lead's merge.
 #[test]
-#[ignore = "needs `kbuild build` and tests/fixtures/relu-v5 (lands with the build merge)"]
 fn fixture_built_by_kbuild_publishes_and_loads() {
     let hub = Hub::start(&[]);
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/relu-v5");
+    // A copy outside the git checkout: a dirty checkout would (rightly) need --allow-dirty.
     let out = tempfile::tempdir().unwrap();
+    let fixture = out.path().join("relu");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/relu-v5"),
+        &fixture,
+    );
     let build = out.path().join("build");
     let status = Command::new(env!("CARGO_BIN_EXE_kbuild"))
         .arg("-C")
@@ -166,4 +170,16 @@ fn fixture_built_by_kbuild_publishes_and_loads() {
         .filter(|l| l.ends_with("-> 404"))
         .collect();
     assert_eq!(misses, ["GET /api/kernels/org/relu -> 404"]);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.path().strip_prefix(from).unwrap());
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
 }
