@@ -226,3 +226,29 @@ fn backends_kbuild_cannot_build_are_skipped_with_a_message() {
         "{stdout}"
     );
 }
+
+#[test]
+fn capability_this_nvcc_cannot_build_is_an_error_at_its_line_and_writes_nothing() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let manifest = root.join("build.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    // CUDA 13 renamed sm_101 to sm_110: 10.1 is a real capability that nvcc 13.2 cannot target.
+    std::fs::write(
+        &manifest,
+        text.replace(r#"["7.5", "8.0", "9.0"]"#, r#"["7.5", "8.0", "10.1"]"#),
+    )
+    .unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("cuda-capabilities"))
+        .unwrap()
+        + 1;
+    let out = run(kbuild(root).args(["build", "--backend", "cuda"]));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("build.toml:{line}:")), "{stderr}");
+    assert!(stderr.contains("cannot build capability 10.1"), "{stderr}");
+    assert!(stderr.contains("hint:"), "{stderr}");
+    assert!(!root.join("build").exists(), "a failed plan wrote build/");
+}

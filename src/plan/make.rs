@@ -25,9 +25,11 @@ pub enum PlanError {
     #[error("the `cuda` backend needs a CUDA build of torch, but torch {torch} is CPU-only")]
     CpuOnlyTorch { torch: String },
     #[error(
-        "kernel `{kernel}`: nvcc {nvcc} cannot build capability {capability} (it supports {supported})"
+        "{location}: kernel `{kernel}`: nvcc {nvcc} cannot build capability {capability} (it supports {supported})"
     )]
     CapabilityUnsupported {
+        /// Where the capability is written in build.toml.
+        location: crate::config::Location,
         kernel: String,
         capability: Capability,
         nvcc: String,
@@ -289,6 +291,7 @@ fn kernel_capabilities(
     kernel: &Kernel,
     matrix: &BTreeMap<Capability, Vec<DType>>,
     explicit_matrix: bool,
+    locations: &BTreeMap<Capability, crate::config::Location>,
     nvcc: &Nvcc,
 ) -> Result<Vec<Capability>, PlanError> {
     let (caps, explicit): (Vec<Capability>, bool) = match &kernel.cuda_capabilities {
@@ -307,7 +310,16 @@ fn kernel_capabilities(
         if nvcc.supports(&cap) {
             out.push(cap);
         } else if explicit {
+            let location = kernel
+                .cuda_capabilities
+                .iter()
+                .flatten()
+                .position(|c| *c == cap)
+                .and_then(|i| kernel.capability_locations.get(i).cloned())
+                .or_else(|| locations.get(&cap).cloned())
+                .unwrap_or_else(|| kernel.location.clone());
             return Err(PlanError::CapabilityUnsupported {
+                location,
                 kernel: kernel.name.clone(),
                 capability: cap,
                 nvcc: format!("{}.{}", nvcc.version.0, nvcc.version.1),
@@ -445,7 +457,13 @@ fn fill_compiled_variant(
     let mut variant_caps: BTreeSet<Capability> = BTreeSet::new();
     for kernel in project.kernels.iter().filter(|k| k.backend == backend) {
         let caps = match nvcc {
-            Some(nvcc) => kernel_capabilities(kernel, &matrix, explicit_matrix, nvcc)?,
+            Some(nvcc) => kernel_capabilities(
+                kernel,
+                &matrix,
+                explicit_matrix,
+                &project.kbuild.locations,
+                nvcc,
+            )?,
             None => Vec::new(),
         };
         variant_caps.extend(caps.iter().copied());
