@@ -33,6 +33,7 @@ pub struct Cli {
 
 /// Options every command takes.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Kernel project directory (the one holding build.toml).
     #[arg(
