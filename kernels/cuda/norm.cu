@@ -1,0 +1,283 @@
+// RMSNorm, Mochi's gated residual RMSNorm and AdaLN (RMS or LayerNorm statistics) for rows of
+// a [rows, hidden] view. One template covers all four: load the row once into registers as
+// 16-byte vectors, reduce the statistics in fp32 (warp shuffles, plus shared memory when a row
+// spans several warps), then apply the op's epilogue and store. Rows whose size or alignment
+// does not fit 16-byte vectors take a scalar two-pass kernel.
+#include "../ltx_kernels.h"
+#include "common.cuh"
+
+namespace ltx {
+namespace {
+
+__device__ __forceinline__ int64_t row_offset(const RowMap& m, int64_t r) {
+  if (m.inner == 1) return r * m.outer_stride;
+  return (r / m.inner) * m.outer_stride + (r % m.inner) * m.inner_stride;
+}
+
+template <int G>
+__device__ __forceinline__ float reduce(float v, float* scratch) {
+  if constexpr (G > 0) {
+    return group_sum<G>(v);
+  } else {
+    return block_sum(v, scratch);
+  }
+}
+
+// Elementwise epilogue shared by the vector and scalar kernels. `n` is the normalized value
+// (x - mean) * rstd, `w` the weight (1 without one); the op's other operands are read by the
+// caller and passed in.
+template <NormKind K>
+__device__ __forceinline__ float epilogue(float n, float w, float a, float b) {
+  const float y = n * w;
+  if constexpr (K == NormKind::Rms) {
+    return y;
+  } else if constexpr (K == NormKind::GatedResidual) {
+    return a + tanh_fast(b) * y;  // a = residual, b = gate
+  } else {
+    return y * (1.0f + a) + b;  // a = scale, b = shift
+  }
+}
+
+// G > 0: groups of G lanes own one row each (G <= 32). G == 0: the block owns one row.
+// Each thread keeps VPT 16-byte vectors of its row in registers between the two phases.
+template <typename T, NormKind K, int VPT, int G>
+__global__ void __launch_bounds__(1024) norm_vec_kernel(const NormParams p) {
+  constexpr int N = kVec<T>;
+  __shared__ float scratch[32];
+  const int nvec = static_cast<int>(p.hidden / N);
+  int64_t row;
+  int lane;
+  int nthreads;
+  if constexpr (G > 0) {
+    row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+    lane = threadIdx.x % G;
+    nthreads = G;
+  } else {
+    row = blockIdx.x;
+    lane = threadIdx.x;
+    nthreads = blockDim.x;
+  }
+  // Lanes past the last row still take part in the shuffles; they load and store nothing.
+  const bool valid = row < p.rows;
+
+  const T* xr = static_cast<const T*>(p.x.ptr) + (valid ? row_offset(p.x, row) : 0);
+  uint4 xv[VPT];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = lane + i * nthreads;
+    xv[i] = (valid && v < nvec) ? load16(xr + v * N) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  // The residual is independent of the statistics: issue its loads before the reduction.
+  uint4 rv[K == NormKind::GatedResidual ? VPT : 1];
+  if constexpr (K == NormKind::GatedResidual) {
+    const T* rr = static_cast<const T*>(p.residual.ptr) + (valid ? row_offset(p.residual, row) : 0);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int v = lane + i * nthreads;
+      rv[i] = (valid && v < nvec) ? load16(rr + v * N) : make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+
+  const float inv_h = 1.0f / static_cast<float>(p.hidden);
+  float acc = 0.0f;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    float f[N];
+    unpack<T>(xv[i], f);
+#pragma unroll
+    for (int j = 0; j < N; ++j) acc += (K == NormKind::AdaLnLayer) ? f[j] : f[j] * f[j];
+  }
+  acc = reduce<G>(acc, scratch);
+  float mean = 0.0f;
+  float rstd;
+  if constexpr (K == NormKind::AdaLnLayer) {
+    // Centered second pass over the registers: no cancellation for rows with a large mean.
+    mean = acc * inv_h;
+    float sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (lane + i * nthreads < nvec) {
+        float f[N];
+        unpack<T>(xv[i], f);
+#pragma unroll
+        for (int j = 0; j < N; ++j) sq += (f[j] - mean) * (f[j] - mean);
+      }
+    }
+    sq = reduce<G>(sq, scratch);
+    rstd = rsqrtf(sq * inv_h + p.eps);
+  } else {
+    rstd = rsqrtf(acc * inv_h + p.eps);
+  }
+  if (!valid) return;
+
+  T* outr = static_cast<T*>(p.out) + row * p.hidden;
+  const T* wr = static_cast<const T*>(p.weight);
+  const T* ar = nullptr;
+  const T* br = nullptr;
+  if constexpr (K == NormKind::GatedResidual) {
+    br = static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, row);
+  } else if constexpr (K == NormKind::AdaLnRms || K == NormKind::AdaLnLayer) {
+    ar = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, row);
+    br = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, row);
+  }
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = lane + i * nthreads;
+    if (v < nvec) {
+      float f[N], w[N], a[N], b[N], y[N];
+      unpack<T>(xv[i], f);
+      if (wr != nullptr) {
+        unpack<T>(load16(wr + v * N), w);
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) w[j] = 1.0f;
+      }
+      if constexpr (K == NormKind::GatedResidual) {
+        unpack<T>(rv[i], a);
+        unpack<T>(load16(br + v * N), b);
+      } else if constexpr (K != NormKind::Rms) {
+        unpack<T>(load16(ar + v * N), a);
+        unpack<T>(load16(br + v * N), b);
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) a[j] = b[j] = 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < N; ++j) y[j] = epilogue<K>((f[j] - mean) * rstd, w[j], a[j], b[j]);
+      store16(outr + v * N, pack<T>(y));
+    }
+  }
+}
+
+// Any hidden size or alignment: one block per row, two passes over the row (the second pass
+// re-reads from cache), one element per access.
+template <typename T, NormKind K>
+__global__ void __launch_bounds__(256) norm_scalar_kernel(const NormParams p) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const int64_t h = p.hidden;
+  const float inv_h = 1.0f / static_cast<float>(h);
+  const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row);
+  float acc = 0.0f;
+  for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
+    const float f = to_float(xr[i]);
+    acc += (K == NormKind::AdaLnLayer) ? f : f * f;
+  }
+  acc = block_sum(acc, scratch);
+  float mean = 0.0f;
+  float rstd;
+  if constexpr (K == NormKind::AdaLnLayer) {
+    mean = acc * inv_h;
+    float sq = 0.0f;
+    for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
+      const float d = to_float(xr[i]) - mean;
+      sq += d * d;
+    }
+    sq = block_sum(sq, scratch);
+    rstd = rsqrtf(sq * inv_h + p.eps);
+  } else {
+    rstd = rsqrtf(acc * inv_h + p.eps);
+  }
+  T* outr = static_cast<T*>(p.out) + row * h;
+  const T* wr = static_cast<const T*>(p.weight);
+  const T* ar = nullptr;
+  const T* br = nullptr;
+  if constexpr (K == NormKind::GatedResidual) {
+    ar = static_cast<const T*>(p.residual.ptr) + row_offset(p.residual, row);
+    br = static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, row);
+  } else if constexpr (K == NormKind::AdaLnRms || K == NormKind::AdaLnLayer) {
+    ar = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, row);
+    br = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, row);
+  }
+  for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
+    const float n = (to_float(xr[i]) - mean) * rstd;
+    const float w = wr != nullptr ? to_float(wr[i]) : 1.0f;
+    const float a = ar != nullptr ? to_float(ar[i]) : 0.0f;
+    const float b = br != nullptr ? to_float(br[i]) : 0.0f;
+    outr[i] = from_float<T>(epilogue<K>(n, w, a, b));
+  }
+}
+
+bool rows_vectorizable(const RowMap& m, int n) {
+  return aligned16(m.ptr) && m.outer_stride % n == 0 && m.inner_stride % n == 0;
+}
+
+template <typename T, NormKind K, int VPT, int G>
+void launch_vec(const NormParams& p, int threads, cudaStream_t stream) {
+  int64_t blocks;
+  if constexpr (G > 0) {
+    blocks = (p.rows + threads / G - 1) / (threads / G);
+  } else {
+    blocks = p.rows;
+  }
+  norm_vec_kernel<T, K, VPT, G><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+}
+
+// Launch configuration from the hidden size (in 16-byte vectors): small rows share a warp,
+// rows up to 128 vectors take a warp each, larger rows a block of at most 256 threads holding
+// 1-8 vectors per thread (up to 1024 threads for very wide rows).
+template <typename T, NormKind K>
+void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
+  constexpr int N = kVec<T>;
+  bool vec = p.hidden % N == 0 && aligned16(p.out) && rows_vectorizable(p.x, N) &&
+             (p.weight == nullptr || aligned16(p.weight));
+  if constexpr (K == NormKind::GatedResidual) {
+    vec = vec && rows_vectorizable(p.residual, N) && rows_vectorizable(p.gate, N);
+  } else if constexpr (K != NormKind::Rms) {
+    vec = vec && rows_vectorizable(p.scale, N) && rows_vectorizable(p.shift, N);
+  }
+  const int64_t nvec = p.hidden / N;
+  if (vec && nvec <= 8192) {
+    if (nvec <= 4) return launch_vec<T, K, 1, 4>(p, 256, stream);
+    if (nvec <= 8) return launch_vec<T, K, 1, 8>(p, 256, stream);
+    if (nvec <= 16) return launch_vec<T, K, 1, 16>(p, 256, stream);
+    if (nvec <= 32) return launch_vec<T, K, 1, 32>(p, 256, stream);
+    if (nvec <= 64) return launch_vec<T, K, 2, 32>(p, 256, stream);
+    if (nvec <= 128) return launch_vec<T, K, 4, 32>(p, 256, stream);
+    auto threads_for = [&](int vpt) {
+      return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32);
+    };
+    if (nvec <= 256) return launch_vec<T, K, 1, 0>(p, threads_for(1), stream);
+    if (nvec <= 512) return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
+    if (nvec <= 1024) return launch_vec<T, K, 4, 0>(p, threads_for(4), stream);
+    return launch_vec<T, K, 8, 0>(p, threads_for(8), stream);
+  }
+  const int threads = p.hidden >= 256 ? 256 : static_cast<int>((p.hidden + 31) / 32 * 32);
+  norm_scalar_kernel<T, K><<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
+}
+
+const char* op_name(NormKind k) {
+  switch (k) {
+    case NormKind::Rms:
+      return "rms_norm";
+    case NormKind::GatedResidual:
+      return "fused_residual_gated_rms_norm";
+    default:
+      return "adaln";
+  }
+}
+
+}  // namespace
+
+void launch_norm(const NormParams& p) {
+  if (p.rows == 0 || p.hidden == 0) return;
+  TORCH_CHECK(p.rows < (int64_t{1} << 31), "ltx_kernels.", op_name(p.kind),
+              ": more than 2^31 rows are not supported");
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
+  LTX_DISPATCH(p.dtype, op_name(p.kind), [&] {
+    switch (p.kind) {
+      case NormKind::Rms:
+        return launch_norm_typed<scalar_t, NormKind::Rms>(p, stream);
+      case NormKind::GatedResidual:
+        return launch_norm_typed<scalar_t, NormKind::GatedResidual>(p, stream);
+      case NormKind::AdaLnRms:
+        return launch_norm_typed<scalar_t, NormKind::AdaLnRms>(p, stream);
+      case NormKind::AdaLnLayer:
+        return launch_norm_typed<scalar_t, NormKind::AdaLnLayer>(p, stream);
+    }
+  });
+  check_launch(op_name(p.kind), p.dtype, p.device_index);
+}
+
+}  // namespace ltx

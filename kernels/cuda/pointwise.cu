@@ -1,0 +1,250 @@
+// Rotary embedding (interleaved pairs, LTX-Video convention) and the GELU-tanh activations.
+// Row-shaped ops map `TPR` lanes (a power of two) to each row so that index arithmetic is done
+// once per row, not per element; every access is a 16-byte vector where sizes and alignment
+// allow, with scalar kernels for the rest.
+#include "../ltx_kernels.h"
+#include "common.cuh"
+
+#include <algorithm>
+#include <type_traits>
+
+namespace ltx {
+namespace {
+
+constexpr int kThreads = 256;
+
+int lanes_per_row(int64_t vecs_per_row) {
+  int tpr = 1;
+  while (tpr < vecs_per_row && tpr < kThreads) tpr *= 2;
+  return tpr;
+}
+
+unsigned blocks_for_rows(int64_t rows, int tpr) {
+  const int64_t rpb = kThreads / tpr;
+  return static_cast<unsigned>((rows + rpb - 1) / rpb);
+}
+
+// ---- rotary embedding ----------------------------------------------------------------------
+// Loads kN table entries starting at p (16-byte aligned) as fp32.
+template <typename C, int kN>
+__device__ __forceinline__ void load_table(const C* p, float (&f)[kN]) {
+  if constexpr (std::is_same_v<C, float>) {
+#pragma unroll
+    for (int i = 0; i < kN / 4; ++i) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(p) + i);
+      f[4 * i] = v.x;
+      f[4 * i + 1] = v.y;
+      f[4 * i + 2] = v.z;
+      f[4 * i + 3] = v.w;
+    }
+  } else {
+    static_assert(kN == kVec<C>, "a half-precision table is read one 16-byte vector at a time");
+    unpack<C>(load16(p), f);
+  }
+}
+
+// out[2i]   = x[2i]   * cos[2i]   - x[2i+1] * sin[2i]
+// out[2i+1] = x[2i+1] * cos[2i+1] + x[2i]   * sin[2i+1]
+template <typename T, typename C>
+__global__ void __launch_bounds__(kThreads) rope_vec_kernel(const RopeParams p, int tpr) {
+  constexpr int N = kVec<T>;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / tpr) + threadIdx.x / tpr;
+  if (row >= p.batch * p.seq) return;
+  const int64_t b = row / p.seq;
+  const int64_t s = row - b * p.seq;
+  const T* xr = static_cast<const T*>(p.x) + b * p.x_batch_stride + s * p.x_seq_stride;
+  T* outr = static_cast<T*>(p.out) + row * p.width;
+  const int64_t toff = ((p.table_batch == 1 ? 0 : b) * p.seq + s) * p.table_width;
+  const C* cr = static_cast<const C*>(p.cos) + toff;
+  const C* sr = static_cast<const C*>(p.sin) + toff;
+  const int wv = static_cast<int>(p.width / N);
+  const int tw = static_cast<int>(p.table_width);
+  for (int v = threadIdx.x % tpr; v < wv; v += tpr) {
+    const int col = v * N;
+    const int tcol = col < tw ? col : col % tw;
+    float f[N], c[N], sn[N], y[N];
+    unpack<T>(load16(xr + col), f);
+    load_table<C, N>(cr + tcol, c);
+    load_table<C, N>(sr + tcol, sn);
+#pragma unroll
+    for (int j = 0; j < N; j += 2) {
+      y[j] = f[j] * c[j] - f[j + 1] * sn[j];
+      y[j + 1] = f[j + 1] * c[j + 1] + f[j] * sn[j + 1];
+    }
+    store16(outr + col, pack<T>(y));
+  }
+}
+
+template <typename T, typename C>
+__global__ void __launch_bounds__(kThreads) rope_scalar_kernel(const RopeParams p, int tpr) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / tpr) + threadIdx.x / tpr;
+  if (row >= p.batch * p.seq) return;
+  const int64_t b = row / p.seq;
+  const int64_t s = row - b * p.seq;
+  const T* xr = static_cast<const T*>(p.x) + b * p.x_batch_stride + s * p.x_seq_stride;
+  T* outr = static_cast<T*>(p.out) + row * p.width;
+  const int64_t toff = ((p.table_batch == 1 ? 0 : b) * p.seq + s) * p.table_width;
+  const C* cr = static_cast<const C*>(p.cos) + toff;
+  const C* sr = static_cast<const C*>(p.sin) + toff;
+  for (int64_t i = threadIdx.x % tpr; i < p.width / 2; i += tpr) {
+    const int64_t col = 2 * i;
+    const int64_t tcol = col % p.table_width;
+    const float x0 = to_float(xr[col]);
+    const float x1 = to_float(xr[col + 1]);
+    outr[col] = from_float<T>(x0 * to_float(cr[tcol]) - x1 * to_float(sr[tcol]));
+    outr[col + 1] = from_float<T>(x1 * to_float(cr[tcol + 1]) + x0 * to_float(sr[tcol + 1]));
+  }
+}
+
+template <typename T, typename C>
+void launch_rope_typed(const RopeParams& p, cudaStream_t stream) {
+  constexpr int N = kVec<T>;
+  const int64_t rows = p.batch * p.seq;
+  const bool vec = p.width % N == 0 && p.table_width % N == 0 && aligned16(p.x) &&
+                   aligned16(p.out) && aligned16(p.cos) && aligned16(p.sin) &&
+                   p.x_batch_stride % N == 0 && p.x_seq_stride % N == 0;
+  if (vec) {
+    const int tpr = lanes_per_row(p.width / N);
+    rope_vec_kernel<T, C><<<blocks_for_rows(rows, tpr), kThreads, 0, stream>>>(p, tpr);
+  } else {
+    const int tpr = lanes_per_row(p.width / 2);
+    rope_scalar_kernel<T, C><<<blocks_for_rows(rows, tpr), kThreads, 0, stream>>>(p, tpr);
+  }
+}
+
+// ---- activations ---------------------------------------------------------------------------
+// gelu_tanh over a flat contiguous range: two 16-byte vectors per thread, scalar tail.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) gelu_vec_kernel(const T* __restrict__ x,
+                                                            T* __restrict__ out, int64_t n) {
+  constexpr int N = kVec<T>;
+  const int64_t nvec = n / N;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * (2 * kThreads) + threadIdx.x;
+  uint4 v[2];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int64_t i = base + u * kThreads;
+    if (i < nvec) v[u] = load16(x + i * N);
+  }
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int64_t i = base + u * kThreads;
+    if (i < nvec) {
+      float f[N];
+      unpack<T>(v[u], f);
+#pragma unroll
+      for (int j = 0; j < N; ++j) f[j] = gelu_tanh_f(f[j]);
+      store16(out + i * N, pack<T>(f));
+    }
+  }
+  // Tail (n % N elements): the first threads of the grid.
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (t < n - nvec * N) {
+    const int64_t i = nvec * N + t;
+    out[i] = from_float<T>(gelu_tanh_f(to_float(x[i])));
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) gelu_scalar_kernel(const T* __restrict__ x,
+                                                               T* __restrict__ out, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    out[i] = from_float<T>(gelu_tanh_f(to_float(x[i])));
+  }
+}
+
+__device__ __forceinline__ int64_t row_offset(const RowMap& m, int64_t r) {
+  if (m.inner == 1) return r * m.outer_stride;
+  return (r / m.inner) * m.outer_stride + (r % m.inner) * m.inner_stride;
+}
+
+// out[r, j] = x[r, j] * gelu_tanh(x[r, d + j])
+template <typename T>
+__global__ void __launch_bounds__(kThreads) geglu_vec_kernel(const ActParams p, int tpr) {
+  constexpr int N = kVec<T>;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / tpr) + threadIdx.x / tpr;
+  if (row >= p.rows) return;
+  const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row);
+  T* outr = static_cast<T*>(p.out) + row * p.width;
+  const int64_t dv = p.width / N;
+  for (int64_t v = threadIdx.x % tpr; v < dv; v += tpr) {
+    float a[N], g[N];
+    unpack<T>(load16(xr + v * N), a);
+    unpack<T>(load16(xr + p.width + v * N), g);
+#pragma unroll
+    for (int j = 0; j < N; ++j) a[j] *= gelu_tanh_f(g[j]);
+    store16(outr + v * N, pack<T>(a));
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) geglu_scalar_kernel(const ActParams p, int tpr) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / tpr) + threadIdx.x / tpr;
+  if (row >= p.rows) return;
+  const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row);
+  T* outr = static_cast<T*>(p.out) + row * p.width;
+  for (int64_t j = threadIdx.x % tpr; j < p.width; j += tpr) {
+    outr[j] = from_float<T>(to_float(xr[j]) * gelu_tanh_f(to_float(xr[p.width + j])));
+  }
+}
+
+template <typename T>
+void launch_activation_typed(const ActParams& p, cudaStream_t stream) {
+  constexpr int N = kVec<T>;
+  if (p.kind == ActKind::GeluTanh) {
+    // The binding passes a flat contiguous range: rows == 1.
+    const T* x = static_cast<const T*>(p.x.ptr);
+    T* out = static_cast<T*>(p.out);
+    const int64_t n = p.width;
+    if (aligned16(x) && aligned16(out)) {
+      const int64_t nvec = n / N;
+      const int64_t blocks = std::max<int64_t>((nvec + 2 * kThreads - 1) / (2 * kThreads), 1);
+      gelu_vec_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, out, n);
+    } else {
+      const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads,
+                                               int64_t{32} * sm_count(p.device_index));
+      gelu_scalar_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, out, n);
+    }
+    return;
+  }
+  const bool vec = p.width % N == 0 && aligned16(p.x.ptr) && aligned16(p.out) &&
+                   p.x.outer_stride % N == 0 && p.x.inner_stride % N == 0;
+  if (vec) {
+    const int tpr = lanes_per_row(p.width / N);
+    geglu_vec_kernel<T><<<blocks_for_rows(p.rows, tpr), kThreads, 0, stream>>>(p, tpr);
+  } else {
+    const int tpr = lanes_per_row(p.width);
+    geglu_scalar_kernel<T><<<blocks_for_rows(p.rows, tpr), kThreads, 0, stream>>>(p, tpr);
+  }
+}
+
+}  // namespace
+
+void launch_rope(const RopeParams& p) {
+  if (p.batch == 0 || p.seq == 0 || p.width == 0) return;
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
+  const bool fp32_table = p.table_dtype == c10::ScalarType::Float;
+  TORCH_CHECK(fp32_table || p.table_dtype == p.dtype,
+              "ltx_kernels.rope_3d: cos/sin must be float32 or the dtype of x");
+  LTX_DISPATCH(p.dtype, "rope_3d", [&] {
+    if (fp32_table) {
+      launch_rope_typed<scalar_t, float>(p, stream);
+    } else {
+      launch_rope_typed<scalar_t, scalar_t>(p, stream);
+    }
+  });
+  check_launch("rope_3d", p.dtype, p.device_index);
+}
+
+void launch_activation(const ActParams& p) {
+  const char* op = p.kind == ActKind::Geglu ? "geglu" : "gelu_tanh";
+  if (p.rows == 0 || p.width == 0) return;
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
+  LTX_DISPATCH(p.dtype, op, [&] { launch_activation_typed<scalar_t>(p, stream); });
+  check_launch(op, p.dtype, p.device_index);
+}
+
+}  // namespace ltx
