@@ -41,7 +41,7 @@ __device__ __forceinline__ float epilogue(float n, float w, float a, float b) {
 // G > 0: groups of G lanes own one row each (G <= 32). G == 0: the block owns one row.
 // Each thread keeps VPT 16-byte vectors of its row in registers between the two phases.
 template <typename T, NormKind K, int VPT, int G>
-__global__ void __launch_bounds__(1024) norm_vec_kernel(const NormParams p) {
+__global__ void __launch_bounds__(G > 0 || VPT < 8 ? 256 : 512) norm_vec_kernel(const NormParams p) {
   constexpr int N = kVec<T>;
   __shared__ float scratch[32];
   const int nvec = static_cast<int>(p.hidden / N);
@@ -213,9 +213,11 @@ void launch_vec(const NormParams& p, int threads, cudaStream_t stream) {
   norm_vec_kernel<T, K, VPT, G><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
 }
 
-// Launch configuration from the hidden size (in 16-byte vectors): small rows share a warp,
-// rows up to 128 vectors take a warp each, larger rows a block of at most 256 threads holding
-// 1-8 vectors per thread (up to 1024 threads for very wide rows).
+// Launch configuration from the hidden size (in 16-byte vectors): rows of up to 16 vectors
+// share a warp (8 or 16 lanes each, e.g. head_dim 64/128 QK-norm), rows of up to 128 vectors
+// take a warp, wider rows one block with 2, 4 or 8 vectors per thread (at most 256 threads up
+// to 2048 vectors, e.g. 16384 bf16; up to 512 threads for 4096 vectors; the scalar kernel
+// beyond).
 template <typename T, NormKind K>
 void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
   constexpr int N = kVec<T>;
@@ -227,17 +229,14 @@ void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
     vec = vec && rows_vectorizable(p.scale, N) && rows_vectorizable(p.shift, N);
   }
   const int64_t nvec = p.hidden / N;
-  if (vec && nvec <= 8192) {
-    if (nvec <= 4) return launch_vec<T, K, 1, 4>(p, 256, stream);
+  if (vec && nvec <= 4096) {
     if (nvec <= 8) return launch_vec<T, K, 1, 8>(p, 256, stream);
     if (nvec <= 16) return launch_vec<T, K, 1, 16>(p, 256, stream);
     if (nvec <= 32) return launch_vec<T, K, 1, 32>(p, 256, stream);
-    if (nvec <= 64) return launch_vec<T, K, 2, 32>(p, 256, stream);
     if (nvec <= 128) return launch_vec<T, K, 4, 32>(p, 256, stream);
     auto threads_for = [&](int vpt) {
       return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32);
     };
-    if (nvec <= 256) return launch_vec<T, K, 1, 0>(p, threads_for(1), stream);
     if (nvec <= 512) return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
     if (nvec <= 1024) return launch_vec<T, K, 4, 0>(p, threads_for(4), stream);
     return launch_vec<T, K, 8, 0>(p, threads_for(8), stream);
