@@ -145,6 +145,23 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return group_sum<32>(v);
 }
 
+// Two sums at once (one barrier round for both): the block-wide version of group_sum on
+// a pair. `scratch` holds >= 32 float2.
+__device__ __forceinline__ float2 block_sum2(float2 v, float2* scratch) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v.x = group_sum<32>(v.x);
+  v.y = group_sum<32>(v.y);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? scratch[lane] : make_float2(0.0f, 0.0f);
+  v.x = group_sum<32>(v.x);
+  v.y = group_sum<32>(v.y);
+  return v;
+}
+
 // ---- host helpers ------------------------------------------------------------------------
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 

@@ -15,11 +15,20 @@ __device__ __forceinline__ int64_t row_offset(const RowMap& m, int64_t r) {
 }
 
 template <int G>
-__device__ __forceinline__ float reduce(float v, float* scratch) {
+__device__ __forceinline__ float reduce(float v, float2* scratch) {
   if constexpr (G > 0) {
     return group_sum<G>(v);
   } else {
-    return block_sum(v, scratch);
+    return block_sum(v, reinterpret_cast<float*>(scratch));
+  }
+}
+
+template <int G>
+__device__ __forceinline__ float2 reduce2(float2 v, float2* scratch) {
+  if constexpr (G > 0) {
+    return make_float2(group_sum<G>(v.x), group_sum<G>(v.y));
+  } else {
+    return block_sum2(v, scratch);
   }
 }
 
@@ -39,11 +48,16 @@ __device__ __forceinline__ float epilogue(float n, float w, float a, float b) {
 }
 
 // G > 0: groups of G lanes own one row each (G <= 32). G == 0: the block owns one row.
-// Each thread keeps VPT 16-byte vectors of its row in registers between the two phases.
+// Each thread keeps VPT 16-byte vectors of its row in registers between the two phases. The
+// weight and the per-row operands (residual, gate, scale, shift) do not depend on the
+// statistics: for VPT <= 4 their loads are issued together with x's, before the reduction, so
+// a row costs one memory latency instead of two.
 template <typename T, NormKind K, int VPT, int G>
 __global__ void __launch_bounds__(G > 0 || VPT < 8 ? 256 : 512) norm_vec_kernel(const NormParams p) {
   constexpr int N = kVec<T>;
-  __shared__ float scratch[32];
+  constexpr bool kPrefetch = VPT <= 4;
+  constexpr bool kTwoOperands = K != NormKind::Rms;  // (a, b) = (residual, gate) or (scale, shift)
+  __shared__ float2 scratch[32];
   const int nvec = static_cast<int>(p.hidden / N);
   int64_t row;
   int lane;
@@ -59,67 +73,82 @@ __global__ void __launch_bounds__(G > 0 || VPT < 8 ? 256 : 512) norm_vec_kernel(
   }
   // Lanes past the last row still take part in the shuffles; they load and store nothing.
   const bool valid = row < p.rows;
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
 
   const T* xr = static_cast<const T*>(p.x.ptr) + (valid ? row_offset(p.x, row) : 0);
+  const T* wr = static_cast<const T*>(p.weight);
+  const T* ar = nullptr;
+  const T* br = nullptr;
+  if (valid) {
+    if constexpr (K == NormKind::GatedResidual) {
+      ar = static_cast<const T*>(p.residual.ptr) + row_offset(p.residual, row);
+      br = static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, row);
+    } else if constexpr (kTwoOperands) {
+      ar = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, row);
+      br = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, row);
+    }
+  }
+
   uint4 xv[VPT];
+  uint4 wv[kPrefetch ? VPT : 1];
+  uint4 av[kTwoOperands ? VPT : 1];  // the residual is always kept; scale only with kPrefetch
+  uint4 bv[kTwoOperands && kPrefetch ? VPT : 1];
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int v = lane + i * nthreads;
-    xv[i] = (valid && v < nvec) ? load16(xr + v * N) : make_uint4(0u, 0u, 0u, 0u);
-  }
-  // The residual is independent of the statistics: issue its loads before the reduction.
-  uint4 rv[K == NormKind::GatedResidual ? VPT : 1];
-  if constexpr (K == NormKind::GatedResidual) {
-    const T* rr = static_cast<const T*>(p.residual.ptr) + (valid ? row_offset(p.residual, row) : 0);
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-      const int v = lane + i * nthreads;
-      rv[i] = (valid && v < nvec) ? load16(rr + v * N) : make_uint4(0u, 0u, 0u, 0u);
+    const bool in = valid && v < nvec;
+    xv[i] = in ? load16(xr + v * N) : zero;
+    if constexpr (kPrefetch) {
+      wv[i] = (in && wr != nullptr) ? load16(wr + v * N) : zero;
+    }
+    if constexpr (kTwoOperands && (kPrefetch || K == NormKind::GatedResidual)) {
+      av[i] = in ? load16(ar + v * N) : zero;
+    }
+    if constexpr (kTwoOperands && kPrefetch) {
+      bv[i] = in ? load16(br + v * N) : zero;
     }
   }
 
   const float inv_h = 1.0f / static_cast<float>(p.hidden);
-  float acc = 0.0f;
-#pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    float f[N];
-    unpack<T>(xv[i], f);
-#pragma unroll
-    for (int j = 0; j < N; ++j) acc += (K == NormKind::AdaLnLayer) ? f[j] : f[j] * f[j];
-  }
-  acc = reduce<G>(acc, scratch);
   float mean = 0.0f;
   float rstd;
   if constexpr (K == NormKind::AdaLnLayer) {
-    // Centered second pass over the registers: no cancellation for rows with a large mean.
-    mean = acc * inv_h;
-    float sq = 0.0f;
+    // One reduction of (sum d, sum d^2) with d = x - x[0]: shifting by a value of the row keeps
+    // E[d^2] - E[d]^2 free of the cancellation that E[x^2] - E[x]^2 has for large means.
+    const float ref = valid ? to_float(xr[0]) : 0.0f;
+    float2 acc = make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       if (lane + i * nthreads < nvec) {
         float f[N];
         unpack<T>(xv[i], f);
 #pragma unroll
-        for (int j = 0; j < N; ++j) sq += (f[j] - mean) * (f[j] - mean);
+        for (int j = 0; j < N; ++j) {
+          const float dv = f[j] - ref;
+          acc.x += dv;
+          acc.y += dv * dv;
+        }
       }
     }
-    sq = reduce<G>(sq, scratch);
-    rstd = rsqrtf(sq * inv_h + p.eps);
+    acc = reduce2<G>(acc, scratch);
+    const float dmean = acc.x * inv_h;
+    mean = ref + dmean;
+    rstd = rsqrtf(fmaxf(acc.y * inv_h - dmean * dmean, 0.0f) + p.eps);
   } else {
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      float f[N];
+      unpack<T>(xv[i], f);
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc += f[j] * f[j];
+    }
+    acc = reduce<G>(acc, scratch);
     rstd = rsqrtf(acc * inv_h + p.eps);
   }
   if (!valid) return;
 
   T* outr = static_cast<T*>(p.out) + row * p.hidden;
-  const T* wr = static_cast<const T*>(p.weight);
-  const T* ar = nullptr;
-  const T* br = nullptr;
-  if constexpr (K == NormKind::GatedResidual) {
-    br = static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, row);
-  } else if constexpr (K == NormKind::AdaLnRms || K == NormKind::AdaLnLayer) {
-    ar = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, row);
-    br = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, row);
-  }
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int v = lane + i * nthreads;
@@ -127,17 +156,19 @@ __global__ void __launch_bounds__(G > 0 || VPT < 8 ? 256 : 512) norm_vec_kernel(
       float f[N], w[N], a[N], b[N], y[N];
       unpack<T>(xv[i], f);
       if (wr != nullptr) {
-        unpack<T>(load16(wr + v * N), w);
+        unpack<T>(kPrefetch ? wv[i] : load16(wr + v * N), w);
       } else {
 #pragma unroll
         for (int j = 0; j < N; ++j) w[j] = 1.0f;
       }
-      if constexpr (K == NormKind::GatedResidual) {
-        unpack<T>(rv[i], a);
-        unpack<T>(load16(br + v * N), b);
-      } else if constexpr (K != NormKind::Rms) {
-        unpack<T>(load16(ar + v * N), a);
-        unpack<T>(load16(br + v * N), b);
+      if constexpr (kTwoOperands) {
+        if constexpr (kPrefetch) {
+          unpack<T>(av[i], a);
+          unpack<T>(bv[i], b);
+        } else {
+          unpack<T>(K == NormKind::GatedResidual ? av[i] : load16(ar + v * N), a);
+          unpack<T>(load16(br + v * N), b);
+        }
       } else {
 #pragma unroll
         for (int j = 0; j < N; ++j) a[j] = b[j] = 0.0f;

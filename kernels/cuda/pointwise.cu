@@ -12,6 +12,7 @@ namespace ltx {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kUnroll = 4;  // 16-byte vectors per lane per step in the vector kernels
 
 int lanes_per_row(int64_t vecs_per_row) {
   int tpr = 1;
@@ -45,6 +46,7 @@ __device__ __forceinline__ void load_table(const C* p, float (&f)[kN]) {
 
 // out[2i]   = x[2i]   * cos[2i]   - x[2i+1] * sin[2i]
 // out[2i+1] = x[2i+1] * cos[2i+1] + x[2i]   * sin[2i+1]
+// Each lane handles kUnroll vectors of its row, all loads issued before the first use.
 template <typename T, typename C>
 __global__ void __launch_bounds__(kThreads) rope_vec_kernel(const RopeParams p, int tpr) {
   constexpr int N = kVec<T>;
@@ -59,19 +61,34 @@ __global__ void __launch_bounds__(kThreads) rope_vec_kernel(const RopeParams p, 
   const C* sr = static_cast<const C*>(p.sin) + toff;
   const int wv = static_cast<int>(p.width / N);
   const int tw = static_cast<int>(p.table_width);
-  for (int v = threadIdx.x % tpr; v < wv; v += tpr) {
-    const int col = v * N;
-    const int tcol = col < tw ? col : col % tw;
-    float f[N], c[N], sn[N], y[N];
-    unpack<T>(load16(xr + col), f);
-    load_table<C, N>(cr + tcol, c);
-    load_table<C, N>(sr + tcol, sn);
+  for (int v0 = threadIdx.x % tpr; v0 < wv; v0 += tpr * kUnroll) {
+    uint4 xv[kUnroll];
+    float c[kUnroll][N], sn[kUnroll][N];
 #pragma unroll
-    for (int j = 0; j < N; j += 2) {
-      y[j] = f[j] * c[j] - f[j + 1] * sn[j];
-      y[j + 1] = f[j + 1] * c[j + 1] + f[j] * sn[j + 1];
+    for (int u = 0; u < kUnroll; ++u) {
+      const int v = v0 + u * tpr;
+      if (v < wv) {
+        const int col = v * N;
+        const int tcol = col < tw ? col : col % tw;
+        xv[u] = load16(xr + col);
+        load_table<C, N>(cr + tcol, c[u]);
+        load_table<C, N>(sr + tcol, sn[u]);
+      }
     }
-    store16(outr + col, pack<T>(y));
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int v = v0 + u * tpr;
+      if (v < wv) {
+        float f[N], y[N];
+        unpack<T>(xv[u], f);
+#pragma unroll
+        for (int j = 0; j < N; j += 2) {
+          y[j] = f[j] * c[u][j] - f[j + 1] * sn[u][j];
+          y[j + 1] = f[j + 1] * c[u][j + 1] + f[j] * sn[u][j + 1];
+        }
+        store16(outr + v * N, pack<T>(y));
+      }
+    }
   }
 }
 
@@ -104,7 +121,7 @@ void launch_rope_typed(const RopeParams& p, cudaStream_t stream) {
                    aligned16(p.out) && aligned16(p.cos) && aligned16(p.sin) &&
                    p.x_batch_stride % N == 0 && p.x_seq_stride % N == 0;
   if (vec) {
-    const int tpr = lanes_per_row(p.width / N);
+    const int tpr = lanes_per_row((p.width / N + kUnroll - 1) / kUnroll);
     rope_vec_kernel<T, C><<<blocks_for_rows(rows, tpr), kThreads, 0, stream>>>(p, tpr);
   } else {
     const int tpr = lanes_per_row(p.width / 2);
@@ -159,7 +176,7 @@ __device__ __forceinline__ int64_t row_offset(const RowMap& m, int64_t r) {
   return (r / m.inner) * m.outer_stride + (r % m.inner) * m.inner_stride;
 }
 
-// out[r, j] = x[r, j] * gelu_tanh(x[r, d + j])
+// out[r, j] = x[r, j] * gelu_tanh(x[r, d + j]), kUnroll vectors per lane per step.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) geglu_vec_kernel(const ActParams p, int tpr) {
   constexpr int N = kVec<T>;
@@ -168,13 +185,28 @@ __global__ void __launch_bounds__(kThreads) geglu_vec_kernel(const ActParams p, 
   const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row);
   T* outr = static_cast<T*>(p.out) + row * p.width;
   const int64_t dv = p.width / N;
-  for (int64_t v = threadIdx.x % tpr; v < dv; v += tpr) {
-    float a[N], g[N];
-    unpack<T>(load16(xr + v * N), a);
-    unpack<T>(load16(xr + p.width + v * N), g);
+  for (int64_t v0 = threadIdx.x % tpr; v0 < dv; v0 += tpr * kUnroll) {
+    uint4 av[kUnroll], gv[kUnroll];
 #pragma unroll
-    for (int j = 0; j < N; ++j) a[j] *= gelu_tanh_f(g[j]);
-    store16(outr + v * N, pack<T>(a));
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = v0 + u * tpr;
+      if (v < dv) {
+        av[u] = load16(xr + v * N);
+        gv[u] = load16(xr + p.width + v * N);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = v0 + u * tpr;
+      if (v < dv) {
+        float a[N], g[N];
+        unpack<T>(av[u], a);
+        unpack<T>(gv[u], g);
+#pragma unroll
+        for (int j = 0; j < N; ++j) a[j] *= gelu_tanh_f(g[j]);
+        store16(outr + v * N, pack<T>(a));
+      }
+    }
   }
 }
 
@@ -211,7 +243,7 @@ void launch_activation_typed(const ActParams& p, cudaStream_t stream) {
   const bool vec = p.width % N == 0 && aligned16(p.x.ptr) && aligned16(p.out) &&
                    p.x.outer_stride % N == 0 && p.x.inner_stride % N == 0;
   if (vec) {
-    const int tpr = lanes_per_row(p.width / N);
+    const int tpr = lanes_per_row((p.width / N + kUnroll - 1) / kUnroll);
     geglu_vec_kernel<T><<<blocks_for_rows(p.rows, tpr), kThreads, 0, stream>>>(p, tpr);
   } else {
     const int tpr = lanes_per_row(p.width);
