@@ -162,6 +162,24 @@ __device__ __forceinline__ float2 block_sum2(float2 v, float2* scratch) {
   return v;
 }
 
+// ---- division by a run-time invariant -------------------------------------------------------
+// n / d as a multiply-high and a shift (the IntDivider scheme): exact for n < 2^31, d >= 1.
+struct FastDiv {
+  uint32_t d = 1;
+  uint32_t m = 1;
+  uint32_t s = 0;
+};
+inline FastDiv make_fastdiv(uint32_t d) {
+  FastDiv f;
+  f.d = d;
+  while ((uint64_t{1} << f.s) < d) ++f.s;
+  f.m = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << f.s) - d)) / d + 1);
+  return f;
+}
+__device__ __forceinline__ uint32_t fdiv(const FastDiv& f, uint32_t n) {
+  return (__umulhi(n, f.m) + n) >> f.s;
+}
+
 // ---- host helpers ------------------------------------------------------------------------
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 

@@ -6,12 +6,30 @@
 #include "../ltx_kernels.h"
 #include "common.cuh"
 
+// Tuning knobs (see bench/NOTES.md for the measurements behind the defaults).
+#ifndef LTX_NORM_PREFETCH  // load weight and per-row operands before the reduction
+#define LTX_NORM_PREFETCH 1
+#endif
+#ifndef LTX_NORM_MAX_THREADS  // block-per-row kernels: threads per row at most (VPT < 8)
+#define LTX_NORM_MAX_THREADS 256
+#endif
+#ifndef LTX_NORM_MIN_BLOCKS  // __launch_bounds__ min blocks per SM (caps registers)
+#define LTX_NORM_MIN_BLOCKS 1
+#endif
+#ifndef LTX_LAYER_ONEPASS  // LayerNorm statistics: one shifted (sum, sumsq) reduction
+#define LTX_LAYER_ONEPASS 1
+#endif
+
 namespace ltx {
 namespace {
 
+// rows < 2^31 (checked on the host), so 32-bit division suffices.
 __device__ __forceinline__ int64_t row_offset(const RowMap& m, int64_t r) {
   if (m.inner == 1) return r * m.outer_stride;
-  return (r / m.inner) * m.outer_stride + (r % m.inner) * m.inner_stride;
+  const uint32_t rr = static_cast<uint32_t>(r);
+  const uint32_t inner = static_cast<uint32_t>(m.inner);
+  const uint32_t q = rr / inner;
+  return static_cast<int64_t>(q) * m.outer_stride + static_cast<int64_t>(rr - q * inner) * m.inner_stride;
 }
 
 template <int G>
@@ -52,10 +70,14 @@ __device__ __forceinline__ float epilogue(float n, float w, float a, float b) {
 // weight and the per-row operands (residual, gate, scale, shift) do not depend on the
 // statistics: for VPT <= 4 their loads are issued together with x's, before the reduction, so
 // a row costs one memory latency instead of two.
+constexpr int kMaxThreads(int vpt, int g) {
+  return g > 0 ? 256 : (vpt < 8 ? (LTX_NORM_MAX_THREADS > 256 ? LTX_NORM_MAX_THREADS : 256) : 512);
+}
+
 template <typename T, NormKind K, int VPT, int G>
-__global__ void __launch_bounds__(G > 0 || VPT < 8 ? 256 : 512) norm_vec_kernel(const NormParams p) {
+__global__ void __launch_bounds__(kMaxThreads(VPT, G), LTX_NORM_MIN_BLOCKS) norm_vec_kernel(const NormParams p) {
   constexpr int N = kVec<T>;
-  constexpr bool kPrefetch = VPT <= 4;
+  constexpr bool kPrefetch = LTX_NORM_PREFETCH && VPT <= 4;
   constexpr bool kTwoOperands = K != NormKind::Rms;  // (a, b) = (residual, gate) or (scale, shift)
   __shared__ float2 scratch[32];
   const int nvec = static_cast<int>(p.hidden / N);
@@ -112,7 +134,28 @@ __global__ void __launch_bounds__(G > 0 || VPT < 8 ? 256 : 512) norm_vec_kernel(
   const float inv_h = 1.0f / static_cast<float>(p.hidden);
   float mean = 0.0f;
   float rstd;
-  if constexpr (K == NormKind::AdaLnLayer) {
+  if constexpr (K == NormKind::AdaLnLayer && !LTX_LAYER_ONEPASS) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      float f[N];
+      unpack<T>(xv[i], f);
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc += f[j];
+    }
+    mean = reduce<G>(acc, scratch) * inv_h;
+    float sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (lane + i * nthreads < nvec) {
+        float f[N];
+        unpack<T>(xv[i], f);
+#pragma unroll
+        for (int j = 0; j < N; ++j) sq += (f[j] - mean) * (f[j] - mean);
+      }
+    }
+    rstd = rsqrtf(reduce<G>(sq, scratch) * inv_h + p.eps);
+  } else if constexpr (K == NormKind::AdaLnLayer) {
     // One reduction of (sum d, sum d^2) with d = x - x[0]: shifting by a value of the row keeps
     // E[d^2] - E[d]^2 free of the cancellation that E[x^2] - E[x]^2 has for large means.
     const float ref = valid ? to_float(xr[0]) : 0.0f;
@@ -268,8 +311,10 @@ void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
     auto threads_for = [&](int vpt) {
       return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32);
     };
-    if (nvec <= 512) return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
-    if (nvec <= 1024) return launch_vec<T, K, 4, 0>(p, threads_for(4), stream);
+    constexpr int kT = LTX_NORM_MAX_THREADS;
+    if (nvec <= kT) return launch_vec<T, K, 1, 0>(p, threads_for(1), stream);
+    if (nvec <= 2 * kT) return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
+    if (nvec <= 4 * kT) return launch_vec<T, K, 4, 0>(p, threads_for(4), stream);
     return launch_vec<T, K, 8, 0>(p, threads_for(8), stream);
   }
   const int threads = p.hidden >= 256 ? 256 : static_cast<int>((p.hidden + 31) / 32 * 32);

@@ -11,8 +11,13 @@
 namespace ltx {
 namespace {
 
+#ifndef LTX_PW_UNROLL  // 16-byte vectors per thread in the flat vector kernels
+#define LTX_PW_UNROLL 2
+#endif
+
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;  // 16-byte vectors per lane per step in the vector kernels
+constexpr int kUnroll = LTX_PW_UNROLL;
+constexpr int64_t kFlatLimit = int64_t{1} << 31;  // FastDiv's dividend range
 
 int lanes_per_row(int64_t vecs_per_row) {
   int tpr = 1;
@@ -46,48 +51,48 @@ __device__ __forceinline__ void load_table(const C* p, float (&f)[kN]) {
 
 // out[2i]   = x[2i]   * cos[2i]   - x[2i+1] * sin[2i]
 // out[2i+1] = x[2i+1] * cos[2i+1] + x[2i]   * sin[2i+1]
-// Each lane handles kUnroll vectors of its row, all loads issued before the first use.
+// Flat over the output's 16-byte vectors (e < 2^31): kUnroll per thread, loads first.
+struct RopeDivs {
+  FastDiv width_vecs;  // vectors per row
+  FastDiv seq;
+  FastDiv table_width;
+};
+
 template <typename T, typename C>
-__global__ void __launch_bounds__(kThreads) rope_vec_kernel(const RopeParams p, int tpr) {
+__global__ void __launch_bounds__(kThreads) rope_vec_kernel(const RopeParams p, const RopeDivs dv,
+                                                            uint32_t total) {
   constexpr int N = kVec<T>;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / tpr) + threadIdx.x / tpr;
-  if (row >= p.batch * p.seq) return;
-  const int64_t b = row / p.seq;
-  const int64_t s = row - b * p.seq;
-  const T* xr = static_cast<const T*>(p.x) + b * p.x_batch_stride + s * p.x_seq_stride;
-  T* outr = static_cast<T*>(p.out) + row * p.width;
-  const int64_t toff = ((p.table_batch == 1 ? 0 : b) * p.seq + s) * p.table_width;
-  const C* cr = static_cast<const C*>(p.cos) + toff;
-  const C* sr = static_cast<const C*>(p.sin) + toff;
-  const int wv = static_cast<int>(p.width / N);
-  const int tw = static_cast<int>(p.table_width);
-  for (int v0 = threadIdx.x % tpr; v0 < wv; v0 += tpr * kUnroll) {
-    uint4 xv[kUnroll];
-    float c[kUnroll][N], sn[kUnroll][N];
+  const uint32_t base = blockIdx.x * (kThreads * kUnroll) + threadIdx.x;
+  const uint32_t tw = static_cast<uint32_t>(p.table_width);
+  uint4 xv[kUnroll];
+  float c[kUnroll][N], sn[kUnroll][N];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int v = v0 + u * tpr;
-      if (v < wv) {
-        const int col = v * N;
-        const int tcol = col < tw ? col : col % tw;
-        xv[u] = load16(xr + col);
-        load_table<C, N>(cr + tcol, c[u]);
-        load_table<C, N>(sr + tcol, sn[u]);
-      }
+  for (int u = 0; u < kUnroll; ++u) {
+    const uint32_t e = base + u * kThreads;
+    if (e < total) {
+      const uint32_t row = fdiv(dv.width_vecs, e);
+      const uint32_t col = (e - row * dv.width_vecs.d) * N;
+      const uint32_t b = fdiv(dv.seq, row);
+      const uint32_t s = row - b * dv.seq.d;
+      const uint32_t tcol = col < tw ? col : col - fdiv(dv.table_width, col) * tw;
+      const int64_t toff = (static_cast<int64_t>(p.table_batch == 1 ? 0 : b) * p.seq + s) * tw + tcol;
+      xv[u] = load16(static_cast<const T*>(p.x) + b * p.x_batch_stride + s * p.x_seq_stride + col);
+      load_table<C, N>(static_cast<const C*>(p.cos) + toff, c[u]);
+      load_table<C, N>(static_cast<const C*>(p.sin) + toff, sn[u]);
     }
+  }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int v = v0 + u * tpr;
-      if (v < wv) {
-        float f[N], y[N];
-        unpack<T>(xv[u], f);
+  for (int u = 0; u < kUnroll; ++u) {
+    const uint32_t e = base + u * kThreads;
+    if (e < total) {
+      float f[N], y[N];
+      unpack<T>(xv[u], f);
 #pragma unroll
-        for (int j = 0; j < N; j += 2) {
-          y[j] = f[j] * c[u][j] - f[j + 1] * sn[u][j];
-          y[j + 1] = f[j + 1] * c[u][j + 1] + f[j] * sn[u][j + 1];
-        }
-        store16(outr + v * N, pack<T>(y));
+      for (int j = 0; j < N; j += 2) {
+        y[j] = f[j] * c[u][j] - f[j + 1] * sn[u][j];
+        y[j + 1] = f[j + 1] * c[u][j + 1] + f[j] * sn[u][j + 1];
       }
+      store16(static_cast<T*>(p.out) + static_cast<int64_t>(e) * N, pack<T>(y));
     }
   }
 }
@@ -120,9 +125,15 @@ void launch_rope_typed(const RopeParams& p, cudaStream_t stream) {
   const bool vec = p.width % N == 0 && p.table_width % N == 0 && aligned16(p.x) &&
                    aligned16(p.out) && aligned16(p.cos) && aligned16(p.sin) &&
                    p.x_batch_stride % N == 0 && p.x_seq_stride % N == 0;
-  if (vec) {
-    const int tpr = lanes_per_row((p.width / N + kUnroll - 1) / kUnroll);
-    rope_vec_kernel<T, C><<<blocks_for_rows(rows, tpr), kThreads, 0, stream>>>(p, tpr);
+  const int64_t total = rows * (p.width / N);
+  if (vec && total < kFlatLimit) {
+    RopeDivs dv;
+    dv.width_vecs = make_fastdiv(static_cast<uint32_t>(p.width / N));
+    dv.seq = make_fastdiv(static_cast<uint32_t>(p.seq));
+    dv.table_width = make_fastdiv(static_cast<uint32_t>(p.table_width));
+    const int64_t blocks = (total + kThreads * kUnroll - 1) / (kThreads * kUnroll);
+    rope_vec_kernel<T, C><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        p, dv, static_cast<uint32_t>(total));
   } else {
     const int tpr = lanes_per_row(p.width / 2);
     rope_scalar_kernel<T, C><<<blocks_for_rows(rows, tpr), kThreads, 0, stream>>>(p, tpr);
@@ -173,39 +184,45 @@ __global__ void __launch_bounds__(kThreads) gelu_scalar_kernel(const T* __restri
 
 __device__ __forceinline__ int64_t row_offset(const RowMap& m, int64_t r) {
   if (m.inner == 1) return r * m.outer_stride;
+  if (r < kFlatLimit && m.inner < kFlatLimit) {
+    const uint32_t rr = static_cast<uint32_t>(r);
+    const uint32_t inner = static_cast<uint32_t>(m.inner);
+    const uint32_t q = rr / inner;
+    return static_cast<int64_t>(q) * m.outer_stride +
+           static_cast<int64_t>(rr - q * inner) * m.inner_stride;
+  }
   return (r / m.inner) * m.outer_stride + (r % m.inner) * m.inner_stride;
 }
 
-// out[r, j] = x[r, j] * gelu_tanh(x[r, d + j]), kUnroll vectors per lane per step.
+// out[r, j] = x[r, j] * gelu_tanh(x[r, d + j]), flat over the output's vectors (< 2^31),
+// kUnroll per thread with loads first.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) geglu_vec_kernel(const ActParams p, int tpr) {
+__global__ void __launch_bounds__(kThreads) geglu_vec_kernel(const ActParams p, const FastDiv dvecs,
+                                                             uint32_t total) {
   constexpr int N = kVec<T>;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / tpr) + threadIdx.x / tpr;
-  if (row >= p.rows) return;
-  const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row);
-  T* outr = static_cast<T*>(p.out) + row * p.width;
-  const int64_t dv = p.width / N;
-  for (int64_t v0 = threadIdx.x % tpr; v0 < dv; v0 += tpr * kUnroll) {
-    uint4 av[kUnroll], gv[kUnroll];
+  const uint32_t base = blockIdx.x * (kThreads * kUnroll) + threadIdx.x;
+  uint4 av[kUnroll], gv[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = v0 + u * tpr;
-      if (v < dv) {
-        av[u] = load16(xr + v * N);
-        gv[u] = load16(xr + p.width + v * N);
-      }
+  for (int u = 0; u < kUnroll; ++u) {
+    const uint32_t e = base + u * kThreads;
+    if (e < total) {
+      const uint32_t row = fdiv(dvecs, e);
+      const uint32_t col = (e - row * dvecs.d) * N;
+      const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row) + col;
+      av[u] = load16(xr);
+      gv[u] = load16(xr + p.width);
     }
+  }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = v0 + u * tpr;
-      if (v < dv) {
-        float a[N], g[N];
-        unpack<T>(av[u], a);
-        unpack<T>(gv[u], g);
+  for (int u = 0; u < kUnroll; ++u) {
+    const uint32_t e = base + u * kThreads;
+    if (e < total) {
+      float a[N], g[N];
+      unpack<T>(av[u], a);
+      unpack<T>(gv[u], g);
 #pragma unroll
-        for (int j = 0; j < N; ++j) a[j] *= gelu_tanh_f(g[j]);
-        store16(outr + v * N, pack<T>(a));
-      }
+      for (int j = 0; j < N; ++j) a[j] *= gelu_tanh_f(g[j]);
+      store16(static_cast<T*>(p.out) + static_cast<int64_t>(e) * N, pack<T>(a));
     }
   }
 }
@@ -242,9 +259,11 @@ void launch_activation_typed(const ActParams& p, cudaStream_t stream) {
   }
   const bool vec = p.width % N == 0 && aligned16(p.x.ptr) && aligned16(p.out) &&
                    p.x.outer_stride % N == 0 && p.x.inner_stride % N == 0;
-  if (vec) {
-    const int tpr = lanes_per_row((p.width / N + kUnroll - 1) / kUnroll);
-    geglu_vec_kernel<T><<<blocks_for_rows(p.rows, tpr), kThreads, 0, stream>>>(p, tpr);
+  const int64_t total = p.rows * (p.width / N);
+  if (vec && total < kFlatLimit) {
+    const int64_t blocks = (total + kThreads * kUnroll - 1) / (kThreads * kUnroll);
+    geglu_vec_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        p, make_fastdiv(static_cast<uint32_t>(p.width / N)), static_cast<uint32_t>(total));
   } else {
     const int tpr = lanes_per_row(p.width);
     geglu_scalar_kernel<T><<<blocks_for_rows(p.rows, tpr), kThreads, 0, stream>>>(p, tpr);
