@@ -141,21 +141,21 @@ void launch_rope_typed(const RopeParams& p, cudaStream_t stream) {
 }
 
 // ---- activations ---------------------------------------------------------------------------
-// gelu_tanh over a flat contiguous range: two 16-byte vectors per thread, scalar tail.
+// gelu_tanh over a flat contiguous range: kUnroll 16-byte vectors per thread, scalar tail.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) gelu_vec_kernel(const T* __restrict__ x,
                                                             T* __restrict__ out, int64_t n) {
   constexpr int N = kVec<T>;
   const int64_t nvec = n / N;
-  const int64_t base = static_cast<int64_t>(blockIdx.x) * (2 * kThreads) + threadIdx.x;
-  uint4 v[2];
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * (kUnroll * kThreads) + threadIdx.x;
+  uint4 v[kUnroll];
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
+  for (int u = 0; u < kUnroll; ++u) {
     const int64_t i = base + u * kThreads;
     if (i < nvec) v[u] = load16(x + i * N);
   }
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
+  for (int u = 0; u < kUnroll; ++u) {
     const int64_t i = base + u * kThreads;
     if (i < nvec) {
       float f[N];
@@ -248,7 +248,7 @@ void launch_activation_typed(const ActParams& p, cudaStream_t stream) {
     const int64_t n = p.width;
     if (aligned16(x) && aligned16(out)) {
       const int64_t nvec = n / N;
-      const int64_t blocks = std::max<int64_t>((nvec + 2 * kThreads - 1) / (2 * kThreads), 1);
+      const int64_t blocks = std::max<int64_t>((nvec + kUnroll * kThreads - 1) / (kUnroll * kThreads), 1);
       gelu_vec_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, out, n);
     } else {
       const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads,
