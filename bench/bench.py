@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""ltx_kernels benchmark (not a test): our ops vs F.rms_norm / eager / torch.compile, with the
+achieved TB/s and the fraction of the device-to-device copy ceiling measured in the same run.
+
+    HF_HUB_OFFLINE=1 python bench/bench.py [--root REPO] [--json results.json] [--quick]
+
+Timing: CUDA events around `iters` back-to-back calls after `warmup` calls (the method of
+shared/notes/anchors.md: hot, same buffers), median of `repeats` such runs. "graph" columns
+replay the same calls captured in a CUDA graph: device time without Python launch overhead.
+Bytes: each input read once plus each output written once (conditioning rows and tables that
+are shared across rows count once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+import torch.nn.functional as F
+
+
+def time_loop(fn, iters, warmup, repeats):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    runs = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(iters):
+            fn()
+        b.record()
+        b.synchronize()
+        runs.append(a.elapsed_time(b) / iters)
+    return statistics.median(runs)
+
+
+def time_graph(fn, calls=20, replays=10, repeats=5):
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                fn()
+        g.replay()
+        torch.cuda.synchronize()
+        runs = []
+        for _ in range(repeats):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(replays):
+                g.replay()
+            b.record()
+            b.synchronize()
+            runs.append(a.elapsed_time(b) / (replays * calls))
+        return statistics.median(runs)
+    except Exception as e:  # noqa: BLE001 - a baseline that cannot be captured is reported as such
+        print(f"    (graph capture failed: {type(e).__name__}: {str(e)[:80]})")
+        return float("nan")
+
+
+def copy_ceiling(args):
+    n = (2 << 30) // 2  # 2 GiB of bf16
+    src = torch.randn(n // 1024, 1024, device="cuda").to(torch.bfloat16).view(-1)
+    dst = torch.empty_like(src)
+    ms = time_loop(lambda: dst.copy_(src), 20, 5, args.repeats)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * n * 2 / (ms * 1e-3) / 1e12
+
+
+def compiled(fn):
+    return torch.compile(fn, dynamic=False, fullgraph=True)
+
+
+def row(name, shape, nbytes, ms, ceiling, graph_ms=float("nan")):
+    tbs = nbytes / (ms * 1e-3) / 1e12
+    return dict(name=name, shape=shape, ms=ms, graph_ms=graph_ms, tbs=tbs, pct=100 * tbs / ceiling)
+
+
+def fmt(r, ref_ms=None):
+    speed = f"{ref_ms / r['ms']:5.2f}x" if ref_ms else "      "
+    g = f"{r['graph_ms']:.4f}" if not math.isnan(r["graph_ms"]) else "   -  "
+    return (
+        f"  {r['name']:<22} {r['ms']:9.4f} {g:>9} {r['tbs']:7.2f} {r['pct']:6.1f}%  {speed}"
+    )
+
+
+HEADER = f"  {'impl':<22} {'ms':>9} {'graph ms':>9} {'TB/s':>7} {'%copy':>7}  vs ours"
+
+
+def bench_rms_norm(lk, args, ceiling, results):
+    shapes = [(1, 1024, 2048), (2, 1024, 2048), (4, 1024, 2048), (2, 4096, 3072), (4, 4096, 3072), (8, 8192, 4096)]
+    if args.quick:
+        shapes = shapes[::2]
+    eps = 1e-6
+    print("\n== rms_norm, bfloat16, weight, eps 1e-6 ==")
+    for shape in shapes:
+        x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(shape[-1], device="cuda", dtype=torch.bfloat16)
+        h = shape[-1]
+        nbytes = x.numel() * 2 * 2 + h * 2
+        formula = lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w  # noqa: E731
+        fc = compiled(lambda a, b: a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + eps) * b)
+        impls = {
+            "ltx_kernels.rms_norm": lambda: lk.rms_norm(x, w, eps),
+            "F.rms_norm": lambda: F.rms_norm(x, (h,), w, eps),
+            "torch.compile(formula)": lambda: fc(x, w),
+            "eager formula": formula,
+        }
+        # correctness guard on the benchmarked data
+        ref = F.rms_norm(x.float(), (h,), w.float(), eps)
+        err = ((lk.rms_norm(x, w, eps).float() - ref).norm() / ref.norm()).item()
+        print(f" {'x'.join(map(str, shape))}  (rel err vs fp32 {err:.1e})")
+        print(HEADER)
+        rows = []
+        for name, fn in impls.items():
+            ms = time_loop(fn, args.iters, args.warmup, args.repeats)
+            gms = time_graph(fn) if name in ("ltx_kernels.rms_norm", "F.rms_norm") else float("nan")
+            rows.append(row(name, shape, nbytes, ms, ceiling, gms))
+        for r in rows:
+            print(fmt(r, rows[0]["ms"]))
+            results.append(dict(op="rms_norm", **r))
+        del x, w
+
+
+def bench_fused(lk, args, ceiling, results):
+    eps = 1e-6
+    b, s, h = 4, 4096, 3072
+    dt = torch.bfloat16
+    x = torch.randn(b, s, h, device="cuda", dtype=dt)
+    res = torch.randn_like(x)
+    gate = torch.randn(b, h, device="cuda", dtype=dt)
+    scale = torch.randn(b, 1, h, device="cuda", dtype=dt) * 0.1
+    shift = torch.randn(b, 1, h, device="cuda", dtype=dt) * 0.1
+    n = x.numel()
+
+    def gated_eager(x, res, gate):
+        return res + torch.tanh(gate).unsqueeze(1) * F.rms_norm(x, (h,), None, eps)
+
+    def adaln_rms_eager(x, scale, shift):
+        return F.rms_norm(x, (h,), None, eps) * (1 + scale) + shift
+
+    def adaln_layer_eager(x, scale, shift):
+        return F.layer_norm(x, (h,), None, None, eps) * (1 + scale) + shift
+
+    heads, hd, S = 32, 64, 8192
+    q = torch.randn(2, S, heads, hd, device="cuda", dtype=dt)
+    ang = torch.rand(S, hd, device="cuda") * 6.3
+    cos_h, sin_h = ang.cos(), ang.sin()
+    cos_f, sin_f = lk.rope_3d_tables(8, 32, 32, heads * hd, batch_size=2, device="cuda")
+    q3 = q.flatten(2)
+
+    def rope_eager(x, cos, sin):  # diffusers' LTX apply_rotary_emb on [B, S, C]
+        x_real, x_imag = x.unflatten(2, (-1, 2)).unbind(-1)
+        x_rot = torch.stack([-x_imag, x_real], dim=-1).flatten(2)
+        return (x.float() * cos + x_rot.float() * sin).to(x.dtype)
+
+    def rope_head_eager(x, cos, sin):  # [B, S, heads, D] with a [S, D] table
+        x_real, x_imag = x.unflatten(-1, (-1, 2)).unbind(-1)
+        x_rot = torch.stack([-x_imag, x_real], dim=-1).flatten(-2)
+        return (x.float() * cos[:, None] + x_rot.float() * sin[:, None]).to(x.dtype)
+
+    xg = torch.randn(2, 4096, 2 * 8192, device="cuda", dtype=dt)
+    xa = torch.randn(4, 4096, 8192, device="cuda", dtype=dt)
+
+    def geglu_eager(x):
+        a, g = x.chunk(2, dim=-1)
+        return a * F.gelu(g, approximate="tanh")
+
+    cases = [
+        ("fused_residual_gated_rms_norm", f"{b}x{s}x{h}, gate [B,H]", 3 * n * 2,
+         lambda: lk.fused_residual_gated_rms_norm(x, res, gate, None, eps), gated_eager, (x, res, gate)),
+        ("adaln rms", f"{b}x{s}x{h}, scale/shift [B,1,H]", 2 * n * 2,
+         lambda: lk.adaln(x, scale, shift, None, eps, "rms"), adaln_rms_eager, (x, scale, shift)),
+        ("adaln layer", f"{b}x{s}x{h}, scale/shift [B,1,H]", 2 * n * 2,
+         lambda: lk.adaln(x, scale, shift, None, eps, "layer"), adaln_layer_eager, (x, scale, shift)),
+        ("rope_3d head table", f"2x{S}x{heads}x{hd}, fp32 [S,D]", 2 * q.numel() * 2 + 2 * cos_h.numel() * 4,
+         lambda: lk.rope_3d(q, cos_h, sin_h), rope_head_eager, (q, cos_h, sin_h)),
+        ("rope_3d LTX table", f"2x{S}x{heads * hd}, fp32 [B,S,C]", 2 * q.numel() * 2 + 2 * cos_f.numel() * 4,
+         lambda: lk.rope_3d(q3, cos_f, sin_f), rope_eager, (q3, cos_f, sin_f)),
+        ("geglu", "2x4096x(2x8192)", xg.numel() * 2 * 3 // 2,
+         lambda: lk.geglu(xg), geglu_eager, (xg,)),
+        ("gelu_tanh", "4x4096x8192", xa.numel() * 2 * 2,
+         lambda: lk.gelu_tanh(xa), lambda x: F.gelu(x, approximate="tanh"), (xa,)),
+    ]
+    if args.quick:
+        cases = cases[:2]
+    print("\n== fused ops, bfloat16 ==")
+    for name, shape, nbytes, ours, eager, inputs in cases:
+        c = compiled(eager)
+        expected = eager(*inputs).float()
+        err = ((ours().float() - expected).norm() / expected.norm()).item()
+        print(f" {name}: {shape}  (rel err vs eager {err:.1e}; byte-count limit "
+              f"{nbytes / (ceiling * 1e12) * 1e3:.4f} ms)")
+        print(HEADER)
+        rows = []
+        for label, fn in [("ltx_kernels", ours), ("torch.compile", lambda: c(*inputs)), ("eager", lambda: eager(*inputs))]:
+            ms = time_loop(fn, args.iters, args.warmup, args.repeats)
+            gms = time_graph(fn) if label != "eager" else float("nan")
+            rows.append(row(label, shape, nbytes, ms, ceiling, gms))
+        for r in rows:
+            print(fmt(r, rows[0]["ms"]))
+            results.append(dict(op=name, **r))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+
+    import kernels
+
+    lk = kernels.get_local_kernel(args.root, backend="cuda")
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  kernel {lk.__name__}")
+    ceiling = copy_ceiling(args)
+    print(f"copy ceiling (2 GiB bf16 device-to-device, read+write): {ceiling:.3f} TB/s")
+    results = []
+    bench_rms_norm(lk, args, ceiling, results)
+    bench_fused(lk, args, ceiling, results)
+    if args.json:
+        args.json.write_text(json.dumps(dict(ceiling_tbs=ceiling, device=torch.cuda.get_device_name(),
+                                             torch=torch.__version__, results=results), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+// CPU implementations of every op, so that machines without a GPU build, load and test the
+// whole API through `kernels`. Same formulas as the CUDA kernels, fp32 accumulation, rows
+// spread over threads with at::parallel_for.
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Exception.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "../ltx_kernels.h"
+
+namespace ltx {
+namespace {
+
+int64_t row_offset(const RowMap& m, int64_t r) {
+  if (m.inner == 1) return r * m.outer_stride;
+  return (r / m.inner) * m.outer_stride + (r % m.inner) * m.inner_stride;
+}
+
+float gelu_tanh_f(float x) {
+  const float k0 = 0.7978845608028654f;
+  const float k1 = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(k0 * (x + k1 * x * x * x)));
+}
+
+// Rows per parallel_for task: about 32k elements of work each.
+int64_t grain(int64_t width) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(width, 1)); }
+
+template <typename T>
+void norm_rows(const NormParams& p) {
+  const int64_t h = p.hidden;
+  const T* w = static_cast<const T*>(p.weight);
+  at::parallel_for(0, p.rows, grain(h), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* x = static_cast<const T*>(p.x.ptr) + row_offset(p.x, r);
+      T* out = static_cast<T*>(p.out) + r * h;
+      float mean = 0.0f;
+      float acc = 0.0f;
+      if (p.kind == NormKind::AdaLnLayer) {
+        for (int64_t i = 0; i < h; ++i) mean += static_cast<float>(x[i]);
+        mean /= static_cast<float>(h);
+        for (int64_t i = 0; i < h; ++i) {
+          const float d = static_cast<float>(x[i]) - mean;
+          acc += d * d;
+        }
+      } else {
+        for (int64_t i = 0; i < h; ++i) {
+          const float f = static_cast<float>(x[i]);
+          acc += f * f;
+        }
+      }
+      const float rstd = 1.0f / std::sqrt(acc / static_cast<float>(h) + p.eps);
+      const T* a = nullptr;
+      const T* b = nullptr;
+      if (p.kind == NormKind::GatedResidual) {
+        a = static_cast<const T*>(p.residual.ptr) + row_offset(p.residual, r);
+        b = static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, r);
+      } else if (p.kind != NormKind::Rms) {
+        a = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, r);
+        b = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, r);
+      }
+      for (int64_t i = 0; i < h; ++i) {
+        float y = (static_cast<float>(x[i]) - mean) * rstd;
+        if (w != nullptr) y *= static_cast<float>(w[i]);
+        switch (p.kind) {
+          case NormKind::Rms:
+            break;
+          case NormKind::GatedResidual:
+            y = static_cast<float>(a[i]) + std::tanh(static_cast<float>(b[i])) * y;
+            break;
+          case NormKind::AdaLnRms:
+          case NormKind::AdaLnLayer:
+            y = y * (1.0f + static_cast<float>(a[i])) + static_cast<float>(b[i]);
+            break;
+        }
+        out[i] = static_cast<T>(y);
+      }
+    }
+  });
+}
+
+template <typename T, typename C>
+void rope_rows(const RopeParams& p) {
+  const int64_t rows = p.batch * p.seq;
+  at::parallel_for(0, rows, grain(p.width), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / p.seq;
+      const int64_t s = r % p.seq;
+      const T* x = static_cast<const T*>(p.x) + b * p.x_batch_stride + s * p.x_seq_stride;
+      T* out = static_cast<T*>(p.out) + r * p.width;
+      const int64_t toff = ((p.table_batch == 1 ? 0 : b) * p.seq + s) * p.table_width;
+      const C* c = static_cast<const C*>(p.cos) + toff;
+      const C* sn = static_cast<const C*>(p.sin) + toff;
+      for (int64_t col = 0; col < p.width; col += 2) {
+        const int64_t t = col % p.table_width;
+        const float x0 = static_cast<float>(x[col]);
+        const float x1 = static_cast<float>(x[col + 1]);
+        out[col] = static_cast<T>(x0 * static_cast<float>(c[t]) - x1 * static_cast<float>(sn[t]));
+        out[col + 1] =
+            static_cast<T>(x1 * static_cast<float>(c[t + 1]) + x0 * static_cast<float>(sn[t + 1]));
+      }
+    }
+  });
+}
+
+template <typename T>
+void activation_rows(const ActParams& p) {
+  const int64_t d = p.width;
+  if (p.kind == ActKind::GeluTanh && p.rows == 1) {
+    // The binding passes gelu_tanh a flat range: split it by elements.
+    const T* x = static_cast<const T*>(p.x.ptr);
+    T* out = static_cast<T*>(p.out);
+    at::parallel_for(0, d, 32768, [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; ++j) out[j] = static_cast<T>(gelu_tanh_f(static_cast<float>(x[j])));
+    });
+    return;
+  }
+  at::parallel_for(0, p.rows, grain(d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* x = static_cast<const T*>(p.x.ptr) + row_offset(p.x, r);
+      T* out = static_cast<T*>(p.out) + r * d;
+      if (p.kind == ActKind::Geglu) {
+        for (int64_t j = 0; j < d; ++j) {
+          out[j] = static_cast<T>(static_cast<float>(x[j]) * gelu_tanh_f(static_cast<float>(x[d + j])));
+        }
+      } else {
+        for (int64_t j = 0; j < d; ++j) out[j] = static_cast<T>(gelu_tanh_f(static_cast<float>(x[j])));
+      }
+    }
+  });
+}
+
+template <typename F>
+void dispatch(c10::ScalarType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case c10::ScalarType::Float:
+      return f(float{});
+    case c10::ScalarType::Half:
+      return f(c10::Half{});
+    case c10::ScalarType::BFloat16:
+      return f(c10::BFloat16{});
+    default:
+      TORCH_CHECK(false, "ltx_kernels.", op, ": unsupported dtype ", dtype);
+  }
+}
+
+}  // namespace
+
+void launch_norm(const NormParams& p) {
+  if (p.rows == 0 || p.hidden == 0) return;
+  dispatch(p.dtype, "norm", [&](auto tag) { norm_rows<decltype(tag)>(p); });
+}
+
+void launch_rope(const RopeParams& p) {
+  if (p.batch == 0 || p.seq == 0 || p.width == 0) return;
+  const bool fp32_table = p.table_dtype == c10::ScalarType::Float;
+  TORCH_CHECK(fp32_table || p.table_dtype == p.dtype,
+              "ltx_kernels.rope_3d: cos/sin must be float32 or the dtype of x");
+  dispatch(p.dtype, "rope_3d", [&](auto tag) {
+    using T = decltype(tag);
+    if (fp32_table) {
+      rope_rows<T, float>(p);
+    } else {
+      rope_rows<T, T>(p);
+    }
+  });
+}
+
+void launch_activation(const ActParams& p) {
+  if (p.rows == 0 || p.width == 0) return;
+  dispatch(p.dtype, p.kind == ActKind::Geglu ? "geglu" : "gelu_tanh",
+           [&](auto tag) { activation_rows<decltype(tag)>(p); });
+}
+
+}  // namespace ltx

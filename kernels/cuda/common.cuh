@@ -1,0 +1,258 @@
+// Shared device helpers: 16-byte packed vectors, fp32 conversions, reductions, launch checks.
+// torch builds extensions with -D__CUDA_NO_HALF_OPERATORS__ (and friends), so every half/bf16
+// conversion below is explicit.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <c10/core/ScalarType.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+
+#include "kbuild_dtypes.h"
+
+namespace ltx {
+
+// ---- conversions -----------------------------------------------------------------------
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// ---- 16-byte vectors ---------------------------------------------------------------------
+// A uint4 holds kVec<T> elements; unpack/pack convert the whole vector to/from fp32.
+template <typename T>
+inline constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+
+template <typename T>
+__device__ __forceinline__ void unpack(const uint4& r, float (&f)[kVec<T>]);
+template <typename T>
+__device__ __forceinline__ uint4 pack(const float (&f)[kVec<T>]);
+
+template <>
+__device__ __forceinline__ void unpack<float>(const uint4& r, float (&f)[4]) {
+  f[0] = __uint_as_float(r.x);
+  f[1] = __uint_as_float(r.y);
+  f[2] = __uint_as_float(r.z);
+  f[3] = __uint_as_float(r.w);
+}
+template <>
+__device__ __forceinline__ uint4 pack<float>(const float (&f)[4]) {
+  return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                    __float_as_uint(f[3]));
+}
+
+template <>
+__device__ __forceinline__ void unpack<__half>(const uint4& r, float (&f)[8]) {
+  const __half2* h = reinterpret_cast<const __half2*>(&r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __half22float2(h[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+template <>
+__device__ __forceinline__ uint4 pack<__half>(const float (&f)[8]) {
+  uint4 r;
+  __half2* h = reinterpret_cast<__half2*>(&r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+  return r;
+}
+
+template <>
+__device__ __forceinline__ void unpack<__nv_bfloat16>(const uint4& r, float (&f)[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+template <>
+__device__ __forceinline__ uint4 pack<__nv_bfloat16>(const float (&f)[8]) {
+  uint4 r;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return r;
+}
+
+// Read-only loads through the non-coherent path; inputs never alias a live output except
+// element-for-element (out is x), where every element is read before it is written.
+__device__ __forceinline__ uint4 load16(const void* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
+}
+__device__ __forceinline__ void store16(void* p, const uint4& v) {
+  *reinterpret_cast<uint4*>(p) = v;
+}
+
+// ---- math --------------------------------------------------------------------------------
+// tanh through one exp: 1 - 2 / (exp(2|v|) + 1), sign restored. Absolute error ~1e-7; saturates
+// cleanly (exp -> inf gives 1).
+__device__ __forceinline__ float tanh_fast(float v) {
+  const float e = __expf(2.0f * fabsf(v));
+  const float t = 1.0f - 2.0f / (e + 1.0f);
+  return copysignf(t, v);
+}
+
+// gelu with the tanh approximation, written as x * sigmoid(2u) (identical to
+// 0.5 x (1 + tanh(u))) so that no cancellation occurs for negative x.
+__device__ __forceinline__ float gelu_tanh_f(float x) {
+  const float k0 = 0.7978845608028654f;  // sqrt(2 / pi)
+  const float k1 = 0.044715f;
+  const float u = k0 * (x + k1 * x * x * x);
+  return x / (1.0f + __expf(-2.0f * u));
+}
+
+// ---- reductions --------------------------------------------------------------------------
+// Sum over groups of `G` consecutive lanes (G a power of two <= 32). Every lane of the warp
+// must call it.
+template <int G>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o, G);
+  return v;
+}
+
+// Sum over the whole block; `scratch` holds >= 32 floats. Result is returned to every thread.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = group_sum<32>(v);
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? scratch[lane] : 0.0f;
+  return group_sum<32>(v);
+}
+
+// Two sums at once (one barrier round for both): the block-wide version of group_sum on
+// a pair. `scratch` holds >= 32 float2.
+__device__ __forceinline__ float2 block_sum2(float2 v, float2* scratch) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v.x = group_sum<32>(v.x);
+  v.y = group_sum<32>(v.y);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? scratch[lane] : make_float2(0.0f, 0.0f);
+  v.x = group_sum<32>(v.x);
+  v.y = group_sum<32>(v.y);
+  return v;
+}
+
+// ---- division by a run-time invariant -------------------------------------------------------
+// n / d as a multiply-high and a shift (the IntDivider scheme): exact for n < 2^31, d >= 1.
+struct FastDiv {
+  uint32_t d = 1;
+  uint32_t m = 1;
+  uint32_t s = 0;
+};
+inline FastDiv make_fastdiv(uint32_t d) {
+  FastDiv f;
+  f.d = d;
+  while ((uint64_t{1} << f.s) < d) ++f.s;
+  f.m = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << f.s) - d)) / d + 1);
+  return f;
+}
+__device__ __forceinline__ uint32_t fdiv(const FastDiv& f, uint32_t n) {
+  return (__umulhi(n, f.m) + n) >> f.s;
+}
+
+// ---- host helpers ------------------------------------------------------------------------
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+inline int sm_count(int device) {
+  static int cached[64] = {0};
+  if (device < 0 || device >= 64) return 132;
+  if (cached[device] == 0) {
+    int n = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    cached[device] = n;
+  }
+  return cached[device];
+}
+
+// After a launch: a kernel missing from this GPU's cubin (e.g. bfloat16 on sm_75, which the
+// capability matrix leaves out) surfaces as "no kernel image"; say which op and dtype.
+inline void check_launch(const char* op, c10::ScalarType dtype, int device) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return;
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    TORCH_CHECK(false, "ltx_kernels.", op, ": no ", c10::toString(dtype),
+                " kernel was built for compute capability ", major, ".", minor,
+                " (see [kbuild.cuda-capabilities] in build.toml; sm_7x builds float32 and "
+                "float16 only)");
+  }
+  TORCH_CHECK(false, "ltx_kernels.", op, ": CUDA launch failed: ", cudaGetErrorString(err));
+}
+
+}  // namespace ltx
+
+// Dispatch on the supported dtypes. The cases follow kbuild_dtypes.h: host code sees every
+// dtype of the capability matrix, while a device pass for an arch without bfloat16 (sm_75)
+// preprocesses the bf16 case away, so no bf16 kernel is instantiated into that arch's cubin.
+// Python's `_capabilities.check_dtype` keeps such a kernel from ever being asked for there,
+// and check_launch turns a "no kernel image" error into a readable one if it is.
+#if KBUILD_HAS_FP32
+#define LTX_CASE_FP32(...)          \
+  case c10::ScalarType::Float: {    \
+    using scalar_t = float;         \
+    return __VA_ARGS__();           \
+  }
+#else
+#define LTX_CASE_FP32(...)
+#endif
+#if KBUILD_HAS_FP16
+#define LTX_CASE_FP16(...)          \
+  case c10::ScalarType::Half: {     \
+    using scalar_t = __half;        \
+    return __VA_ARGS__();           \
+  }
+#else
+#define LTX_CASE_FP16(...)
+#endif
+#if KBUILD_HAS_BF16
+#define LTX_CASE_BF16(...)            \
+  case c10::ScalarType::BFloat16: {   \
+    using scalar_t = __nv_bfloat16;   \
+    return __VA_ARGS__();             \
+  }
+#else
+#define LTX_CASE_BF16(...)
+#endif
+
+#define LTX_DISPATCH(DTYPE, OP, ...)                                           \
+  [&] {                                                                        \
+    switch (DTYPE) {                                                           \
+      LTX_CASE_FP32(__VA_ARGS__)                                               \
+      LTX_CASE_FP16(__VA_ARGS__)                                               \
+      LTX_CASE_BF16(__VA_ARGS__)                                               \
+      default:                                                                 \
+        TORCH_CHECK(false, "ltx_kernels.", OP, ": unsupported dtype ", DTYPE); \
+    }                                                                          \
+  }()

@@ -1,0 +1,520 @@
+// RMSNorm, Mochi's gated residual RMSNorm and AdaLN (RMS or LayerNorm statistics) for rows of
+// a [rows, hidden] view. One template covers all four: load the row once into registers as
+// 16-byte vectors, reduce the statistics in fp32 (warp shuffles, plus shared memory when a row
+// spans several warps), then apply the op's epilogue and store. Rows whose size or alignment
+// does not fit 16-byte vectors take a scalar two-pass kernel.
+#include "../ltx_kernels.h"
+#include "common.cuh"
+
+#include <algorithm>
+
+// Tuning knobs (see bench/NOTES.md for the measurements behind the defaults).
+#ifndef LTX_NORM_PREFETCH  // load weight and per-row operands before the reduction
+#define LTX_NORM_PREFETCH 1
+#endif
+#ifndef LTX_NORM_MAX_THREADS  // block-per-row kernels: threads per row at most (VPT < 8)
+#define LTX_NORM_MAX_THREADS 256
+#endif
+#ifndef LTX_NORM_MIN_BLOCKS  // __launch_bounds__ min blocks per SM (caps registers)
+#define LTX_NORM_MIN_BLOCKS 1
+#endif
+#ifndef LTX_NORM_PERSISTENT  // block-per-row rows: persistent blocks, next row loaded early
+#define LTX_NORM_PERSISTENT 1
+#endif
+#ifndef LTX_LAYER_ONEPASS  // LayerNorm statistics: one shifted (sum, sumsq) reduction
+#define LTX_LAYER_ONEPASS 1
+#endif
+
+namespace ltx {
+namespace {
+
+// rows < 2^31 (checked on the host), so 32-bit division suffices.
+__device__ __forceinline__ int64_t row_offset(const RowMap& m, int64_t r) {
+  if (m.inner == 1) return r * m.outer_stride;
+  const uint32_t rr = static_cast<uint32_t>(r);
+  const uint32_t inner = static_cast<uint32_t>(m.inner);
+  const uint32_t q = rr / inner;
+  return static_cast<int64_t>(q) * m.outer_stride + static_cast<int64_t>(rr - q * inner) * m.inner_stride;
+}
+
+template <int G>
+__device__ __forceinline__ float reduce(float v, float2* scratch) {
+  if constexpr (G > 0) {
+    return group_sum<G>(v);
+  } else {
+    return block_sum(v, reinterpret_cast<float*>(scratch));
+  }
+}
+
+template <int G>
+__device__ __forceinline__ float2 reduce2(float2 v, float2* scratch) {
+  if constexpr (G > 0) {
+    return make_float2(group_sum<G>(v.x), group_sum<G>(v.y));
+  } else {
+    return block_sum2(v, scratch);
+  }
+}
+
+// Elementwise epilogue shared by the vector and scalar kernels. `n` is the normalized value
+// (x - mean) * rstd, `w` the weight (1 without one); the op's other operands are read by the
+// caller and passed in.
+template <NormKind K>
+__device__ __forceinline__ float epilogue(float n, float w, float a, float b) {
+  const float y = n * w;
+  if constexpr (K == NormKind::Rms) {
+    return y;
+  } else if constexpr (K == NormKind::GatedResidual) {
+    return a + tanh_fast(b) * y;  // a = residual, b = gate
+  } else {
+    return y * (1.0f + a) + b;  // a = scale, b = shift
+  }
+}
+
+// G > 0: groups of G lanes own one row each (G <= 32). G == 0: the block owns one row.
+// Each thread keeps VPT 16-byte vectors of its row in registers between the two phases. The
+// weight and the per-row operands (residual, gate, scale, shift) do not depend on the
+// statistics: for VPT <= 4 their loads are issued together with x's, before the reduction, so
+// a row costs one memory latency instead of two.
+constexpr int kMaxThreads(int vpt, int g) {
+  return g > 0 ? 256 : (vpt < 8 ? (LTX_NORM_MAX_THREADS > 256 ? LTX_NORM_MAX_THREADS : 256) : 512);
+}
+
+template <typename T, NormKind K, int VPT, int G>
+__global__ void __launch_bounds__(kMaxThreads(VPT, G), LTX_NORM_MIN_BLOCKS) norm_vec_kernel(const NormParams p) {
+  constexpr int N = kVec<T>;
+  constexpr bool kPrefetch = LTX_NORM_PREFETCH && VPT <= 4;
+  constexpr bool kTwoOperands = K != NormKind::Rms;  // (a, b) = (residual, gate) or (scale, shift)
+  __shared__ float2 scratch[32];
+  const int nvec = static_cast<int>(p.hidden / N);
+  int64_t row;
+  int lane;
+  int nthreads;
+  if constexpr (G > 0) {
+    row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+    lane = threadIdx.x % G;
+    nthreads = G;
+  } else {
+    row = blockIdx.x;
+    lane = threadIdx.x;
+    nthreads = blockDim.x;
+  }
+  // Lanes past the last row still take part in the shuffles; they load and store nothing.
+  const bool valid = row < p.rows;
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+
+  const T* xr = static_cast<const T*>(p.x.ptr) + (valid ? row_offset(p.x, row) : 0);
+  const T* wr = static_cast<const T*>(p.weight);
+  const T* ar = nullptr;
+  const T* br = nullptr;
+  if (valid) {
+    if constexpr (K == NormKind::GatedResidual) {
+      ar = static_cast<const T*>(p.residual.ptr) + row_offset(p.residual, row);
+      br = static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, row);
+    } else if constexpr (kTwoOperands) {
+      ar = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, row);
+      br = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, row);
+    }
+  }
+
+  uint4 xv[VPT];
+  uint4 wv[kPrefetch ? VPT : 1];
+  uint4 av[kTwoOperands ? VPT : 1];  // the residual is always kept; scale only with kPrefetch
+  uint4 bv[kTwoOperands && kPrefetch ? VPT : 1];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = lane + i * nthreads;
+    const bool in = valid && v < nvec;
+    xv[i] = in ? load16(xr + v * N) : zero;
+    if constexpr (kPrefetch) {
+      wv[i] = (in && wr != nullptr) ? load16(wr + v * N) : zero;
+    }
+    if constexpr (kTwoOperands && (kPrefetch || K == NormKind::GatedResidual)) {
+      av[i] = in ? load16(ar + v * N) : zero;
+    }
+    if constexpr (kTwoOperands && kPrefetch) {
+      bv[i] = in ? load16(br + v * N) : zero;
+    }
+  }
+
+  const float inv_h = 1.0f / static_cast<float>(p.hidden);
+  float mean = 0.0f;
+  float rstd;
+  if constexpr (K == NormKind::AdaLnLayer && !LTX_LAYER_ONEPASS) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      float f[N];
+      unpack<T>(xv[i], f);
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc += f[j];
+    }
+    mean = reduce<G>(acc, scratch) * inv_h;
+    float sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (lane + i * nthreads < nvec) {
+        float f[N];
+        unpack<T>(xv[i], f);
+#pragma unroll
+        for (int j = 0; j < N; ++j) sq += (f[j] - mean) * (f[j] - mean);
+      }
+    }
+    rstd = rsqrtf(reduce<G>(sq, scratch) * inv_h + p.eps);
+  } else if constexpr (K == NormKind::AdaLnLayer) {
+    // One reduction of (sum d, sum d^2) with d = x - x[0]: shifting by a value of the row keeps
+    // E[d^2] - E[d]^2 free of the cancellation that E[x^2] - E[x]^2 has for large means.
+    const float ref = valid ? to_float(xr[0]) : 0.0f;
+    float2 acc = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (lane + i * nthreads < nvec) {
+        float f[N];
+        unpack<T>(xv[i], f);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const float dv = f[j] - ref;
+          acc.x += dv;
+          acc.y += dv * dv;
+        }
+      }
+    }
+    acc = reduce2<G>(acc, scratch);
+    const float dmean = acc.x * inv_h;
+    mean = ref + dmean;
+    rstd = rsqrtf(fmaxf(acc.y * inv_h - dmean * dmean, 0.0f) + p.eps);
+  } else {
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      float f[N];
+      unpack<T>(xv[i], f);
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc += f[j] * f[j];
+    }
+    acc = reduce<G>(acc, scratch);
+    rstd = rsqrtf(acc * inv_h + p.eps);
+  }
+  if (!valid) return;
+
+  T* outr = static_cast<T*>(p.out) + row * p.hidden;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = lane + i * nthreads;
+    if (v < nvec) {
+      float f[N], w[N], a[N], b[N], y[N];
+      unpack<T>(xv[i], f);
+      if (wr != nullptr) {
+        unpack<T>(kPrefetch ? wv[i] : load16(wr + v * N), w);
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) w[j] = 1.0f;
+      }
+      if constexpr (kTwoOperands) {
+        if constexpr (kPrefetch) {
+          unpack<T>(av[i], a);
+          unpack<T>(bv[i], b);
+        } else {
+          unpack<T>(K == NormKind::GatedResidual ? av[i] : load16(ar + v * N), a);
+          unpack<T>(load16(br + v * N), b);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) a[j] = b[j] = 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < N; ++j) y[j] = epilogue<K>((f[j] - mean) * rstd, w[j], a[j], b[j]);
+      store16(outr + v * N, pack<T>(y));
+    }
+  }
+}
+
+// Persistent, software-pipelined version of the block-per-row case: a block walks rows
+// blockIdx.x, + gridDim.x, ...; the loads of its next row (x and the per-row operands) are in
+// flight while the current row is reduced and stored, and the weight is loaded once per block.
+// Keeps DRAM busy across the reduction's barriers instead of relying on other resident blocks.
+template <typename T, NormKind K, int VPT>
+struct RowRegs {
+  static constexpr bool kTwo = K != NormKind::Rms;
+  uint4 x[VPT];
+  uint4 a[kTwo ? VPT : 1];
+  uint4 b[kTwo ? VPT : 1];
+  float ref;  // AdaLnLayer: the row's first element (shift for the one-pass variance)
+};
+
+template <typename T, NormKind K, int VPT>
+__device__ __forceinline__ void load_row(const NormParams& p, int64_t row, int nvec,
+                                         RowRegs<T, K, VPT>& r) {
+  constexpr int N = kVec<T>;
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row);
+  const T* ar = nullptr;
+  const T* br = nullptr;
+  if constexpr (K == NormKind::GatedResidual) {
+    ar = static_cast<const T*>(p.residual.ptr) + row_offset(p.residual, row);
+    br = static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, row);
+  } else if constexpr (K != NormKind::Rms) {
+    ar = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, row);
+    br = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, row);
+  }
+  if constexpr (K == NormKind::AdaLnLayer) r.ref = to_float(xr[0]);
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = threadIdx.x + i * blockDim.x;
+    const bool in = v < nvec;
+    r.x[i] = in ? load16(xr + v * N) : zero;
+    if constexpr (K != NormKind::Rms) {
+      r.a[i] = in ? load16(ar + v * N) : zero;
+      r.b[i] = in ? load16(br + v * N) : zero;
+    }
+  }
+}
+
+template <typename T, NormKind K, int VPT>
+__device__ __forceinline__ void finish_row(const NormParams& p, int64_t row, int nvec,
+                                           const RowRegs<T, K, VPT>& r, const uint4 (&wv)[VPT],
+                                           bool has_w, float2* scratch) {
+  constexpr int N = kVec<T>;
+  const float inv_h = 1.0f / static_cast<float>(p.hidden);
+  float mean = 0.0f;
+  float rstd;
+  if constexpr (K == NormKind::AdaLnLayer) {
+    // Shifted one-pass statistics, as in norm_vec_kernel; r.ref is the row's first element.
+    float2 acc = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      if (static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x) < nvec) {
+        float f[N];
+        unpack<T>(r.x[i], f);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          const float dv = f[j] - r.ref;
+          acc.x += dv;
+          acc.y += dv * dv;
+        }
+      }
+    }
+    acc = block_sum2(acc, scratch);
+    const float dmean = acc.x * inv_h;
+    mean = r.ref + dmean;
+    rstd = rsqrtf(fmaxf(acc.y * inv_h - dmean * dmean, 0.0f) + p.eps);
+  } else {
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      float f[N];
+      unpack<T>(r.x[i], f);
+#pragma unroll
+      for (int j = 0; j < N; ++j) acc += f[j] * f[j];
+    }
+    rstd = rsqrtf(block_sum(acc, reinterpret_cast<float*>(scratch)) * inv_h + p.eps);
+  }
+  T* outr = static_cast<T*>(p.out) + row * p.hidden;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = threadIdx.x + i * blockDim.x;
+    if (v < nvec) {
+      float f[N], w[N], a[N], b[N], y[N];
+      unpack<T>(r.x[i], f);
+      if (has_w) {
+        unpack<T>(wv[i], w);
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) w[j] = 1.0f;
+      }
+      if constexpr (K != NormKind::Rms) {
+        unpack<T>(r.a[i], a);
+        unpack<T>(r.b[i], b);
+      } else {
+#pragma unroll
+        for (int j = 0; j < N; ++j) a[j] = b[j] = 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < N; ++j) y[j] = epilogue<K>((f[j] - mean) * rstd, w[j], a[j], b[j]);
+      store16(outr + v * N, pack<T>(y));
+    }
+  }
+}
+
+template <typename T, NormKind K, int VPT>
+__global__ void __launch_bounds__(256) norm_persistent_kernel(const NormParams p) {
+  constexpr int N = kVec<T>;
+  __shared__ float2 scratch[32];
+  const int nvec = static_cast<int>(p.hidden / N);
+  const bool has_w = p.weight != nullptr;
+  uint4 wv[VPT];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int v = threadIdx.x + i * blockDim.x;
+    wv[i] = (has_w && v < nvec) ? load16(static_cast<const T*>(p.weight) + v * N)
+                                : make_uint4(0u, 0u, 0u, 0u);
+  }
+  RowRegs<T, K, VPT> r0, r1;
+  int64_t row = blockIdx.x;
+  const int64_t step = gridDim.x;
+  if (row < p.rows) load_row(p, row, nvec, r0);
+  // Unrolled by two so that the current/next register sets swap roles without copies.
+  while (row < p.rows) {
+    int64_t next = row + step;
+    if (next < p.rows) load_row(p, next, nvec, r1);
+    finish_row(p, row, nvec, r0, wv, has_w, scratch);
+    row = next;
+    if (row >= p.rows) break;
+    next = row + step;
+    if (next < p.rows) load_row(p, next, nvec, r0);
+    finish_row(p, row, nvec, r1, wv, has_w, scratch);
+    row = next;
+  }
+}
+
+// Any hidden size or alignment: one block per row, two passes over the row (the second pass
+// re-reads from cache), one element per access.
+template <typename T, NormKind K>
+__global__ void __launch_bounds__(256) norm_scalar_kernel(const NormParams p) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const int64_t h = p.hidden;
+  const float inv_h = 1.0f / static_cast<float>(h);
+  const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row);
+  float acc = 0.0f;
+  for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
+    const float f = to_float(xr[i]);
+    acc += (K == NormKind::AdaLnLayer) ? f : f * f;
+  }
+  acc = block_sum(acc, scratch);
+  float mean = 0.0f;
+  float rstd;
+  if constexpr (K == NormKind::AdaLnLayer) {
+    mean = acc * inv_h;
+    float sq = 0.0f;
+    for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
+      const float d = to_float(xr[i]) - mean;
+      sq += d * d;
+    }
+    sq = block_sum(sq, scratch);
+    rstd = rsqrtf(sq * inv_h + p.eps);
+  } else {
+    rstd = rsqrtf(acc * inv_h + p.eps);
+  }
+  T* outr = static_cast<T*>(p.out) + row * h;
+  const T* wr = static_cast<const T*>(p.weight);
+  const T* ar = nullptr;
+  const T* br = nullptr;
+  if constexpr (K == NormKind::GatedResidual) {
+    ar = static_cast<const T*>(p.residual.ptr) + row_offset(p.residual, row);
+    br = static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, row);
+  } else if constexpr (K == NormKind::AdaLnRms || K == NormKind::AdaLnLayer) {
+    ar = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, row);
+    br = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, row);
+  }
+  for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
+    const float n = (to_float(xr[i]) - mean) * rstd;
+    const float w = wr != nullptr ? to_float(wr[i]) : 1.0f;
+    const float a = ar != nullptr ? to_float(ar[i]) : 0.0f;
+    const float b = br != nullptr ? to_float(br[i]) : 0.0f;
+    outr[i] = from_float<T>(epilogue<K>(n, w, a, b));
+  }
+}
+
+bool rows_vectorizable(const RowMap& m, int n) {
+  return aligned16(m.ptr) && m.outer_stride % n == 0 && m.inner_stride % n == 0;
+}
+
+template <typename T, NormKind K, int VPT, int G>
+void launch_vec(const NormParams& p, int threads, cudaStream_t stream) {
+  int64_t blocks;
+  if constexpr (G > 0) {
+    blocks = (p.rows + threads / G - 1) / (threads / G);
+  } else {
+    blocks = p.rows;
+  }
+  norm_vec_kernel<T, K, VPT, G><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+}
+
+template <typename T, NormKind K, int VPT>
+void launch_persistent(const NormParams& p, int threads, cudaStream_t stream) {
+  // Resident blocks per SM for this kernel and block size, cached per device.
+  static int occupancy[64][33] = {};
+  int& occ = occupancy[p.device_index & 63][threads / 32];
+  if (occ == 0) {
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &occ, norm_persistent_kernel<T, K, VPT>, threads, 0));
+    occ = occ > 0 ? occ : 1;
+  }
+  const int64_t blocks = std::min<int64_t>(p.rows, int64_t{occ} * sm_count(p.device_index));
+  norm_persistent_kernel<T, K, VPT><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+}
+
+// Launch configuration from the hidden size (in 16-byte vectors): rows of up to 16 vectors
+// share a warp (8 or 16 lanes each, e.g. head_dim 64/128 QK-norm), rows of up to 128 vectors
+// take a warp, wider rows one block with 2, 4 or 8 vectors per thread (at most 256 threads up
+// to 2048 vectors, e.g. 16384 bf16; up to 512 threads for 4096 vectors; the scalar kernel
+// beyond).
+template <typename T, NormKind K>
+void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
+  constexpr int N = kVec<T>;
+  bool vec = p.hidden % N == 0 && aligned16(p.out) && rows_vectorizable(p.x, N) &&
+             (p.weight == nullptr || aligned16(p.weight));
+  if constexpr (K == NormKind::GatedResidual) {
+    vec = vec && rows_vectorizable(p.residual, N) && rows_vectorizable(p.gate, N);
+  } else if constexpr (K != NormKind::Rms) {
+    vec = vec && rows_vectorizable(p.scale, N) && rows_vectorizable(p.shift, N);
+  }
+  const int64_t nvec = p.hidden / N;
+  if (vec && nvec <= 4096) {
+    if (nvec <= 8) return launch_vec<T, K, 1, 8>(p, 256, stream);
+    if (nvec <= 16) return launch_vec<T, K, 1, 16>(p, 256, stream);
+    if (nvec <= 32) return launch_vec<T, K, 1, 32>(p, 256, stream);
+    if (nvec <= 128) return launch_vec<T, K, 4, 32>(p, 256, stream);
+    auto threads_for = [&](int vpt) {
+      return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32);
+    };
+    constexpr int kT = LTX_NORM_MAX_THREADS;
+    if (LTX_NORM_PERSISTENT && nvec <= 4 * kT && kT <= 256) {
+      if (nvec <= kT) return launch_persistent<T, K, 1>(p, threads_for(1), stream);
+      if (nvec <= 2 * kT) return launch_persistent<T, K, 2>(p, threads_for(2), stream);
+      return launch_persistent<T, K, 4>(p, threads_for(4), stream);
+    }
+    if (nvec <= kT) return launch_vec<T, K, 1, 0>(p, threads_for(1), stream);
+    if (nvec <= 2 * kT) return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
+    if (nvec <= 4 * kT) return launch_vec<T, K, 4, 0>(p, threads_for(4), stream);
+    return launch_vec<T, K, 8, 0>(p, threads_for(8), stream);
+  }
+  const int threads = p.hidden >= 256 ? 256 : static_cast<int>((p.hidden + 31) / 32 * 32);
+  norm_scalar_kernel<T, K><<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
+}
+
+const char* op_name(NormKind k) {
+  switch (k) {
+    case NormKind::Rms:
+      return "rms_norm";
+    case NormKind::GatedResidual:
+      return "fused_residual_gated_rms_norm";
+    default:
+      return "adaln";
+  }
+}
+
+}  // namespace
+
+void launch_norm(const NormParams& p) {
+  if (p.rows == 0 || p.hidden == 0) return;
+  TORCH_CHECK(p.rows < (int64_t{1} << 31), "ltx_kernels.", op_name(p.kind),
+              ": more than 2^31 rows are not supported");
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
+  LTX_DISPATCH(p.dtype, op_name(p.kind), [&] {
+    switch (p.kind) {
+      case NormKind::Rms:
+        return launch_norm_typed<scalar_t, NormKind::Rms>(p, stream);
+      case NormKind::GatedResidual:
+        return launch_norm_typed<scalar_t, NormKind::GatedResidual>(p, stream);
+      case NormKind::AdaLnRms:
+        return launch_norm_typed<scalar_t, NormKind::AdaLnRms>(p, stream);
+      case NormKind::AdaLnLayer:
+        return launch_norm_typed<scalar_t, NormKind::AdaLnLayer>(p, stream);
+    }
+  });
+  check_launch(op_name(p.kind), p.dtype, p.device_index);
+}
+
+}  // namespace ltx

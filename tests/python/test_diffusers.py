@@ -1,0 +1,104 @@
+"""The diffusers helper on a tiny LTX-Video transformer (random weights, no download), and
+the RoPE convention against diffusers' own LTX code."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+diffusers = pytest.importorskip("diffusers")
+from diffusers.models.normalization import RMSNorm  # noqa: E402
+from diffusers.models.transformers.transformer_ltx import (  # noqa: E402
+    LTXVideoRotaryPosEmbed,
+    LTXVideoTransformer3DModel,
+    apply_rotary_emb,
+)
+
+
+def tiny_ltx(device, dtype):
+    torch.manual_seed(0)
+    model = LTXVideoTransformer3DModel(
+        in_channels=8,
+        out_channels=8,
+        num_attention_heads=4,
+        attention_head_dim=32,
+        cross_attention_dim=128,
+        num_layers=2,
+        caption_channels=32,
+        qk_norm="rms_norm_across_heads",
+    )
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def ltx_inputs(device, dtype, frames=2, height=4, width=6, batch=2):
+    g = torch.Generator().manual_seed(1)
+    s = frames * height * width
+    return dict(
+        hidden_states=torch.randn(batch, s, 8, generator=g).to(device, dtype),
+        encoder_hidden_states=torch.randn(batch, 7, 32, generator=g).to(device, dtype),
+        timestep=torch.tensor([10.0, 500.0][:batch]).to(device),
+        encoder_attention_mask=torch.ones(batch, 7).to(device),
+        num_frames=frames,
+        height=height,
+        width=width,
+        rope_interpolation_scale=(1.0 / 25 * 8, 32.0, 32.0),
+        return_dict=False,
+    )
+
+
+def rel_err(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_patched_tiny_ltx_transformer_matches_unpatched(lk, dtype):
+    base = tiny_ltx(lk.device, dtype)
+    patched = copy.deepcopy(base)
+    counts = lk.mod.patch_transformer(patched)
+    # Per block: norm1, norm2 and attn1/attn2 QK norms (6 RMSNorms, weight None for norm1/2)
+    # and the feed-forward's diffusers GELU(approximate="tanh"); plus the caption projection's
+    # torch.nn.GELU(approximate="tanh").
+    assert counts == {"RMSNorm": 2 * 6, "GELU": 2 + 1}, counts
+    inputs = ltx_inputs(lk.device, dtype)
+    with torch.no_grad():
+        expected = base(**inputs)[0]
+        got = patched(**inputs)[0]
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    assert rel_err(got, expected) < tol
+
+
+def test_patch_handles_rms_norm_without_weight_and_both_eps_names(lk):
+    plain = RMSNorm(64, eps=1e-6, elementwise_affine=False).to(lk.device)
+    assert plain.weight is None
+    x = torch.randn(3, 64, device=lk.device)
+    expected = plain(x)
+    lk.mod.patch_transformer(plain)
+    torch.testing.assert_close(plain(x), expected, atol=5e-5, rtol=5e-5)
+
+
+def test_rope_3d_tables_match_ltx_rotary_pos_embed(lk):
+    frames, height, width, dim = 3, 4, 5, 2 * 3 * 16 + 4  # dim % 6 != 0: unrotated channels
+    interp = (1.0 / 25 * 8, 32.0, 32.0)
+    emb = LTXVideoRotaryPosEmbed(dim=dim)
+    hidden = torch.zeros(2, frames * height * width, dim)
+    cos_ref, sin_ref = emb(hidden, frames, height, width, rope_interpolation_scale=interp)
+    scale = (interp[0] / 20, interp[1] / 2048, interp[2] / 2048)
+    cos, sin = lk.mod.rope_3d_tables(frames, height, width, dim, batch_size=2, scale=scale)
+    torch.testing.assert_close(cos, cos_ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(sin, sin_ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_3d_matches_diffusers_ltx_apply_rotary_emb(lk, dtype):
+    frames, height, width, heads, head_dim = 2, 4, 4, 4, 32
+    cos, sin = lk.mod.rope_3d_tables(frames, height, width, heads * head_dim, batch_size=2, device=lk.device)
+    q = torch.randn(2, frames * height * width, heads * head_dim, device=lk.device).to(dtype)
+    expected = apply_rotary_emb(q, (cos, sin))
+    got = lk.mod.rope_3d(q, cos, sin)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1.6e-2, rtol=1.6e-2)
+    torch.testing.assert_close(got, expected, **tol)
+    got4 = lk.mod.rope_3d(q.unflatten(-1, (heads, head_dim)), cos, sin)
+    torch.testing.assert_close(got4.flatten(-2), expected, **tol)

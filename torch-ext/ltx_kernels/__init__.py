@@ -1,0 +1,41 @@
+"""Fused normalization, AdaLN modulation, 3D RoPE and GELU-tanh kernels for video diffusion
+transformers (LTX-Video, Mochi, DiT/FLUX-style blocks), for CUDA and CPU.
+
+Functional ops (each takes float32, float16 or bfloat16; last dim contiguous or copied to be;
+any leading shape; ``out=`` writes into a contiguous tensor you provide):
+
+- :func:`rms_norm`, :func:`fused_residual_gated_rms_norm`, :func:`adaln`
+- :func:`rope_3d` (+ :func:`rope_3d_tables` to build LTX-Video's cos/sin tables)
+- :func:`geglu`, :func:`gelu_tanh`
+
+``layers`` holds stateless layers for ``kernels.kernelize``; :func:`patch_transformer` swaps
+them into a diffusers transformer by class name.
+"""
+
+from . import layers
+from .diffusers_patch import patch_transformer
+from .functional import (
+    BACKEND,
+    adaln,
+    fused_residual_gated_rms_norm,
+    geglu,
+    gelu_tanh,
+    reset_dtype_check_cache,
+    rms_norm,
+    rope_3d,
+    rope_3d_tables,
+)
+
+__all__ = [
+    "BACKEND",
+    "adaln",
+    "fused_residual_gated_rms_norm",
+    "geglu",
+    "gelu_tanh",
+    "layers",
+    "patch_transformer",
+    "reset_dtype_check_cache",
+    "rms_norm",
+    "rope_3d",
+    "rope_3d_tables",
+]

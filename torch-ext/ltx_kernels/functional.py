@@ -1,0 +1,235 @@
+"""Functional wrappers around the registered ops, their fake (meta) implementations for
+``torch.compile``, and the per-device dtype check from the build's capability matrix."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple
+
+import torch
+
+from . import _capabilities
+from ._ops import add_op_namespace_prefix, ops
+
+# The backend this variant was built for: ops have kernels for that dispatch key only.
+BACKEND = (
+    "cuda"
+    if torch._C._dispatch_has_kernel_for_dispatch_key(add_op_namespace_prefix("rms_norm"), "CUDA")
+    else "cpu"
+)
+
+_checked: set = set()
+
+
+def _check_dtype(x: torch.Tensor, op: str) -> None:
+    # Raises a clear error for a dtype the GPU's cubin was not built with (bfloat16 on sm_7x).
+    # Skipped while torch.compile traces (the result is cached per device and dtype in eager
+    # runs, and the kernel launch itself reports a missing kernel image).
+    if x.device.type != "cuda" or torch.compiler.is_compiling():
+        return
+    key = (x.device.index, x.dtype)
+    if key in _checked:
+        return
+    _capabilities.check_dtype(x.device, x.dtype, op)
+    _checked.add(key)
+
+
+def reset_dtype_check_cache() -> None:
+    """Forget which (device, dtype) pairs passed the capability check (for tests)."""
+    _checked.clear()
+
+
+def rms_norm(
+    x: torch.Tensor,
+    weight: Optional[torch.Tensor] = None,
+    eps: float = 1e-6,
+    *,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """RMSNorm over the last dim::
+
+        y = x / sqrt(mean(x**2, dim=-1) + eps) * weight      # weight=None: no scaling
+
+    Statistics in float32, one rounding to x's dtype. Matches ``torch.nn.functional.rms_norm(x,
+    (H,), weight, eps)`` and diffusers' ``RMSNorm`` (``elementwise_affine=False`` -> weight None).
+    ``weight`` is [H] in x's dtype; ``out`` may be x itself.
+    """
+    _check_dtype(x, "rms_norm")
+    if out is None:
+        return ops.rms_norm(x, weight, float(eps))
+    ops.rms_norm_out(out, x, weight, float(eps))
+    return out
+
+
+def fused_residual_gated_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    gate: torch.Tensor,
+    weight: Optional[torch.Tensor] = None,
+    eps: float = 1e-6,
+    *,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Mochi's block tail in one pass::
+
+        out = residual + tanh(gate) * (x / sqrt(mean(x**2, dim=-1) + eps) * weight)
+
+    Reference: diffusers ``MochiTransformerBlock.forward``,
+    ``hidden_states = hidden_states + self.norm2(attn_hidden_states, torch.tanh(gate_msa).unsqueeze(1))``
+    with ``norm2 = MochiModulatedRMSNorm`` (RMSNorm without weight, times its scale argument):
+    here ``residual = hidden_states``, ``x = attn_hidden_states``, ``gate = gate_msa``.
+    ``gate`` (and ``residual``) broadcast against x; a 2-D ``[B, H]`` gate with a 3-D x is
+    per-sample (``[B, 1, H]``). Computed in float32, rounded once; ``out`` may be ``residual``.
+    """
+    _check_dtype(x, "fused_residual_gated_rms_norm")
+    if out is None:
+        return ops.fused_residual_gated_rms_norm(x, residual, gate, weight, float(eps))
+    ops.fused_residual_gated_rms_norm_out(out, x, residual, gate, weight, float(eps))
+    return out
+
+
+def adaln(
+    x: torch.Tensor,
+    scale: torch.Tensor,
+    shift: torch.Tensor,
+    weight: Optional[torch.Tensor] = None,
+    eps: float = 1e-6,
+    norm: str = "rms",
+    *,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Adaptive norm (DiT / LTX-Video conditioning)::
+
+        out = norm(x) * (1 + scale) + shift
+        norm = "rms":   x / sqrt(mean(x**2) + eps) * weight
+        norm = "layer": (x - mean(x)) / sqrt(var(x) + eps) * weight   # biased var, no bias
+
+    ``scale``/``shift`` broadcast against x: ``[B, H]`` (per sample, with 3-D x),
+    ``[B, 1, H]``, ``[H]`` or x's shape (per token), in x's dtype; strided views (e.g. from
+    ``unbind`` of LTX's ``scale_shift_table + temb``) are read in place. Reference: LTX-Video
+    ``norm_hidden_states = self.norm1(hidden_states) * (1 + scale_msa) + shift_msa``.
+    """
+    _check_dtype(x, "adaln")
+    if out is None:
+        return ops.adaln(x, scale, shift, weight, float(eps), norm)
+    ops.adaln_out(out, x, scale, shift, weight, float(eps), norm)
+    return out
+
+
+def rope_3d(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Rotary embedding, interleaved-pair convention (LTX-Video, GPT-J; not NeoX rotate-half)::
+
+        out[..., 2i]   = x[..., 2i]   * cos[..., 2i]   - x[..., 2i+1] * sin[..., 2i]
+        out[..., 2i+1] = x[..., 2i+1] * cos[..., 2i+1] + x[..., 2i]   * sin[..., 2i+1]
+
+    This is diffusers' ``transformer_ltx.apply_rotary_emb`` computed in float32.
+
+    ``x``: ``[batch, seq, heads, head_dim]`` (``seq = t*h*w`` for video, or a 1-D sequence) or
+    LTX's ``[batch, seq, heads*head_dim]``. ``cos``/``sin``: ``[seq, D]``,
+    ``[1 or batch, seq, D]`` or ``[1 or batch, seq, 1, D]``, float32 or x's dtype, with
+    ``D = head_dim`` (shared by all heads) or ``D = heads*head_dim`` (LTX's full-width table,
+    whose per-axis (t, h, w) frequency bands :func:`rope_3d_tables` builds).
+    """
+    _check_dtype(x, "rope_3d")
+    if out is None:
+        return ops.rope_3d(x, cos, sin)
+    ops.rope_3d_out(out, x, cos, sin)
+    return out
+
+
+def geglu(x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """GEGLU with the tanh GELU, diffusers' chunk order: ``[..., 2d] -> [..., d]``::
+
+        a, g = x.chunk(2, dim=-1)
+        out = a * gelu(g, approximate="tanh")
+
+    (diffusers' ``GEGLU`` module uses the erf GELU; this op is the tanh form.)
+    """
+    _check_dtype(x, "geglu")
+    if out is None:
+        return ops.geglu(x)
+    ops.geglu_out(out, x)
+    return out
+
+
+def gelu_tanh(x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``gelu(x, approximate="tanh") = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, the
+    activation of LTX-Video's feed-forward (``activation_fn="gelu-approximate"``)."""
+    _check_dtype(x, "gelu_tanh")
+    if out is None:
+        return ops.gelu_tanh(x)
+    ops.gelu_tanh_out(out, x)
+    return out
+
+
+def rope_3d_tables(
+    num_frames: int,
+    height: int,
+    width: int,
+    dim: int,
+    *,
+    batch_size: int = 1,
+    theta: float = 10000.0,
+    scale: Sequence[float] = (1.0, 1.0, 1.0),
+    device: Optional[torch.device] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """LTX-Video's cos/sin tables, ``[batch_size, num_frames*height*width, dim]`` float32.
+
+    Token ``(f, y, x)`` (frame-major order) has coordinates ``(f*scale[0], y*scale[1],
+    x*scale[2])``; axis ``a`` gets ``dim // 6`` frequency bands
+    ``theta ** linspace(0, 1, dim // 6) * pi / 2`` applied to ``2 * coord - 1``, the bands of
+    the three axes interleaved (t, h, w, t, h, w, ...), each repeated for its pair, and the
+    first ``dim % 6`` channels left unrotated (cos 1, sin 0). Same as diffusers'
+    ``LTXVideoRotaryPosEmbed(dim)`` with ``rope_interpolation_scale = r`` and patch sizes
+    ``(pt, p)`` when ``scale = (r[0]*pt/20, r[1]*p/2048, r[2]*p/2048)``.
+    """
+    f = torch.arange(num_frames, dtype=torch.float32, device=device) * scale[0]
+    h = torch.arange(height, dtype=torch.float32, device=device) * scale[1]
+    w = torch.arange(width, dtype=torch.float32, device=device) * scale[2]
+    grid = torch.stack(torch.meshgrid(f, h, w, indexing="ij"), dim=-1).reshape(-1, 3)  # [S, 3]
+    bands = theta ** torch.linspace(0.0, 1.0, dim // 6, dtype=torch.float32, device=device)
+    bands = bands * (math.pi / 2.0)
+    freqs = (grid.unsqueeze(-1) * 2 - 1) * bands  # [S, 3, dim // 6]
+    freqs = freqs.transpose(-1, -2).flatten(1)  # [S, 3 * (dim // 6)], axes interleaved
+    cos = freqs.cos().repeat_interleave(2, dim=-1)
+    sin = freqs.sin().repeat_interleave(2, dim=-1)
+    pad = dim % 6
+    if pad:
+        cos = torch.cat([torch.ones_like(cos[:, :pad]), cos], dim=-1)
+        sin = torch.cat([torch.zeros_like(sin[:, :pad]), sin], dim=-1)
+    cos = cos.unsqueeze(0).expand(batch_size, -1, -1).contiguous()
+    sin = sin.unsqueeze(0).expand(batch_size, -1, -1).contiguous()
+    return cos, sin
+
+
+# ---- fake implementations: shapes only, for torch.compile / FakeTensor tracing -----------
+
+
+def _same_shape(x, *args):
+    return x.new_empty(x.shape)
+
+
+def _no_result(*args):
+    return None
+
+
+def _geglu_fake(x):
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+
+
+for _name, _fake in [
+    ("rms_norm", _same_shape),
+    ("fused_residual_gated_rms_norm", _same_shape),
+    ("adaln", _same_shape),
+    ("rope_3d", _same_shape),
+    ("geglu", _geglu_fake),
+    ("gelu_tanh", _same_shape),
+]:
+    torch.library.register_fake(add_op_namespace_prefix(_name))(_fake)
+    torch.library.register_fake(add_op_namespace_prefix(_name + "_out"))(_no_result)

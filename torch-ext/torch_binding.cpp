@@ -1,0 +1,385 @@
+// Op schemas and the shape/dtype checks shared by both backends. Everything here is backend
+// neutral: it resolves views and broadcasting into plain pointers and strides
+// (kernels/ltx_kernels.h) and calls the backend's launch_* (CUDA kernels in the cuda variant,
+// C++ loops in the cpu variant), registered under the matching dispatch key.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <string>
+#include <vector>
+
+#include "../kernels/ltx_kernels.h"
+#include "registration.h"
+#include "torch_binding.h"
+
+namespace ltx_binding {
+namespace {
+
+using ltx::RowMap;
+
+bool supported_dtype(c10::ScalarType t) {
+  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
+}
+
+void check_x(const at::Tensor& x, const char* op) {
+  TORCH_CHECK(x.defined(), "ltx_kernels.", op, ": x is undefined");
+  TORCH_CHECK(supported_dtype(x.scalar_type()), "ltx_kernels.", op,
+              ": x must be float32, float16 or bfloat16, got ", x.scalar_type());
+  TORCH_CHECK(x.dim() >= 1, "ltx_kernels.", op, ": x must have at least one dimension");
+}
+
+void check_operand(const at::Tensor& t, const at::Tensor& x, const char* op, const char* name) {
+  TORCH_CHECK(t.scalar_type() == x.scalar_type(), "ltx_kernels.", op, ": ", name,
+              " must have the dtype of x (", x.scalar_type(), "), got ", t.scalar_type());
+  TORCH_CHECK(t.device() == x.device(), "ltx_kernels.", op, ": ", name, " is on ", t.device(),
+              " but x is on ", x.device());
+}
+
+int device_index(const at::Tensor& x) { return x.is_cuda() ? x.get_device() : -1; }
+
+// Rows of `t` (already of shape leading + [width], last dim contiguous) as a RowMap, merging
+// leading dims whose strides allow it. More than two irreducible levels: copy to contiguous.
+RowMap rows_of(at::Tensor& t) {
+  if (t.stride(-1) != 1 && t.size(-1) > 1) t = t.contiguous();
+  std::vector<std::pair<int64_t, int64_t>> levels;  // (size, stride), innermost first
+  for (int64_t d = t.dim() - 2; d >= 0; --d) {
+    const int64_t size = t.size(d);
+    const int64_t stride = t.stride(d);
+    if (size == 1) continue;
+    if (!levels.empty() && stride == levels.back().first * levels.back().second) {
+      levels.back().first *= size;
+    } else {
+      levels.emplace_back(size, stride);
+    }
+  }
+  if (levels.size() > 2) {
+    t = t.contiguous();
+    return rows_of(t);
+  }
+  RowMap m;
+  m.ptr = t.data_ptr();
+  if (levels.size() == 1) {
+    m.inner = 1;
+    m.outer_stride = levels[0].second;
+  } else if (levels.size() == 2) {
+    m.inner = levels[0].first;
+    m.inner_stride = levels[0].second;
+    m.outer_stride = levels[1].second;
+  }
+  return m;
+}
+
+// A conditioning operand (scale, shift, gate, residual) broadcast against x. A 2-D [B, H]
+// tensor with an x of three or more dims is per-sample ([B, 1, ..., 1, H]), as DiT-style
+// conditioning is written; otherwise ordinary broadcasting applies.
+RowMap cond_rows(const at::Tensor& c, const at::Tensor& x, const char* op, const char* name,
+                 at::Tensor& keep) {
+  check_operand(c, x, op, name);
+  const int64_t h = x.size(-1);
+  TORCH_CHECK(c.dim() >= 1 && c.size(-1) == h, "ltx_kernels.", op, ": ", name,
+              " must end in the hidden size ", h, ", got shape ", c.sizes());
+  at::Tensor v = c;
+  if (c.dim() == 2 && x.dim() >= 3 && c.size(0) == x.size(0)) {
+    std::vector<int64_t> shape(x.dim(), 1);
+    shape[0] = c.size(0);
+    shape.back() = h;
+    v = c.view(shape);
+  }
+  TORCH_CHECK(v.dim() <= x.dim(), "ltx_kernels.", op, ": ", name, " of shape ", c.sizes(),
+              " has more dims than x ", x.sizes());
+  for (int64_t i = 1; i <= v.dim(); ++i) {
+    const int64_t cs = v.size(-i);
+    TORCH_CHECK(cs == 1 || cs == x.size(-i), "ltx_kernels.", op, ": ", name, " of shape ",
+                c.sizes(), " does not broadcast to x ", x.sizes(),
+                " (expected [H], [B, H], [B, 1, H] or the shape of x)");
+  }
+  keep = v.expand(x.sizes());
+  return rows_of(keep);
+}
+
+std::optional<at::Tensor> checked_weight(const std::optional<at::Tensor>& weight,
+                                         const at::Tensor& x, const char* op) {
+  if (!weight.has_value() || !weight->defined()) return std::nullopt;
+  check_operand(*weight, x, op, "weight");
+  TORCH_CHECK(weight->dim() == 1 && weight->size(0) == x.size(-1), "ltx_kernels.", op,
+              ": weight must have shape [", x.size(-1), "], got ", weight->sizes());
+  return weight->contiguous();
+}
+
+void check_out(const at::Tensor& out, const at::Tensor& x, at::IntArrayRef shape,
+               const char* op) {
+  TORCH_CHECK(out.scalar_type() == x.scalar_type(), "ltx_kernels.", op,
+              ": out must have the dtype of x (", x.scalar_type(), "), got ", out.scalar_type());
+  TORCH_CHECK(out.device() == x.device(), "ltx_kernels.", op, ": out is on ", out.device(),
+              " but x is on ", x.device());
+  TORCH_CHECK(out.sizes() == shape, "ltx_kernels.", op, ": out must have shape ", shape,
+              ", got ", out.sizes());
+  TORCH_CHECK(out.is_contiguous(), "ltx_kernels.", op, ": out must be contiguous");
+}
+
+ltx::NormParams norm_params(const at::Tensor& out, at::Tensor& x, ltx::NormKind kind,
+                            const std::optional<at::Tensor>& w, double eps) {
+  ltx::NormParams p;
+  p.kind = kind;
+  p.dtype = x.scalar_type();
+  p.device_index = device_index(x);
+  p.hidden = x.size(-1);
+  p.rows = p.hidden == 0 ? 0 : x.numel() / p.hidden;
+  p.eps = static_cast<float>(eps);
+  p.out = out.data_ptr();
+  p.weight = w.has_value() ? w->data_ptr() : nullptr;
+  if (p.rows > 0) p.x = rows_of(x);
+  return p;
+}
+
+ltx::NormKind adaln_kind(c10::string_view norm) {
+  if (norm == "rms") return ltx::NormKind::AdaLnRms;
+  if (norm == "layer") return ltx::NormKind::AdaLnLayer;
+  TORCH_CHECK(false, "ltx_kernels.adaln: norm must be \"rms\" or \"layer\", got \"",
+              std::string(norm), "\"");
+  return ltx::NormKind::AdaLnRms;  // unreachable: TORCH_CHECK(false) throws
+}
+
+std::vector<int64_t> geglu_shape(const at::Tensor& x) {
+  check_x(x, "geglu");
+  TORCH_CHECK(x.size(-1) % 2 == 0, "ltx_kernels.geglu: the last dim of x must be even, got ",
+              x.size(-1));
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() /= 2;
+  return shape;
+}
+
+}  // namespace
+
+void rms_norm_out(at::Tensor& out, const at::Tensor& x_in, const std::optional<at::Tensor>& weight,
+                  double eps) {
+  check_x(x_in, "rms_norm");
+  check_out(out, x_in, x_in.sizes(), "rms_norm");
+  const auto w = checked_weight(weight, x_in, "rms_norm");
+  at::Tensor x = x_in;
+  ltx::launch_norm(norm_params(out, x, ltx::NormKind::Rms, w, eps));
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
+  check_x(x, "rms_norm");
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  rms_norm_out(out, x, weight, eps);
+  return out;
+}
+
+void fused_residual_gated_rms_norm_out(at::Tensor& out, const at::Tensor& x_in,
+                                       const at::Tensor& residual, const at::Tensor& gate,
+                                       const std::optional<at::Tensor>& weight, double eps) {
+  const char* op = "fused_residual_gated_rms_norm";
+  check_x(x_in, op);
+  check_out(out, x_in, x_in.sizes(), op);
+  const auto w = checked_weight(weight, x_in, op);
+  at::Tensor x = x_in;
+  at::Tensor keep_r, keep_g;
+  auto p = norm_params(out, x, ltx::NormKind::GatedResidual, w, eps);
+  if (p.rows == 0) return;
+  p.residual = cond_rows(residual, x_in, op, "residual", keep_r);
+  p.gate = cond_rows(gate, x_in, op, "gate", keep_g);
+  ltx::launch_norm(p);
+}
+
+at::Tensor fused_residual_gated_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                         const at::Tensor& gate,
+                                         const std::optional<at::Tensor>& weight, double eps) {
+  check_x(x, "fused_residual_gated_rms_norm");
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  fused_residual_gated_rms_norm_out(out, x, residual, gate, weight, eps);
+  return out;
+}
+
+void adaln_out(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& scale,
+               const at::Tensor& shift, const std::optional<at::Tensor>& weight, double eps,
+               c10::string_view norm) {
+  check_x(x_in, "adaln");
+  check_out(out, x_in, x_in.sizes(), "adaln");
+  const auto kind = adaln_kind(norm);
+  const auto w = checked_weight(weight, x_in, "adaln");
+  at::Tensor x = x_in;
+  at::Tensor keep_s, keep_b;
+  auto p = norm_params(out, x, kind, w, eps);
+  if (p.rows == 0) return;
+  p.scale = cond_rows(scale, x_in, "adaln", "scale", keep_s);
+  p.shift = cond_rows(shift, x_in, "adaln", "shift", keep_b);
+  ltx::launch_norm(p);
+}
+
+at::Tensor adaln(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
+                 const std::optional<at::Tensor>& weight, double eps, c10::string_view norm) {
+  check_x(x, "adaln");
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  adaln_out(out, x, scale, shift, weight, eps, norm);
+  return out;
+}
+
+void rope_3d_out(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& cos_in,
+                 const at::Tensor& sin_in) {
+  const char* op = "rope_3d";
+  check_x(x_in, op);
+  TORCH_CHECK(x_in.dim() == 3 || x_in.dim() == 4, "ltx_kernels.rope_3d: x must be ",
+              "[batch, seq, heads, head_dim] or [batch, seq, heads * head_dim], got ",
+              x_in.sizes());
+  check_out(out, x_in, x_in.sizes(), op);
+  TORCH_CHECK(cos_in.sizes() == sin_in.sizes() && cos_in.scalar_type() == sin_in.scalar_type(),
+              "ltx_kernels.rope_3d: cos and sin must have the same shape and dtype, got ",
+              cos_in.sizes(), " ", cos_in.scalar_type(), " and ", sin_in.sizes(), " ",
+              sin_in.scalar_type());
+  TORCH_CHECK(cos_in.device() == x_in.device(), "ltx_kernels.rope_3d: cos/sin are on ",
+              cos_in.device(), " but x is on ", x_in.device());
+  TORCH_CHECK(cos_in.scalar_type() == at::kFloat || cos_in.scalar_type() == x_in.scalar_type(),
+              "ltx_kernels.rope_3d: cos/sin must be float32 or the dtype of x (",
+              x_in.scalar_type(), "), got ", cos_in.scalar_type());
+  const int64_t batch = x_in.size(0);
+  const int64_t seq = x_in.size(1);
+  const int64_t head_dim = x_in.size(-1);
+  const int64_t width = x_in.dim() == 4 ? x_in.size(2) * head_dim : head_dim;
+  TORCH_CHECK(head_dim % 2 == 0, "ltx_kernels.rope_3d: head_dim must be even, got ", head_dim);
+
+  at::Tensor x = x_in;
+  const bool heads_merge = x.dim() == 3 || x.size(2) == 1 || x.stride(2) == head_dim;
+  if (x.stride(-1) != 1 || !heads_merge) x = x.contiguous();
+
+  // Tables: [seq, D], [1 or batch, seq, D] or [1 or batch, seq, 1, D], D = head_dim or width.
+  at::Tensor cos = cos_in;
+  at::Tensor sin = sin_in;
+  if (cos.dim() == 4) {
+    TORCH_CHECK(cos.size(2) == 1, "ltx_kernels.rope_3d: a 4-D cos/sin must be ",
+                "[batch, seq, 1, dim], got ", cos.sizes());
+    cos = cos.squeeze(2);
+    sin = sin.squeeze(2);
+  }
+  if (cos.dim() == 2) {
+    cos = cos.unsqueeze(0);
+    sin = sin.unsqueeze(0);
+  }
+  TORCH_CHECK(cos.dim() == 3 && (cos.size(0) == 1 || cos.size(0) == batch) &&
+                  cos.size(1) == seq && (cos.size(2) == head_dim || cos.size(2) == width),
+              "ltx_kernels.rope_3d: cos/sin of shape ", cos_in.sizes(),
+              " do not fit x of shape ", x_in.sizes(), " (expected [seq, D], [batch or 1, seq, D]",
+              " with D = head_dim ", head_dim, " or heads * head_dim ", width, ")");
+  cos = cos.contiguous();
+  sin = sin.contiguous();
+
+  ltx::RopeParams p;
+  p.dtype = x.scalar_type();
+  p.table_dtype = cos.scalar_type();
+  p.device_index = device_index(x);
+  p.batch = batch;
+  p.seq = seq;
+  p.width = width;
+  p.x = x.data_ptr();
+  p.x_batch_stride = batch > 1 ? x.stride(0) : 0;
+  p.x_seq_stride = seq > 1 ? x.stride(1) : 0;
+  p.out = out.data_ptr();
+  p.cos = cos.data_ptr();
+  p.sin = sin.data_ptr();
+  p.table_batch = cos.size(0);
+  p.table_width = cos.size(2);
+  if (p.table_batch == 1 || batch == 1) p.table_batch = 1;
+  ltx::launch_rope(p);
+}
+
+at::Tensor rope_3d(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  check_x(x, "rope_3d");
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  rope_3d_out(out, x, cos, sin);
+  return out;
+}
+
+void geglu_out(at::Tensor& out, const at::Tensor& x_in) {
+  const auto shape = geglu_shape(x_in);
+  check_out(out, x_in, shape, "geglu");
+  ltx::ActParams p;
+  p.kind = ltx::ActKind::Geglu;
+  p.dtype = x_in.scalar_type();
+  p.device_index = device_index(x_in);
+  p.width = shape.back();
+  p.rows = p.width == 0 ? 0 : out.numel() / p.width;
+  p.out = out.data_ptr();
+  at::Tensor x = x_in;
+  if (p.rows > 0) p.x = rows_of(x);
+  ltx::launch_activation(p);
+}
+
+at::Tensor geglu(const at::Tensor& x) {
+  at::Tensor out = at::empty(geglu_shape(x), x.options());
+  geglu_out(out, x);
+  return out;
+}
+
+void gelu_tanh_out(at::Tensor& out, const at::Tensor& x_in) {
+  TORCH_CHECK(x_in.defined() && supported_dtype(x_in.scalar_type()),
+              "ltx_kernels.gelu_tanh: x must be float32, float16 or bfloat16");
+  check_out(out, x_in, x_in.sizes(), "gelu_tanh");
+  const at::Tensor x = x_in.contiguous();
+  ltx::ActParams p;
+  p.kind = ltx::ActKind::GeluTanh;
+  p.dtype = x.scalar_type();
+  p.device_index = device_index(x);
+  p.rows = 1;
+  p.width = x.numel();
+  p.x.ptr = x.data_ptr();
+  p.out = out.data_ptr();
+  ltx::launch_activation(p);
+}
+
+at::Tensor gelu_tanh(const at::Tensor& x) {
+  TORCH_CHECK(x.defined(), "ltx_kernels.gelu_tanh: x is undefined");
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  gelu_tanh_out(out, x);
+  return out;
+}
+
+}  // namespace ltx_binding
+
+#if defined(CUDA_KERNEL)
+#define LTX_DEVICE c10::DeviceType::CUDA
+#elif defined(CPU_KERNEL)
+#define LTX_DEVICE c10::DeviceType::CPU
+#else
+#error "build with -DCUDA_KERNEL or -DCPU_KERNEL"
+#endif
+
+TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
+  using namespace ltx_binding;
+  ops.def("rms_norm(Tensor x, Tensor? weight, float eps) -> Tensor");
+  ops.def("rms_norm_out(Tensor(a!) out, Tensor x, Tensor? weight, float eps) -> ()");
+  ops.def(
+      "fused_residual_gated_rms_norm(Tensor x, Tensor residual, Tensor gate, Tensor? weight, "
+      "float eps) -> Tensor");
+  ops.def(
+      "fused_residual_gated_rms_norm_out(Tensor(a!) out, Tensor x, Tensor residual, "
+      "Tensor gate, Tensor? weight, float eps) -> ()");
+  ops.def(
+      "adaln(Tensor x, Tensor scale, Tensor shift, Tensor? weight, float eps, str norm) -> "
+      "Tensor");
+  ops.def(
+      "adaln_out(Tensor(a!) out, Tensor x, Tensor scale, Tensor shift, Tensor? weight, "
+      "float eps, str norm) -> ()");
+  ops.def("rope_3d(Tensor x, Tensor cos, Tensor sin) -> Tensor");
+  ops.def("rope_3d_out(Tensor(a!) out, Tensor x, Tensor cos, Tensor sin) -> ()");
+  ops.def("geglu(Tensor x) -> Tensor");
+  ops.def("geglu_out(Tensor(a!) out, Tensor x) -> ()");
+  ops.def("gelu_tanh(Tensor x) -> Tensor");
+  ops.def("gelu_tanh_out(Tensor(a!) out, Tensor x) -> ()");
+
+  ops.impl("rms_norm", LTX_DEVICE, &rms_norm);
+  ops.impl("rms_norm_out", LTX_DEVICE, &rms_norm_out);
+  ops.impl("fused_residual_gated_rms_norm", LTX_DEVICE, &fused_residual_gated_rms_norm);
+  ops.impl("fused_residual_gated_rms_norm_out", LTX_DEVICE, &fused_residual_gated_rms_norm_out);
+  ops.impl("adaln", LTX_DEVICE, &adaln);
+  ops.impl("adaln_out", LTX_DEVICE, &adaln_out);
+  ops.impl("rope_3d", LTX_DEVICE, &rope_3d);
+  ops.impl("rope_3d_out", LTX_DEVICE, &rope_3d_out);
+  ops.impl("geglu", LTX_DEVICE, &geglu);
+  ops.impl("geglu_out", LTX_DEVICE, &geglu_out);
+  ops.impl("gelu_tanh", LTX_DEVICE, &gelu_tanh);
+  ops.impl("gelu_tanh_out", LTX_DEVICE, &gelu_tanh_out);
+}
+
+REGISTER_EXTENSION(TORCH_EXTENSION_NAME)

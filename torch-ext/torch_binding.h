@@ -1,0 +1,39 @@
+// Op entry points registered in torch_binding.cpp. Each op has a functional form (allocates
+// its output) and an `_out` form writing into a caller's contiguous tensor.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/string_view.h>
+
+#include <optional>
+
+namespace ltx_binding {
+
+at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
+void rms_norm_out(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                  double eps);
+
+at::Tensor fused_residual_gated_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                         const at::Tensor& gate,
+                                         const std::optional<at::Tensor>& weight, double eps);
+void fused_residual_gated_rms_norm_out(at::Tensor& out, const at::Tensor& x,
+                                       const at::Tensor& residual, const at::Tensor& gate,
+                                       const std::optional<at::Tensor>& weight, double eps);
+
+at::Tensor adaln(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
+                 const std::optional<at::Tensor>& weight, double eps, c10::string_view norm);
+void adaln_out(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale,
+               const at::Tensor& shift, const std::optional<at::Tensor>& weight, double eps,
+               c10::string_view norm);
+
+at::Tensor rope_3d(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+void rope_3d_out(at::Tensor& out, const at::Tensor& x, const at::Tensor& cos,
+                 const at::Tensor& sin);
+
+at::Tensor geglu(const at::Tensor& x);
+void geglu_out(at::Tensor& out, const at::Tensor& x);
+
+at::Tensor gelu_tanh(const at::Tensor& x);
+void gelu_tanh_out(at::Tensor& out, const at::Tensor& x);
+
+}  // namespace ltx_binding
