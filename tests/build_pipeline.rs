@@ -252,3 +252,57 @@ fn capability_this_nvcc_cannot_build_is_an_error_at_its_line_and_writes_nothing(
     assert!(stderr.contains("hint:"), "{stderr}");
     assert!(!root.join("build").exists(), "a failed plan wrote build/");
 }
+
+#[test]
+fn noarch_project_needs_no_toolchain_and_loads_for_cpu() {
+    let project = fixture("silu-noarch");
+    let root = project.path();
+    // No Python with torch on purpose: a pure-Python variant does not depend on the toolchain.
+    let out = run(kbuild(root)
+        .env("KBUILD_PYTHON", "/nonexistent/python")
+        .args(["build", "--json"]));
+    assert!(out.status.success());
+    let names: Vec<String> = stdout_json(&out)["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["torch-cpu", "torch-cuda"]);
+    let code = format!(
+        r#"
+import pathlib, torch, kernels
+k = kernels.get_local_kernel(pathlib.Path({:?}), backend="cpu")
+x = torch.randn(32)
+torch.testing.assert_close(k.silu(x), torch.nn.functional.silu(x))
+print("ok")
+"#,
+        root.display().to_string()
+    );
+    assert_eq!(python_ok(&code, &[]).trim(), "ok");
+}
+
+#[test]
+fn a_second_build_waits_for_the_lock_on_the_same_output_directory() {
+    let project = fixture("silu-noarch");
+    let root = project.path();
+    let lock_dir = root.join("build/.kbuild");
+    std::fs::create_dir_all(&lock_dir).unwrap();
+    let lock = std::fs::File::create(lock_dir.join("lock")).unwrap();
+    lock.lock().unwrap(); // another build holds build/
+
+    let mut child = kbuild(root)
+        .arg("build")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "build did not wait for the lock");
+    assert!(!root.join("build/torch-cpu").exists(), "wrote while another build held the lock");
+    lock.unlock().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("waiting for another kbuild"), "{stderr}");
+    assert!(root.join("build/torch-cpu/metadata.json").exists());
+}

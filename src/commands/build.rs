@@ -55,30 +55,37 @@ pub fn plan_build(
     jobs: usize,
     reporter: &dyn Reporter,
 ) -> Result<BuildPlan> {
-    let python = find_python(toolchain.python.as_deref(), &project.root)?;
-    let torch = python.torch_info()?;
-    reporter.verbose(&format!(
-        "python {} ({}), torch {} (cuda {})",
-        python.path.display(),
-        python.origin,
-        torch.version,
-        torch.cuda.as_deref().unwrap_or("none")
-    ));
-    let (chosen, skipped) = plan::select_backends(project, &torch, backends)?;
+    // Noarch (pure-Python) projects need no toolchain at all.
+    let compiled = matches!(project.framework, Framework::Torch(_));
+    let torch = if compiled {
+        let python = find_python(toolchain.python.as_deref(), &project.root)?;
+        let torch = python.torch_info()?;
+        reporter.verbose(&format!(
+            "python {} ({}), torch {} (cuda {})",
+            python.path.display(),
+            python.origin,
+            torch.version,
+            torch.cuda.as_deref().unwrap_or("none")
+        ));
+        Some(torch)
+    } else {
+        None
+    };
+    let (chosen, skipped) = plan::select_backends(project, torch.as_ref(), backends)?;
     for s in &skipped {
         reporter.warn(&format!("skipping backend `{}`: {}", s.backend, s.reason));
     }
-    let compiled = matches!(project.framework, Framework::Torch(_));
     let cxx = if compiled { Some(find_cxx()?) } else { None };
-    let nvcc = if compiled && chosen.contains(&Backend::Cuda) {
-        let nvcc = find_nvcc(toolchain.nvcc.as_deref(), &torch)?;
-        for w in &nvcc.warnings {
-            reporter.warn(w);
+    let nvcc = match &torch {
+        Some(torch) if chosen.contains(&Backend::Cuda) => {
+            let nvcc = find_nvcc(toolchain.nvcc.as_deref(), torch)?;
+            for w in &nvcc.warnings {
+                reporter.warn(w);
+            }
+            reporter.verbose(&format!("nvcc {} ({})", nvcc.path.display(), nvcc.origin));
+            Some(nvcc)
         }
-        reporter.verbose(&format!("nvcc {} ({})", nvcc.path.display(), nvcc.origin));
-        Some(nvcc)
-    } else {
-        None
+        _ => None,
     };
     let tools = Tools { torch, cxx, nvcc };
     let settings = PlanSettings {
@@ -146,16 +153,18 @@ pub fn run(settings: BuildSettings, printer: &Printer) -> Result<()> {
         package::write_headers(variant)?;
         jobs.extend(variant.compile.iter().cloned());
     }
-    printer.stage(
-        "Compiling",
-        &format!(
-            "{} v{} ({} units, -j{})",
-            project.general.name,
-            project.general.version,
-            jobs.len(),
-            settings.jobs
-        ),
-    );
+    if !jobs.is_empty() {
+        printer.stage(
+            "Compiling",
+            &format!(
+                "{} v{} ({} units, -j{})",
+                project.general.name,
+                project.general.version,
+                jobs.len(),
+                settings.jobs
+            ),
+        );
+    }
     let summary = compile::compile_all(
         &jobs,
         &CompileSettings {
@@ -254,8 +263,9 @@ fn print_plan(plan: &BuildPlan, json: bool) {
 /// The toolchain summary `list-variants` prints, also used by `--json`.
 #[derive(Debug, Serialize)]
 pub struct VariantListing {
-    pub python: PathBuf,
-    pub torch: String,
+    /// `None` for noarch projects (no toolchain needed).
+    pub python: Option<PathBuf>,
+    pub torch: Option<String>,
     pub cuda: Option<String>,
     pub nvcc: Option<String>,
     pub variants: Vec<ListedVariant>,
@@ -278,8 +288,6 @@ pub fn list_variants(
     printer: &Printer,
 ) -> Result<()> {
     let project = config::load(project_dir)?;
-    let python = find_python(toolchain.python.as_deref(), &project.root)?;
-    let torch = python.torch_info()?;
     let plan = plan_build(
         &project,
         toolchain,
@@ -301,10 +309,17 @@ pub fn list_variants(
                 .unwrap_or_default()
                 .to_string()
         });
+    let (python, torch) = if matches!(project.framework, Framework::Torch(_)) {
+        let python = find_python(toolchain.python.as_deref(), &project.root)?;
+        let torch = python.torch_info()?;
+        (Some(python.path), Some(torch))
+    } else {
+        (None, None)
+    };
     let listing = VariantListing {
-        python: python.path,
-        torch: torch.version.clone(),
-        cuda: torch.cuda.clone(),
+        python,
+        torch: torch.as_ref().map(|t| t.version.clone()),
+        cuda: torch.and_then(|t| t.cuda),
         nvcc,
         variants: plan
             .variants

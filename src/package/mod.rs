@@ -112,7 +112,7 @@ pub fn metadata_for(
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                if i == last {
+                if i == last && variant.link.is_some() {
                     format!("{c}+PTX")
                 } else {
                     c.to_string()

@@ -69,7 +69,8 @@ impl Hint for PlanError {
 /// The discovered tools a plan is made for.
 #[derive(Debug, Clone)]
 pub struct Tools {
-    pub torch: TorchInfo,
+    /// `None` for noarch projects, which need no toolchain.
+    pub torch: Option<TorchInfo>,
     /// Needed for every compiled backend (it links the extension).
     pub cxx: Option<Cxx>,
     /// Needed for the `cuda` backend of a compiled (non-noarch) project.
@@ -87,18 +88,37 @@ pub struct PlanSettings {
     pub jobs: usize,
 }
 
-/// Which backends to build, and which of build.toml's to skip (with the reason).
+/// Why kbuild cannot build `backend` for this project here, if it cannot. Noarch (pure Python)
+/// variants build for every backend; compiled ones need kbuild support and, for cuda, CUDA torch.
+fn unbuildable(
+    project: &Project,
+    torch: Option<&TorchInfo>,
+    backend: Backend,
+) -> Option<PlanError> {
+    if matches!(project.framework, Framework::TorchNoarch(_)) {
+        return None;
+    }
+    if !backend.is_supported() {
+        return Some(PlanError::BackendUnsupported {
+            backend: backend.to_string(),
+        });
+    }
+    match torch {
+        Some(t) if backend == Backend::Cuda && t.cuda.is_none() => Some(PlanError::CpuOnlyTorch {
+            torch: t.version.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// Which backends to build, and which of build.toml's to skip (with the reason). `torch` is
+/// `None` for noarch projects, which need no toolchain.
 pub fn select_backends(
     project: &Project,
-    torch: &TorchInfo,
+    torch: Option<&TorchInfo>,
     requested: &[String],
 ) -> Result<(Vec<Backend>, Vec<Skipped>), PlanError> {
     let listed: Vec<Backend> = project.general.backends.clone();
-    let listed_names = listed
-        .iter()
-        .map(|b| format!("\"{b}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
     let mut chosen = Vec::new();
     let mut skipped = Vec::new();
     if !requested.is_empty() {
@@ -106,18 +126,15 @@ pub fn select_backends(
             let Some(backend) = listed.iter().copied().find(|b| b.as_str() == name) else {
                 return Err(PlanError::BackendNotInProject {
                     backend: name.clone(),
-                    listed: listed_names.clone(),
+                    listed: listed
+                        .iter()
+                        .map(|b| format!("\"{b}\""))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 });
             };
-            if !backend.is_supported() {
-                return Err(PlanError::BackendUnsupported {
-                    backend: name.clone(),
-                });
-            }
-            if backend == Backend::Cuda && torch.cuda.is_none() {
-                return Err(PlanError::CpuOnlyTorch {
-                    torch: torch.version.clone(),
-                });
+            if let Some(err) = unbuildable(project, torch, backend) {
+                return Err(err);
             }
             if !chosen.contains(&backend) {
                 chosen.push(backend);
@@ -134,20 +151,20 @@ pub fn select_backends(
         return Ok((chosen, skipped));
     }
     for backend in listed {
-        if !backend.is_supported() {
-            skipped.push(Skipped {
+        match unbuildable(project, torch, backend) {
+            Some(PlanError::BackendUnsupported { .. }) => skipped.push(Skipped {
                 backend,
                 reason: format!(
                     "kbuild does not build the `{backend}` backend (only cpu and cuda)"
                 ),
-            });
-        } else if backend == Backend::Cuda && torch.cuda.is_none() {
-            skipped.push(Skipped {
+            }),
+            Some(PlanError::CpuOnlyTorch { torch }) => skipped.push(Skipped {
                 backend,
-                reason: format!("torch {} is CPU-only", torch.version),
-            });
-        } else if !chosen.contains(&backend) {
-            chosen.push(backend);
+                reason: format!("torch {torch} is CPU-only"),
+            }),
+            Some(_) => {}
+            None if !chosen.contains(&backend) => chosen.push(backend),
+            None => {}
         }
     }
     if chosen.is_empty() {
@@ -163,10 +180,11 @@ pub fn select_backends(
 
 /// `torch215-cxx11-cu132-x86_64-linux`, `torch215-cxx11-cpu-x86_64-linux`, or `torch-<backend>`
 /// for noarch projects.
-pub fn variant_name(project: &Project, torch: &TorchInfo, backend: Backend) -> String {
-    if matches!(project.framework, Framework::TorchNoarch(_)) {
+pub fn variant_name(project: &Project, torch: Option<&TorchInfo>, backend: Backend) -> String {
+    let Some(torch) = torch.filter(|_| !matches!(project.framework, Framework::TorchNoarch(_)))
+    else {
         return format!("torch-{backend}");
-    }
+    };
     let (major, minor) = torch.major_minor();
     let abi = if torch.cxx11_abi { "cxx11" } else { "cxx98" };
     let compute = match (backend, torch.cuda_major_minor()) {
@@ -361,7 +379,7 @@ pub fn make_plan(
     let python_name = project.general.python_name();
     let mut variants = Vec::new();
     for &backend in backends {
-        let name = variant_name(project, &tools.torch, backend);
+        let name = variant_name(project, tools.torch.as_ref(), backend);
         let id = format!(
             "_{python_name}_{backend}_{hash}{}",
             if dirty { "_dirty" } else { "" }
@@ -380,12 +398,13 @@ pub fn make_plan(
             link: None,
             python_files: python_files(project),
         };
-        if let Framework::Torch(torch_cfg) = &project.framework {
-            fill_compiled_variant(project, tools, settings, torch_cfg, &mut variant)?;
-        } else if backend == Backend::Cuda {
-            let matrix = cuda_matrix(project);
-            variant.capabilities = matrix.keys().copied().collect();
-            variant.dtypes = matrix;
+        if let (Framework::Torch(torch_cfg), Some(torch)) = (&project.framework, &tools.torch) {
+            fill_compiled_variant(project, tools, torch, settings, torch_cfg, &mut variant)?;
+        } else if let (Framework::TorchNoarch(noarch), Backend::Cuda) =
+            (&project.framework, backend)
+        {
+            // Pure Python: archs are declared, not compiled (HF: `torch-noarch.cuda_capabilities`).
+            variant.capabilities = noarch.cuda_capabilities.clone();
         }
         variants.push(variant);
     }
@@ -401,12 +420,12 @@ pub fn make_plan(
 fn fill_compiled_variant(
     project: &Project,
     tools: &Tools,
+    torch: &TorchInfo,
     settings: &PlanSettings,
     torch_cfg: &crate::config::Torch,
     variant: &mut VariantPlan,
 ) -> Result<(), PlanError> {
     let backend = variant.backend;
-    let torch = &tools.torch;
     let cxx = tools.cxx.as_ref();
     let cxx_path = cxx.map(|c| c.path.clone()).unwrap_or_else(|| "c++".into());
     let cxx_id = cxx.map(|c| c.version.clone()).unwrap_or_default();
