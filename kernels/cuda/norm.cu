@@ -7,6 +7,7 @@
 #include "common.cuh"
 
 #include <algorithm>
+#include <type_traits>
 
 // Tuning knobs (see bench/NOTES.md for the measurements behind the defaults).
 #ifndef LTX_NORM_PREFETCH  // load weight and per-row operands before the reduction
@@ -58,13 +59,13 @@ __device__ __forceinline__ float2 reduce2(float2 v, float2* scratch) {
 // Elementwise epilogue shared by the vector and scalar kernels. `n` is the normalized value
 // (x - mean) * rstd, `w` the weight (1 without one); the op's other operands are read by the
 // caller and passed in.
-template <NormKind K>
+template <NormKind K, typename T>
 __device__ __forceinline__ float epilogue(float n, float w, float a, float b) {
   const float y = n * w;
   if constexpr (K == NormKind::Rms) {
     return y;
   } else if constexpr (K == NormKind::GatedResidual) {
-    return a + tanh_fast(b) * y;  // a = residual, b = gate
+    return a + tanh_fast<!std::is_same_v<T, float>>(b) * y;  // a = residual, b = gate
   } else {
     return y * (1.0f + a) + b;  // a = scale, b = shift
   }
@@ -124,11 +125,13 @@ __global__ void __launch_bounds__(kMaxThreads(VPT, G), LTX_NORM_MIN_BLOCKS) norm
   for (int i = 0; i < VPT; ++i) {
     const int v = lane + i * nthreads;
     const bool in = valid && v < nvec;
-    xv[i] = in ? load16(xr + v * N) : zero;
+    xv[i] = in ? stream16(xr + v * N) : zero;
     if constexpr (kPrefetch) {
       wv[i] = (in && wr != nullptr) ? load16(wr + v * N) : zero;
     }
-    if constexpr (kTwoOperands && (kPrefetch || K == NormKind::GatedResidual)) {
+    if constexpr (K == NormKind::GatedResidual) {
+      av[i] = in ? stream16(ar + v * N) : zero;  // residual: read once
+    } else if constexpr (kTwoOperands && kPrefetch) {
       av[i] = in ? load16(ar + v * N) : zero;
     }
     if constexpr (kTwoOperands && kPrefetch) {
@@ -222,7 +225,7 @@ __global__ void __launch_bounds__(kMaxThreads(VPT, G), LTX_NORM_MIN_BLOCKS) norm
         for (int j = 0; j < N; ++j) a[j] = b[j] = 0.0f;
       }
 #pragma unroll
-      for (int j = 0; j < N; ++j) y[j] = epilogue<K>((f[j] - mean) * rstd, w[j], a[j], b[j]);
+      for (int j = 0; j < N; ++j) y[j] = epilogue<K, T>((f[j] - mean) * rstd, w[j], a[j], b[j]);
       store16(outr + v * N, pack<T>(y));
     }
   }
@@ -261,8 +264,11 @@ __device__ __forceinline__ void load_row(const NormParams& p, int64_t row, int n
   for (int i = 0; i < VPT; ++i) {
     const int v = threadIdx.x + i * blockDim.x;
     const bool in = v < nvec;
-    r.x[i] = in ? load16(xr + v * N) : zero;
-    if constexpr (K != NormKind::Rms) {
+    r.x[i] = in ? stream16(xr + v * N) : zero;
+    if constexpr (K == NormKind::GatedResidual) {
+      r.a[i] = in ? stream16(ar + v * N) : zero;
+      r.b[i] = in ? load16(br + v * N) : zero;
+    } else if constexpr (K != NormKind::Rms) {
       r.a[i] = in ? load16(ar + v * N) : zero;
       r.b[i] = in ? load16(br + v * N) : zero;
     }
@@ -329,7 +335,7 @@ __device__ __forceinline__ void finish_row(const NormParams& p, int64_t row, int
         for (int j = 0; j < N; ++j) a[j] = b[j] = 0.0f;
       }
 #pragma unroll
-      for (int j = 0; j < N; ++j) y[j] = epilogue<K>((f[j] - mean) * rstd, w[j], a[j], b[j]);
+      for (int j = 0; j < N; ++j) y[j] = epilogue<K, T>((f[j] - mean) * rstd, w[j], a[j], b[j]);
       store16(outr + v * N, pack<T>(y));
     }
   }
@@ -411,7 +417,7 @@ __global__ void __launch_bounds__(256) norm_scalar_kernel(const NormParams p) {
     const float w = wr != nullptr ? to_float(wr[i]) : 1.0f;
     const float a = ar != nullptr ? to_float(ar[i]) : 0.0f;
     const float b = br != nullptr ? to_float(br[i]) : 0.0f;
-    outr[i] = from_float<T>(epilogue<K>(n, w, a, b));
+    outr[i] = from_float<T>(epilogue<K, T>(n, w, a, b));
   }
 }
 
