@@ -102,7 +102,7 @@ __device__ __forceinline__ uint4 pack<__nv_bfloat16>(const float (&f)[8]) {
 // policy (0: default, 1: .cs evict-first, 2: L1::no_allocate loads + .cs stores) so that the
 // stream does not evict the reused rows from L1.
 #ifndef LTX_STREAM_HINTS
-#define LTX_STREAM_HINTS 2
+#define LTX_STREAM_HINTS 1
 #endif
 __device__ __forceinline__ uint4 load16(const void* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));
