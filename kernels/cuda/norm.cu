@@ -201,7 +201,8 @@ __global__ void __launch_bounds__(kMaxThreads(VPT, G), LTX_NORM_MIN_BLOCKS) norm
     for (int i = 0; i < VPT; ++i) {
       const int v = lane + i * nthreads;
       if (v < nvec) {
-        float f[N], w[N], a[N], b[N], y[N];
+        float f[N], y[N];
+        [[maybe_unused]] float w[N], a[N], b[N];
         unpack<T>(xv[i], f);
         if constexpr (kHasW) unpack<T>(kPrefetch ? wv[i] : load16(wr + v * N), w);
         if constexpr (kTwoOperands) {
