@@ -69,12 +69,17 @@ __device__ __forceinline__ float epilogue(float y, float a, float b) {
 // weight and the per-row operands (residual, gate, scale, shift) do not depend on the
 // statistics: for VPT <= 4 their loads are issued together with x's, before the reduction, so
 // a row costs one memory latency instead of two.
+// Block size bound per configuration: warp-group kernels launch 256 threads, block-per-row
+// kernels at most LTX_NORM_MAX_THREADS (512 with 8 vectors per thread). The min-blocks hint
+// applies to the block-per-row kernels (caps their registers for occupancy).
 constexpr int kMaxThreads(int vpt, int g) {
-  return g > 0 ? 256 : (vpt < 8 ? (LTX_NORM_MAX_THREADS > 256 ? LTX_NORM_MAX_THREADS : 256) : 512);
+  return g > 0 ? 256 : (vpt < 8 ? LTX_NORM_MAX_THREADS : 512);
 }
+constexpr int kMinBlocks(int vpt, int g) { return g == 0 && vpt < 8 ? LTX_NORM_MIN_BLOCKS : 1; }
 
 template <typename T, NormKind K, int VPT, int G>
-__global__ void __launch_bounds__(kMaxThreads(VPT, G), LTX_NORM_MIN_BLOCKS) norm_vec_kernel(const NormParams p) {
+__global__ void __launch_bounds__(kMaxThreads(VPT, G), kMinBlocks(VPT, G))
+    norm_vec_kernel(const NormParams p) {
   constexpr int N = kVec<T>;
   constexpr bool kPrefetch = LTX_NORM_PREFETCH && VPT <= 4;
   constexpr bool kTwoOperands = K != NormKind::Rms;  // (a, b) = (residual, gate) or (scale, shift)
