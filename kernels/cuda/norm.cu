@@ -9,15 +9,13 @@
 #include <algorithm>
 #include <type_traits>
 
-// Tuning knobs (see bench/NOTES.md for the measurements behind the defaults).
-#ifndef LTX_NORM_PREFETCH  // load weight and per-row operands before the reduction
+// Tuning (bench/NOTES.md has the measurements behind these choices, H200, bf16 H = 3072):
+// block-per-row kernels of plain RMSNorm and the gated residual keep <= 256 threads per row
+// with registers capped for 6 resident blocks; AdaLN does best with <= 128 threads per row and
+// 10 resident blocks. Loading the per-row operands before the reduction costs more in
+// occupancy than it saves in latency, so it is off.
+#ifndef LTX_NORM_PREFETCH
 #define LTX_NORM_PREFETCH 0
-#endif
-#ifndef LTX_NORM_MAX_THREADS  // block-per-row kernels: threads per row at most (VPT < 8)
-#define LTX_NORM_MAX_THREADS 128
-#endif
-#ifndef LTX_NORM_MIN_BLOCKS  // __launch_bounds__ min blocks per SM (caps registers)
-#define LTX_NORM_MIN_BLOCKS 1
 #endif
 #ifndef LTX_LAYER_ONEPASS  // LayerNorm statistics: one shifted (sum, sumsq) reduction
 #define LTX_LAYER_ONEPASS 1
@@ -69,16 +67,28 @@ __device__ __forceinline__ float epilogue(float y, float a, float b) {
 // weight and the per-row operands (residual, gate, scale, shift) do not depend on the
 // statistics: for VPT <= 4 their loads are issued together with x's, before the reduction, so
 // a row costs one memory latency instead of two.
-// Block size bound per configuration: warp-group kernels launch 256 threads, block-per-row
-// kernels at most LTX_NORM_MAX_THREADS (512 with 8 vectors per thread). The min-blocks hint
-// applies to the block-per-row kernels (caps their registers for occupancy).
-constexpr int kMaxThreads(int vpt, int g) {
-  return g > 0 ? 256 : (vpt < 8 ? LTX_NORM_MAX_THREADS : 512);
+struct NormTuning {
+  int max_threads;  // block-per-row kernels (VPT < 8): threads per row at most
+  int min_blocks;   // __launch_bounds__ min resident blocks (caps registers)
+};
+constexpr NormTuning tuning(NormKind k) {
+  return (k == NormKind::Rms || k == NormKind::GatedResidual) ? NormTuning{256, 6}
+                                                              : NormTuning{128, 10};
 }
-constexpr int kMinBlocks(int vpt, int g) { return g == 0 && vpt < 8 ? LTX_NORM_MIN_BLOCKS : 1; }
+
+// Block size bound per configuration: warp-group kernels launch 256 threads, block-per-row
+// kernels at most tuning(K).max_threads (512 with 8 vectors per thread).
+constexpr int kMaxThreads(NormKind k, int vpt, int g) {
+  return g > 0 ? 256 : (vpt < 8 ? tuning(k).max_threads : 512);
+}
+constexpr int kMinBlocks(NormKind k, int vpt, int g) {
+  if (g > 0 || vpt == 8) return 1;
+  // The gated kind holds x and the residual: 4 vectors each do not fit the 6-block cap.
+  return k == NormKind::GatedResidual && vpt == 4 ? 4 : tuning(k).min_blocks;
+}
 
 template <typename T, NormKind K, int VPT, int G>
-__global__ void __launch_bounds__(kMaxThreads(VPT, G), kMinBlocks(VPT, G))
+__global__ void __launch_bounds__(kMaxThreads(K, VPT, G), kMinBlocks(K, VPT, G))
     norm_vec_kernel(const NormParams p) {
   constexpr int N = kVec<T>;
   constexpr bool kPrefetch = LTX_NORM_PREFETCH && VPT <= 4;
@@ -305,9 +315,9 @@ void launch_vec(const NormParams& p, int threads, cudaStream_t stream) {
 
 // Launch configuration from the hidden size (in 16-byte vectors): rows of up to 16 vectors
 // share a warp (8 or 16 lanes each, e.g. head_dim 64/128 QK-norm), rows of up to 128 vectors
-// take a warp, wider rows one block with 2, 4 or 8 vectors per thread (at most 256 threads up
-// to 2048 vectors, e.g. 16384 bf16; up to 512 threads for 4096 vectors; the scalar kernel
-// beyond).
+// take a warp, wider rows one block with the fewest of 1, 2, 4 vectors per thread that keeps
+// the block within tuning(K).max_threads, else 8 per thread (up to 4096 vectors, e.g. 32768
+// bf16, 512 threads); the scalar kernel beyond.
 template <typename T, NormKind K>
 void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
   constexpr int N = kVec<T>;
@@ -327,7 +337,7 @@ void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
     auto threads_for = [&](int vpt) {
       return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32);
     };
-    constexpr int kT = LTX_NORM_MAX_THREADS;
+    constexpr int kT = tuning(K).max_threads;
     if (nvec <= kT) return launch_vec<T, K, 1, 0>(p, threads_for(1), stream);
     if (nvec <= 2 * kT) return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
     if (nvec <= 4 * kT) return launch_vec<T, K, 4, 0>(p, threads_for(4), stream);
