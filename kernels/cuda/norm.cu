@@ -81,10 +81,19 @@ constexpr NormTuning tuning(NormKind k) {
 constexpr int kMaxThreads(NormKind k, int vpt, int g) {
   return g > 0 ? 256 : (vpt < 8 ? tuning(k).max_threads : 512);
 }
+// Resident threads per SM of the arch being compiled (sm_75: 1024); bounds the min-blocks hint
+// so that ptxas never has to ignore it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr int kThreadsPerSm = 1024;
+#else
+constexpr int kThreadsPerSm = 2048;
+#endif
 constexpr int kMinBlocks(NormKind k, int vpt, int g) {
   if (g > 0 || vpt == 8) return 1;
   // The gated kind holds x and the residual: 4 vectors each do not fit the 6-block cap.
-  return k == NormKind::GatedResidual && vpt == 4 ? 4 : tuning(k).min_blocks;
+  const int want = k == NormKind::GatedResidual && vpt == 4 ? 4 : tuning(k).min_blocks;
+  const int fit = kThreadsPerSm / kMaxThreads(k, vpt, g);
+  return want < fit ? want : fit;
 }
 
 template <typename T, NormKind K, int VPT, int G>
