@@ -97,19 +97,55 @@ __device__ __forceinline__ uint4 pack<__nv_bfloat16>(const float (&f)[8]) {
 
 // Read-only loads through the non-coherent path; inputs never alias a live output except
 // element-for-element (out is x), where every element is read before it is written.
+// load16: data reused across rows (weight, conditioning rows, RoPE tables): cached in L1.
+// stream16/store16: data touched once (x, residual, outputs): LTX_STREAM_HINTS picks the cache
+// policy (0: default, 1: .cs evict-first, 2: L1::no_allocate loads + .cs stores) so that the
+// stream does not evict the reused rows from L1.
+#ifndef LTX_STREAM_HINTS
+#define LTX_STREAM_HINTS 1
+#endif
 __device__ __forceinline__ uint4 load16(const void* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));
 }
+__device__ __forceinline__ uint4 stream16(const void* p) {
+#if LTX_STREAM_HINTS == 1
+  return __ldcs(reinterpret_cast<const uint4*>(p));
+#elif LTX_STREAM_HINTS == 2
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+#else
+  return __ldg(reinterpret_cast<const uint4*>(p));
+#endif
+}
 __device__ __forceinline__ void store16(void* p, const uint4& v) {
+#if LTX_STREAM_HINTS >= 1
+  __stcs(reinterpret_cast<uint4*>(p), v);
+#else
   *reinterpret_cast<uint4*>(p) = v;
+#endif
 }
 
 // ---- math --------------------------------------------------------------------------------
-// tanh through one exp: 1 - 2 / (exp(2|v|) + 1), sign restored. Absolute error ~1e-7; saturates
-// cleanly (exp -> inf gives 1).
+// tanh. Half-precision outputs (HALF_OUT) use the hardware approximation (one MUFU op,
+// max relative error ~2^-11, under their output rounding); float32 goes through one exp:
+// 1 - 2 / (exp(2|v|) + 1), sign restored, absolute error ~1e-7, saturating cleanly.
+#ifndef LTX_FAST_TANH
+#define LTX_FAST_TANH 1
+#endif
+template <bool HALF_OUT>
 __device__ __forceinline__ float tanh_fast(float v) {
+#if LTX_FAST_TANH
+  if constexpr (HALF_OUT) {
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(v));
+    return t;
+  }
+#endif
   const float e = __expf(2.0f * fabsf(v));
-  const float t = 1.0f - 2.0f / (e + 1.0f);
+  const float t = 1.0f - __fdividef(2.0f, e + 1.0f);
   return copysignf(t, v);
 }
 

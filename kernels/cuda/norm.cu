@@ -7,19 +7,15 @@
 #include "common.cuh"
 
 #include <algorithm>
+#include <type_traits>
 
-// Tuning knobs (see bench/NOTES.md for the measurements behind the defaults).
-#ifndef LTX_NORM_PREFETCH  // load weight and per-row operands before the reduction
-#define LTX_NORM_PREFETCH 1
-#endif
-#ifndef LTX_NORM_MAX_THREADS  // block-per-row kernels: threads per row at most (VPT < 8)
-#define LTX_NORM_MAX_THREADS 256
-#endif
-#ifndef LTX_NORM_MIN_BLOCKS  // __launch_bounds__ min blocks per SM (caps registers)
-#define LTX_NORM_MIN_BLOCKS 1
-#endif
-#ifndef LTX_NORM_PERSISTENT  // block-per-row rows: persistent blocks, next row loaded early
-#define LTX_NORM_PERSISTENT 1
+// Tuning (bench/NOTES.md has the measurements behind these choices, H200, bf16 H = 3072):
+// block-per-row kernels of plain RMSNorm and the gated residual keep <= 256 threads per row
+// with registers capped for 6 resident blocks; AdaLN does best with <= 128 threads per row and
+// 10 resident blocks. Loading the per-row operands before the reduction costs more in
+// occupancy than it saves in latency, so it is off.
+#ifndef LTX_NORM_PREFETCH
+#define LTX_NORM_PREFETCH 0
 #endif
 #ifndef LTX_LAYER_ONEPASS  // LayerNorm statistics: one shifted (sum, sumsq) reduction
 #define LTX_LAYER_ONEPASS 1
@@ -55,18 +51,14 @@ __device__ __forceinline__ float2 reduce2(float2 v, float2* scratch) {
   }
 }
 
-// Elementwise epilogue shared by the vector and scalar kernels. `n` is the normalized value
-// (x - mean) * rstd, `w` the weight (1 without one); the op's other operands are read by the
-// caller and passed in.
-template <NormKind K>
-__device__ __forceinline__ float epilogue(float n, float w, float a, float b) {
-  const float y = n * w;
-  if constexpr (K == NormKind::Rms) {
-    return y;
-  } else if constexpr (K == NormKind::GatedResidual) {
-    return a + tanh_fast(b) * y;  // a = residual, b = gate
+// Epilogue of the fused kinds: `y` is the normalized, weighted value; (a, b) are
+// (residual, gate) or (scale, shift).
+template <NormKind K, typename T>
+__device__ __forceinline__ float epilogue(float y, float a, float b) {
+  if constexpr (K == NormKind::GatedResidual) {
+    return fmaf(tanh_fast<!std::is_same_v<T, float>>(b), y, a);
   } else {
-    return y * (1.0f + a) + b;  // a = scale, b = shift
+    return fmaf(y, 1.0f + a, b);
   }
 }
 
@@ -75,12 +67,38 @@ __device__ __forceinline__ float epilogue(float n, float w, float a, float b) {
 // weight and the per-row operands (residual, gate, scale, shift) do not depend on the
 // statistics: for VPT <= 4 their loads are issued together with x's, before the reduction, so
 // a row costs one memory latency instead of two.
-constexpr int kMaxThreads(int vpt, int g) {
-  return g > 0 ? 256 : (vpt < 8 ? (LTX_NORM_MAX_THREADS > 256 ? LTX_NORM_MAX_THREADS : 256) : 512);
+struct NormTuning {
+  int max_threads;  // block-per-row kernels (VPT < 8): threads per row at most
+  int min_blocks;   // __launch_bounds__ min resident blocks (caps registers)
+};
+constexpr NormTuning tuning(NormKind k) {
+  return (k == NormKind::Rms || k == NormKind::GatedResidual) ? NormTuning{256, 6}
+                                                              : NormTuning{128, 10};
+}
+
+// Block size bound per configuration: warp-group kernels launch 256 threads, block-per-row
+// kernels at most tuning(K).max_threads (512 with 8 vectors per thread).
+constexpr int kMaxThreads(NormKind k, int vpt, int g) {
+  return g > 0 ? 256 : (vpt < 8 ? tuning(k).max_threads : 512);
+}
+// Resident threads per SM of the arch being compiled (sm_75: 1024); bounds the min-blocks hint
+// so that ptxas never has to ignore it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr int kThreadsPerSm = 1024;
+#else
+constexpr int kThreadsPerSm = 2048;
+#endif
+constexpr int kMinBlocks(NormKind k, int vpt, int g) {
+  if (g > 0 || vpt == 8) return 1;
+  // The gated kind holds x and the residual: 4 vectors each do not fit the 6-block cap.
+  const int want = k == NormKind::GatedResidual && vpt == 4 ? 4 : tuning(k).min_blocks;
+  const int fit = kThreadsPerSm / kMaxThreads(k, vpt, g);
+  return want < fit ? want : fit;
 }
 
 template <typename T, NormKind K, int VPT, int G>
-__global__ void __launch_bounds__(kMaxThreads(VPT, G), LTX_NORM_MIN_BLOCKS) norm_vec_kernel(const NormParams p) {
+__global__ void __launch_bounds__(kMaxThreads(K, VPT, G), kMinBlocks(K, VPT, G))
+    norm_vec_kernel(const NormParams p) {
   constexpr int N = kVec<T>;
   constexpr bool kPrefetch = LTX_NORM_PREFETCH && VPT <= 4;
   constexpr bool kTwoOperands = K != NormKind::Rms;  // (a, b) = (residual, gate) or (scale, shift)
@@ -124,11 +142,13 @@ __global__ void __launch_bounds__(kMaxThreads(VPT, G), LTX_NORM_MIN_BLOCKS) norm
   for (int i = 0; i < VPT; ++i) {
     const int v = lane + i * nthreads;
     const bool in = valid && v < nvec;
-    xv[i] = in ? load16(xr + v * N) : zero;
+    xv[i] = in ? stream16(xr + v * N) : zero;
     if constexpr (kPrefetch) {
       wv[i] = (in && wr != nullptr) ? load16(wr + v * N) : zero;
     }
-    if constexpr (kTwoOperands && (kPrefetch || K == NormKind::GatedResidual)) {
+    if constexpr (K == NormKind::GatedResidual) {
+      av[i] = in ? stream16(ar + v * N) : zero;  // residual: read once
+    } else if constexpr (kTwoOperands && kPrefetch) {
       av[i] = in ? load16(ar + v * N) : zero;
     }
     if constexpr (kTwoOperands && kPrefetch) {
@@ -197,172 +217,45 @@ __global__ void __launch_bounds__(kMaxThreads(VPT, G), LTX_NORM_MIN_BLOCKS) norm
   if (!valid) return;
 
   T* outr = static_cast<T*>(p.out) + row * p.hidden;
-#pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int v = lane + i * nthreads;
-    if (v < nvec) {
-      float f[N], w[N], a[N], b[N], y[N];
-      unpack<T>(xv[i], f);
-      if (wr != nullptr) {
-        unpack<T>(kPrefetch ? wv[i] : load16(wr + v * N), w);
-      } else {
-#pragma unroll
-        for (int j = 0; j < N; ++j) w[j] = 1.0f;
-      }
-      if constexpr (kTwoOperands) {
-        if constexpr (kPrefetch) {
-          unpack<T>(av[i], a);
-          unpack<T>(bv[i], b);
-        } else {
-          unpack<T>(K == NormKind::GatedResidual ? av[i] : load16(ar + v * N), a);
-          unpack<T>(load16(br + v * N), b);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < N; ++j) a[j] = b[j] = 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < N; ++j) y[j] = epilogue<K>((f[j] - mean) * rstd, w[j], a[j], b[j]);
-      store16(outr + v * N, pack<T>(y));
-    }
-  }
-}
-
-// Persistent, software-pipelined version of the block-per-row case: a block walks rows
-// blockIdx.x, + gridDim.x, ...; the loads of its next row (x and the per-row operands) are in
-// flight while the current row is reduced and stored, and the weight is loaded once per block.
-// Keeps DRAM busy across the reduction's barriers instead of relying on other resident blocks.
-template <typename T, NormKind K, int VPT>
-struct RowRegs {
-  static constexpr bool kTwo = K != NormKind::Rms;
-  uint4 x[VPT];
-  uint4 a[kTwo ? VPT : 1];
-  uint4 b[kTwo ? VPT : 1];
-  float ref;  // AdaLnLayer: the row's first element (shift for the one-pass variance)
-};
-
-template <typename T, NormKind K, int VPT>
-__device__ __forceinline__ void load_row(const NormParams& p, int64_t row, int nvec,
-                                         RowRegs<T, K, VPT>& r) {
-  constexpr int N = kVec<T>;
-  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row);
-  const T* ar = nullptr;
-  const T* br = nullptr;
-  if constexpr (K == NormKind::GatedResidual) {
-    ar = static_cast<const T*>(p.residual.ptr) + row_offset(p.residual, row);
-    br = static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, row);
-  } else if constexpr (K != NormKind::Rms) {
-    ar = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, row);
-    br = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, row);
-  }
-  if constexpr (K == NormKind::AdaLnLayer) r.ref = to_float(xr[0]);
-#pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int v = threadIdx.x + i * blockDim.x;
-    const bool in = v < nvec;
-    r.x[i] = in ? load16(xr + v * N) : zero;
-    if constexpr (K != NormKind::Rms) {
-      r.a[i] = in ? load16(ar + v * N) : zero;
-      r.b[i] = in ? load16(br + v * N) : zero;
-    }
-  }
-}
-
-template <typename T, NormKind K, int VPT>
-__device__ __forceinline__ void finish_row(const NormParams& p, int64_t row, int nvec,
-                                           const RowRegs<T, K, VPT>& r, const uint4 (&wv)[VPT],
-                                           bool has_w, float2* scratch) {
-  constexpr int N = kVec<T>;
-  const float inv_h = 1.0f / static_cast<float>(p.hidden);
-  float mean = 0.0f;
-  float rstd;
-  if constexpr (K == NormKind::AdaLnLayer) {
-    // Shifted one-pass statistics, as in norm_vec_kernel; r.ref is the row's first element.
-    float2 acc = make_float2(0.0f, 0.0f);
+  const float nshift = -mean * rstd;  // (x - mean) * rstd == fma(x, rstd, nshift)
+  // Separate loops with and without a weight: no multiply by 1 per element.
+  auto finish = [&](auto has_w) {
+    constexpr bool kHasW = decltype(has_w)::value;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      if (static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x) < nvec) {
-        float f[N];
-        unpack<T>(r.x[i], f);
+      const int v = lane + i * nthreads;
+      if (v < nvec) {
+        float f[N], y[N];
+        [[maybe_unused]] float w[N], a[N], b[N];
+        unpack<T>(xv[i], f);
+        if constexpr (kHasW) unpack<T>(kPrefetch ? wv[i] : load16(wr + v * N), w);
+        if constexpr (kTwoOperands) {
+          if constexpr (kPrefetch) {
+            unpack<T>(av[i], a);
+            unpack<T>(bv[i], b);
+          } else {
+            unpack<T>(K == NormKind::GatedResidual ? av[i] : load16(ar + v * N), a);
+            unpack<T>(load16(br + v * N), b);
+          }
+        }
 #pragma unroll
         for (int j = 0; j < N; ++j) {
-          const float dv = f[j] - r.ref;
-          acc.x += dv;
-          acc.y += dv * dv;
+          float n = fmaf(f[j], rstd, nshift);
+          if constexpr (kHasW) n *= w[j];
+          if constexpr (kTwoOperands) {
+            y[j] = epilogue<K, T>(n, a[j], b[j]);
+          } else {
+            y[j] = n;
+          }
         }
+        store16(outr + v * N, pack<T>(y));
       }
     }
-    acc = block_sum2(acc, scratch);
-    const float dmean = acc.x * inv_h;
-    mean = r.ref + dmean;
-    rstd = rsqrtf(fmaxf(acc.y * inv_h - dmean * dmean, 0.0f) + p.eps);
+  };
+  if (wr != nullptr) {
+    finish(std::true_type{});
   } else {
-    float acc = 0.0f;
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-      float f[N];
-      unpack<T>(r.x[i], f);
-#pragma unroll
-      for (int j = 0; j < N; ++j) acc += f[j] * f[j];
-    }
-    rstd = rsqrtf(block_sum(acc, reinterpret_cast<float*>(scratch)) * inv_h + p.eps);
-  }
-  T* outr = static_cast<T*>(p.out) + row * p.hidden;
-#pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int v = threadIdx.x + i * blockDim.x;
-    if (v < nvec) {
-      float f[N], w[N], a[N], b[N], y[N];
-      unpack<T>(r.x[i], f);
-      if (has_w) {
-        unpack<T>(wv[i], w);
-      } else {
-#pragma unroll
-        for (int j = 0; j < N; ++j) w[j] = 1.0f;
-      }
-      if constexpr (K != NormKind::Rms) {
-        unpack<T>(r.a[i], a);
-        unpack<T>(r.b[i], b);
-      } else {
-#pragma unroll
-        for (int j = 0; j < N; ++j) a[j] = b[j] = 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < N; ++j) y[j] = epilogue<K>((f[j] - mean) * rstd, w[j], a[j], b[j]);
-      store16(outr + v * N, pack<T>(y));
-    }
-  }
-}
-
-template <typename T, NormKind K, int VPT>
-__global__ void __launch_bounds__(256) norm_persistent_kernel(const NormParams p) {
-  constexpr int N = kVec<T>;
-  __shared__ float2 scratch[32];
-  const int nvec = static_cast<int>(p.hidden / N);
-  const bool has_w = p.weight != nullptr;
-  uint4 wv[VPT];
-#pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int v = threadIdx.x + i * blockDim.x;
-    wv[i] = (has_w && v < nvec) ? load16(static_cast<const T*>(p.weight) + v * N)
-                                : make_uint4(0u, 0u, 0u, 0u);
-  }
-  RowRegs<T, K, VPT> r0, r1;
-  int64_t row = blockIdx.x;
-  const int64_t step = gridDim.x;
-  if (row < p.rows) load_row(p, row, nvec, r0);
-  // Unrolled by two so that the current/next register sets swap roles without copies.
-  while (row < p.rows) {
-    int64_t next = row + step;
-    if (next < p.rows) load_row(p, next, nvec, r1);
-    finish_row(p, row, nvec, r0, wv, has_w, scratch);
-    row = next;
-    if (row >= p.rows) break;
-    next = row + step;
-    if (next < p.rows) load_row(p, next, nvec, r0);
-    finish_row(p, row, nvec, r1, wv, has_w, scratch);
-    row = next;
+    finish(std::false_type{});
   }
 }
 
@@ -407,11 +300,10 @@ __global__ void __launch_bounds__(256) norm_scalar_kernel(const NormParams p) {
     br = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, row);
   }
   for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
-    const float n = (to_float(xr[i]) - mean) * rstd;
-    const float w = wr != nullptr ? to_float(wr[i]) : 1.0f;
-    const float a = ar != nullptr ? to_float(ar[i]) : 0.0f;
-    const float b = br != nullptr ? to_float(br[i]) : 0.0f;
-    outr[i] = from_float<T>(epilogue<K>(n, w, a, b));
+    float y = (to_float(xr[i]) - mean) * rstd;
+    if (wr != nullptr) y *= to_float(wr[i]);
+    if constexpr (K != NormKind::Rms) y = epilogue<K, T>(y, to_float(ar[i]), to_float(br[i]));
+    outr[i] = from_float<T>(y);
   }
 }
 
@@ -430,25 +322,11 @@ void launch_vec(const NormParams& p, int threads, cudaStream_t stream) {
   norm_vec_kernel<T, K, VPT, G><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
 }
 
-template <typename T, NormKind K, int VPT>
-void launch_persistent(const NormParams& p, int threads, cudaStream_t stream) {
-  // Resident blocks per SM for this kernel and block size, cached per device.
-  static int occupancy[64][33] = {};
-  int& occ = occupancy[p.device_index & 63][threads / 32];
-  if (occ == 0) {
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &occ, norm_persistent_kernel<T, K, VPT>, threads, 0));
-    occ = occ > 0 ? occ : 1;
-  }
-  const int64_t blocks = std::min<int64_t>(p.rows, int64_t{occ} * sm_count(p.device_index));
-  norm_persistent_kernel<T, K, VPT><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
-}
-
 // Launch configuration from the hidden size (in 16-byte vectors): rows of up to 16 vectors
 // share a warp (8 or 16 lanes each, e.g. head_dim 64/128 QK-norm), rows of up to 128 vectors
-// take a warp, wider rows one block with 2, 4 or 8 vectors per thread (at most 256 threads up
-// to 2048 vectors, e.g. 16384 bf16; up to 512 threads for 4096 vectors; the scalar kernel
-// beyond).
+// take a warp, wider rows one block with the fewest of 1, 2, 4 vectors per thread that keeps
+// the block within tuning(K).max_threads, else 8 per thread (up to 4096 vectors, e.g. 32768
+// bf16, 512 threads); the scalar kernel beyond.
 template <typename T, NormKind K>
 void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
   constexpr int N = kVec<T>;
@@ -468,12 +346,7 @@ void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
     auto threads_for = [&](int vpt) {
       return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32);
     };
-    constexpr int kT = LTX_NORM_MAX_THREADS;
-    if (LTX_NORM_PERSISTENT && nvec <= 4 * kT && kT <= 256) {
-      if (nvec <= kT) return launch_persistent<T, K, 1>(p, threads_for(1), stream);
-      if (nvec <= 2 * kT) return launch_persistent<T, K, 2>(p, threads_for(2), stream);
-      return launch_persistent<T, K, 4>(p, threads_for(4), stream);
-    }
+    constexpr int kT = tuning(K).max_threads;
     if (nvec <= kT) return launch_vec<T, K, 1, 0>(p, threads_for(1), stream);
     if (nvec <= 2 * kT) return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
     if (nvec <= 4 * kT) return launch_vec<T, K, 4, 0>(p, threads_for(4), stream);

@@ -11,12 +11,16 @@
 namespace ltx {
 namespace {
 
-#ifndef LTX_PW_UNROLL  // 16-byte vectors per thread in the flat vector kernels
-#define LTX_PW_UNROLL 2
+#ifndef LTX_PW_UNROLL  // 16-byte vectors per thread in the flat rope/geglu kernels
+#define LTX_PW_UNROLL 1
+#endif
+#ifndef LTX_GELU_UNROLL  // 16-byte vectors per thread in the flat gelu kernel
+#define LTX_GELU_UNROLL 2
 #endif
 
 constexpr int kThreads = 256;
 constexpr int kUnroll = LTX_PW_UNROLL;
+constexpr int kGeluUnroll = LTX_GELU_UNROLL;
 constexpr int64_t kFlatLimit = int64_t{1} << 31;  // FastDiv's dividend range
 
 int lanes_per_row(int64_t vecs_per_row) {
@@ -76,7 +80,7 @@ __global__ void __launch_bounds__(kThreads) rope_vec_kernel(const RopeParams p, 
       const uint32_t s = row - b * dv.seq.d;
       const uint32_t tcol = col < tw ? col : col - fdiv(dv.table_width, col) * tw;
       const int64_t toff = (static_cast<int64_t>(p.table_batch == 1 ? 0 : b) * p.seq + s) * tw + tcol;
-      xv[u] = load16(static_cast<const T*>(p.x) + b * p.x_batch_stride + s * p.x_seq_stride + col);
+      xv[u] = stream16(static_cast<const T*>(p.x) + b * p.x_batch_stride + s * p.x_seq_stride + col);
       load_table<C, N>(static_cast<const C*>(p.cos) + toff, c[u]);
       load_table<C, N>(static_cast<const C*>(p.sin) + toff, sn[u]);
     }
@@ -141,21 +145,21 @@ void launch_rope_typed(const RopeParams& p, cudaStream_t stream) {
 }
 
 // ---- activations ---------------------------------------------------------------------------
-// gelu_tanh over a flat contiguous range: kUnroll 16-byte vectors per thread, scalar tail.
+// gelu_tanh over a flat contiguous range: kGeluUnroll 16-byte vectors per thread, scalar tail.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) gelu_vec_kernel(const T* __restrict__ x,
                                                             T* __restrict__ out, int64_t n) {
   constexpr int N = kVec<T>;
   const int64_t nvec = n / N;
-  const int64_t base = static_cast<int64_t>(blockIdx.x) * (kUnroll * kThreads) + threadIdx.x;
-  uint4 v[kUnroll];
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * (kGeluUnroll * kThreads) + threadIdx.x;
+  uint4 v[kGeluUnroll];
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
+  for (int u = 0; u < kGeluUnroll; ++u) {
     const int64_t i = base + u * kThreads;
-    if (i < nvec) v[u] = load16(x + i * N);
+    if (i < nvec) v[u] = stream16(x + i * N);
   }
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
+  for (int u = 0; u < kGeluUnroll; ++u) {
     const int64_t i = base + u * kThreads;
     if (i < nvec) {
       float f[N];
@@ -209,8 +213,8 @@ __global__ void __launch_bounds__(kThreads) geglu_vec_kernel(const ActParams p, 
       const uint32_t row = fdiv(dvecs, e);
       const uint32_t col = (e - row * dvecs.d) * N;
       const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row) + col;
-      av[u] = load16(xr);
-      gv[u] = load16(xr + p.width);
+      av[u] = stream16(xr);
+      gv[u] = stream16(xr + p.width);
     }
   }
 #pragma unroll
@@ -248,7 +252,7 @@ void launch_activation_typed(const ActParams& p, cudaStream_t stream) {
     const int64_t n = p.width;
     if (aligned16(x) && aligned16(out)) {
       const int64_t nvec = n / N;
-      const int64_t blocks = std::max<int64_t>((nvec + kUnroll * kThreads - 1) / (kUnroll * kThreads), 1);
+      const int64_t blocks = std::max<int64_t>((nvec + kGeluUnroll * kThreads - 1) / (kGeluUnroll * kThreads), 1);
       gelu_vec_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, out, n);
     } else {
       const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads,

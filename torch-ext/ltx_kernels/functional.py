@@ -20,14 +20,29 @@ BACKEND = (
 
 _checked: set = set()
 
+# Default overloads, bound once (skips the overload-packet dispatch on every call).
+_rms_norm = ops.rms_norm.default
+_rms_norm_out = ops.rms_norm_out.default
+_gated = ops.fused_residual_gated_rms_norm.default
+_gated_out = ops.fused_residual_gated_rms_norm_out.default
+_adaln = ops.adaln.default
+_adaln_out = ops.adaln_out.default
+_rope = ops.rope_3d.default
+_rope_out = ops.rope_3d_out.default
+_geglu = ops.geglu.default
+_geglu_out = ops.geglu_out.default
+_gelu = ops.gelu_tanh.default
+_gelu_out = ops.gelu_tanh_out.default
+
 
 def _check_dtype(x: torch.Tensor, op: str) -> None:
     # Raises a clear error for a dtype the GPU's cubin was not built with (bfloat16 on sm_7x).
     # Skipped while torch.compile traces (the result is cached per device and dtype in eager
-    # runs, and the kernel launch itself reports a missing kernel image).
-    if x.device.type != "cuda" or torch.compiler.is_compiling():
+    # runs, and the kernel launch itself reports a missing kernel image). Kept cheap: it runs
+    # on every eager call, and small shapes are bound by host overhead.
+    if not x.is_cuda or torch.compiler.is_compiling():
         return
-    key = (x.device.index, x.dtype)
+    key = (x.get_device(), x.dtype)
     if key in _checked:
         return
     _capabilities.check_dtype(x.device, x.dtype, op)
@@ -56,8 +71,8 @@ def rms_norm(
     """
     _check_dtype(x, "rms_norm")
     if out is None:
-        return ops.rms_norm(x, weight, float(eps))
-    ops.rms_norm_out(out, x, weight, float(eps))
+        return _rms_norm(x, weight, float(eps))
+    _rms_norm_out(out, x, weight, float(eps))
     return out
 
 
@@ -83,8 +98,8 @@ def fused_residual_gated_rms_norm(
     """
     _check_dtype(x, "fused_residual_gated_rms_norm")
     if out is None:
-        return ops.fused_residual_gated_rms_norm(x, residual, gate, weight, float(eps))
-    ops.fused_residual_gated_rms_norm_out(out, x, residual, gate, weight, float(eps))
+        return _gated(x, residual, gate, weight, float(eps))
+    _gated_out(out, x, residual, gate, weight, float(eps))
     return out
 
 
@@ -111,8 +126,8 @@ def adaln(
     """
     _check_dtype(x, "adaln")
     if out is None:
-        return ops.adaln(x, scale, shift, weight, float(eps), norm)
-    ops.adaln_out(out, x, scale, shift, weight, float(eps), norm)
+        return _adaln(x, scale, shift, weight, float(eps), norm)
+    _adaln_out(out, x, scale, shift, weight, float(eps), norm)
     return out
 
 
@@ -138,8 +153,8 @@ def rope_3d(
     """
     _check_dtype(x, "rope_3d")
     if out is None:
-        return ops.rope_3d(x, cos, sin)
-    ops.rope_3d_out(out, x, cos, sin)
+        return _rope(x, cos, sin)
+    _rope_out(out, x, cos, sin)
     return out
 
 
@@ -153,8 +168,8 @@ def geglu(x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tenso
     """
     _check_dtype(x, "geglu")
     if out is None:
-        return ops.geglu(x)
-    ops.geglu_out(out, x)
+        return _geglu(x)
+    _geglu_out(out, x)
     return out
 
 
@@ -163,8 +178,8 @@ def gelu_tanh(x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.T
     activation of LTX-Video's feed-forward (``activation_fn="gelu-approximate"``)."""
     _check_dtype(x, "gelu_tanh")
     if out is None:
-        return ops.gelu_tanh(x)
-    ops.gelu_tanh_out(out, x)
+        return _gelu(x)
+    _gelu_out(out, x)
     return out
 
 
