@@ -573,7 +573,7 @@ fn fill_compiled_variant(
             source: project.root.join(unit.src),
             depfile: object.with_extension("d"),
             object,
-            std: torch.cxx_std().to_string(),
+            std: torch.cxx_std(),
             include_dirs,
             system_include_dirs: system_includes.clone(),
             defines: job_defines,

@@ -33,6 +33,16 @@ pub struct TorchInfo {
     pub site_packages: PathBuf,
     /// e.g. `3.11.7`.
     pub python_version: String,
+    /// The C++ standard torch's headers were built for (`ATen/ATen.h`: `#error C++NN or later`),
+    /// e.g. 20 for torch 2.15 and 17 for torch 2.11. Compiling with another standard than torch
+    /// itself risks ODR/layout mismatches in c10's inline code (seen: a segfault when a
+    /// `TORCH_CHECK` threw in a C++20 build against torch 2.11).
+    #[serde(default = "default_cxx_std")]
+    pub cxx_std: u32,
+}
+
+fn default_cxx_std() -> u32 {
+    17
 }
 
 impl TorchInfo {
@@ -46,14 +56,9 @@ impl TorchInfo {
         self.cuda.as_deref().and_then(parse_major_minor)
     }
 
-    /// The C++ standard the torch headers need.
-    pub fn cxx_std(&self) -> &'static str {
-        // torch 2.10+ headers refuse C++17 (`#error C++20 or later compatible compiler is required`).
-        if self.major_minor() >= (2, 10) {
-            "c++20"
-        } else {
-            "c++17"
-        }
+    /// The `-std=` value for code that includes torch headers: the standard torch was built with.
+    pub fn cxx_std(&self) -> String {
+        format!("c++{}", self.cxx_std)
     }
 }
 
@@ -108,14 +113,22 @@ pub fn find_python(explicit: Option<&Path>, project_root: &Path) -> Result<Pytho
 
 /// The script run once per build; prints one JSON object.
 const PROBE: &str = r#"
-import json, os, sys, sysconfig
+import json, os, re, sys, sysconfig
 try:
     import torch
 except Exception as e:
     print(json.dumps({"error": "no-torch", "detail": str(e)}))
     sys.exit(0)
 d = os.path.dirname(torch.__file__)
+std = 17
+try:
+    with open(os.path.join(d, "include", "ATen", "ATen.h")) as f:
+        m = re.search(r"C\+\+(\d+) or later compatible compiler", f.read())
+        std = int(m.group(1)) if m else 17
+except OSError:
+    pass
 print(json.dumps({
+    "cxx_std": std,
     "version": torch.__version__,
     "cuda": torch.version.cuda,
     "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
