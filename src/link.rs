@@ -22,6 +22,13 @@ pub enum LinkError {
         failure: Box<CommandFailure>,
         diagnostics: String,
     },
+    #[error(
+        "`{}` carries its own copy of the C++ runtime (it defines `__cxa_throw`): `{}` linked \
+         libstdc++ statically",
+        output.display(),
+        linker.display()
+    )]
+    PrivateCxxRuntime { output: PathBuf, linker: PathBuf },
     #[error("cannot {action} `{}`: {source}", path.display())]
     Io {
         action: &'static str,
@@ -51,6 +58,11 @@ impl Hint for LinkError {
                 )
             }
             LinkError::Failed { .. } => Some("the linker's output above says what failed".into()),
+            LinkError::PrivateCxxRuntime { .. } => Some(
+                "torch's exceptions would cross two C++ runtimes and crash: set `CXX` to a \
+                 compiler that links the shared libstdc++ (e.g. `/usr/bin/g++`)"
+                    .into(),
+            ),
             LinkError::Io { .. } => None,
         }
     }
@@ -125,6 +137,14 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
             diagnostics,
         });
     }
+    if defines_cxx_runtime(&tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
+        return Err(LinkError::PrivateCxxRuntime {
+            output: job.output.clone(),
+            linker: job.linker.clone(),
+        });
+    }
     std::fs::rename(&tmp, &job.output).map_err(|source| LinkError::Io {
         action: "rename into",
         path: job.output.clone(),
@@ -137,6 +157,18 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
     })?;
     reporter.unit_finished(label, UnitOutcome::Compiled, started.elapsed());
     Ok(true)
+}
+
+/// Whether the shared object exports its own `__cxa_throw` (a statically linked libstdc++).
+/// Checked with binutils' `nm` when it is on PATH; without it the check is skipped.
+fn defines_cxx_runtime(so: &Path) -> bool {
+    let mut nm = CommandSpec::new("nm");
+    nm.args(["-D", "--defined-only"]).arg(so);
+    run_one(&nm).is_ok_and(|out| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.ends_with(" __cxa_throw"))
+    })
 }
 
 #[cfg(test)]
@@ -158,5 +190,36 @@ mod tests {
             shown,
             "g++ -shared -o out.so a.o b.o -L/torch/lib -lc10 -l:libcudart.so.13"
         );
+    }
+}
+
+#[cfg(test)]
+mod runtime_tests {
+    use super::*;
+
+    fn link_shared(dir: &Path, extra: &[&str]) -> PathBuf {
+        let src = dir.join("x.cpp");
+        std::fs::write(
+            &src,
+            "#include <stdexcept>\nvoid f() { throw std::runtime_error(\"x\"); }\n",
+        )
+        .unwrap();
+        let out = dir.join("x.so");
+        let mut cmd = CommandSpec::new("c++");
+        cmd.args(["-shared", "-fPIC", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .args(extra);
+        run_one(&cmd).expect("c++ links a test library");
+        out
+    }
+
+    #[test]
+    fn a_statically_linked_cxx_runtime_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = link_shared(dir.path(), &[]);
+        assert!(!defines_cxx_runtime(&shared));
+        let private = link_shared(dir.path(), &["-static-libstdc++"]);
+        assert!(defines_cxx_runtime(&private));
     }
 }

@@ -297,8 +297,14 @@ fn a_second_build_waits_for_the_lock_on_the_same_output_directory() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    assert!(child.try_wait().unwrap().is_none(), "build did not wait for the lock");
-    assert!(!root.join("build/torch-cpu").exists(), "wrote while another build held the lock");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "build did not wait for the lock"
+    );
+    assert!(
+        !root.join("build/torch-cpu").exists(),
+        "wrote while another build held the lock"
+    );
     lock.unlock().unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());

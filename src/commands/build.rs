@@ -75,7 +75,15 @@ pub fn plan_build(
     for s in &skipped {
         reporter.warn(&format!("skipping backend `{}`: {}", s.backend, s.reason));
     }
-    let cxx = if compiled { Some(find_cxx()?) } else { None };
+    let cxx = if compiled {
+        let cxx = find_cxx()?;
+        for w in &cxx.warnings {
+            reporter.warn(w);
+        }
+        Some(cxx)
+    } else {
+        None
+    };
     let nvcc = match &torch {
         Some(torch) if chosen.contains(&Backend::Cuda) => {
             let nvcc = find_nvcc(toolchain.nvcc.as_deref(), torch)?;

@@ -41,6 +41,11 @@ pub enum ToolchainError {
     ToolFailed { tool: PathBuf, reason: String },
     #[error("no C++ compiler found: {reason}")]
     NoCxx { reason: String },
+    #[error(
+        "`{cxx}` cannot link the shared libstdc++ (`-print-file-name=libstdc++.so` finds none), \
+         and no `c++`/`g++` on PATH can either"
+    )]
+    NoSharedLibstdcxx { cxx: PathBuf },
 }
 
 impl Hint for ToolchainError {
@@ -66,6 +71,11 @@ impl Hint for ToolchainError {
             ToolchainError::NoCxx { .. } => {
                 "install g++ (`apt install g++`) or set `CXX` to a C++ compiler".into()
             }
+            ToolchainError::NoSharedLibstdcxx { .. } => {
+                "a torch extension must share the process's C++ runtime: install g++ with its \
+                 libstdc++ development files (`apt install g++`) or set `CXX` to such a compiler"
+                    .into()
+            }
         })
     }
 }
@@ -76,9 +86,12 @@ pub struct Cxx {
     pub path: PathBuf,
     /// First line of `--version`: part of every cache key.
     pub version: String,
+    /// Non-fatal findings (a `CXX` that was passed over).
+    pub warnings: Vec<String>,
 }
 
-/// Locate the host C++ compiler (honours `CXX`) through the `cc` crate.
+/// Locate the host C++ compiler (honours `CXX`) through the `cc` crate, insisting on one that
+/// links libstdc++ dynamically.
 pub fn find_cxx() -> Result<Cxx, ToolchainError> {
     let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
     let compiler = cc::Build::new()
@@ -92,11 +105,48 @@ pub fn find_cxx() -> Result<Cxx, ToolchainError> {
         .map_err(|e| ToolchainError::NoCxx {
             reason: e.to_string(),
         })?;
-    let path = resolve_program(compiler.path()).ok_or_else(|| ToolchainError::NoCxx {
-        reason: format!("`{}` is not on PATH", compiler.path().display()),
+    choose_cxx(compiler.path(), &["c++", "g++"])
+}
+
+/// `preferred` if it links the shared libstdc++, else the first of `fallbacks` (on PATH) that
+/// does, with a warning. An extension that carries its own static copy of the C++ runtime
+/// crashes when a C++ exception (every `TORCH_CHECK`) crosses into torch: seen with a
+/// `CXX=/opt/gcc/bin/g++` that had only `libstdc++.a`.
+pub fn choose_cxx(preferred: &Path, fallbacks: &[&str]) -> Result<Cxx, ToolchainError> {
+    let path = resolve_program(preferred).ok_or_else(|| ToolchainError::NoCxx {
+        reason: format!("`{}` is not on PATH", preferred.display()),
     })?;
-    let version = first_line_of(&path, &["--version"])?;
-    Ok(Cxx { path, version })
+    let mut warnings = Vec::new();
+    let chosen = if links_shared_libstdcxx(&path) {
+        path
+    } else {
+        let alternative = fallbacks
+            .iter()
+            .filter_map(|name| resolve_program(Path::new(name)))
+            .find(|alt| links_shared_libstdcxx(alt))
+            .ok_or_else(|| ToolchainError::NoSharedLibstdcxx { cxx: path.clone() })?;
+        warnings.push(format!(
+            "`{}` has no shared libstdc++ (an extension linked with it would carry its own C++ \
+             runtime and crash when torch catches its exceptions); using `{}` instead",
+            path.display(),
+            alternative.display()
+        ));
+        alternative
+    };
+    let version = first_line_of(&chosen, &["--version"])?;
+    Ok(Cxx {
+        path: chosen,
+        version,
+        warnings,
+    })
+}
+
+/// Whether `cxx -print-file-name=libstdc++.so` names an existing file (it echoes the bare name
+/// when the compiler has none).
+fn links_shared_libstdcxx(cxx: &Path) -> bool {
+    capture(cxx, &["-print-file-name=libstdc++.so"])
+        .map(|out| Path::new(out.trim()).is_absolute() && Path::new(out.trim()).exists())
+        .unwrap_or(false)
 }
 
 /// Run `tool args…` and return the first line of its stdout.
@@ -137,4 +187,42 @@ pub(crate) fn resolve_program(program: &Path) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_compiler(dir: &Path, name: &str, libstdcxx: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        let script = format!(
+            "#!/bin/sh\ncase \"$1\" in\n  -print-file-name=*) echo '{libstdcxx}' ;;\n  --version) echo '{name} 1.0' ;;\nesac\n"
+        );
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_cxx_without_shared_libstdcxx_is_passed_over_for_one_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let real_so = dir.path().join("libstdc++.so");
+        std::fs::write(&real_so, "").unwrap();
+        let static_only = fake_compiler(dir.path(), "static-g++", "libstdc++.so");
+        let good = fake_compiler(dir.path(), "good-g++", &real_so.display().to_string());
+        let cxx = choose_cxx(&static_only, &[good.to_str().unwrap()]).unwrap();
+        assert_eq!(cxx.path, good);
+        assert_eq!(cxx.version, "good-g++ 1.0");
+        assert!(cxx.warnings[0].contains("static-g++"), "{:?}", cxx.warnings);
+    }
+
+    #[test]
+    fn no_compiler_with_shared_libstdcxx_is_an_error_with_a_hint() {
+        let dir = tempfile::tempdir().unwrap();
+        let static_only = fake_compiler(dir.path(), "static-g++", "libstdc++.so");
+        let err = choose_cxx(&static_only, &[static_only.to_str().unwrap()]).unwrap_err();
+        assert!(err.to_string().contains("shared libstdc++"), "{err}");
+        assert!(err.hint().unwrap().contains("CXX"));
+    }
 }
