@@ -13,7 +13,7 @@ use crate::link::{link, link_command};
 use crate::package::{self, BuildLock, GitStatus, Installed};
 use crate::plan::{self, BuildPlan, PlanSettings, Tools};
 use crate::report::{Printer, Reporter};
-use crate::toolchain::{self, find_cxx, find_nvcc, find_python};
+use crate::toolchain::{find_cxx, find_nvcc, find_python};
 use crate::{Result, config};
 
 /// `kbuild build` after argument resolution.
@@ -45,6 +45,15 @@ impl BuildSettings {
     }
 }
 
+/// What discovery found, for `list-variants` and `--json` (all `None` for noarch projects).
+#[derive(Debug, Default, Serialize)]
+pub struct ToolchainFacts {
+    pub python: Option<PathBuf>,
+    pub torch: Option<String>,
+    pub cuda: Option<String>,
+    pub nvcc: Option<String>,
+}
+
 /// Discover the tools the chosen backends need and make the plan.
 pub fn plan_build(
     project: &Project,
@@ -54,12 +63,16 @@ pub fn plan_build(
     unique_id: Option<String>,
     jobs: usize,
     reporter: &dyn Reporter,
-) -> Result<BuildPlan> {
+) -> Result<(BuildPlan, ToolchainFacts)> {
+    let mut facts = ToolchainFacts::default();
     // Noarch (pure-Python) projects need no toolchain at all.
     let compiled = matches!(project.framework, Framework::Torch(_));
     let torch = if compiled {
         let python = find_python(toolchain.python.as_deref(), &project.root)?;
         let torch = python.torch_info()?;
+        facts.python = Some(python.path.clone());
+        facts.torch = Some(torch.version.clone());
+        facts.cuda = torch.cuda.clone();
         reporter.verbose(&format!(
             "python {} ({}), torch {} (cuda {})",
             python.path.display(),
@@ -91,6 +104,7 @@ pub fn plan_build(
                 reporter.warn(w);
             }
             reporter.verbose(&format!("nvcc {} ({})", nvcc.path.display(), nvcc.origin));
+            facts.nvcc = Some(nvcc.id.clone());
             Some(nvcc)
         }
         _ => None,
@@ -102,9 +116,8 @@ pub fn plan_build(
         unique_id,
         jobs,
     };
-    Ok(plan::make_plan(
-        project, &tools, &settings, &chosen, skipped,
-    )?)
+    let plan = plan::make_plan(project, &tools, &settings, &chosen, skipped)?;
+    Ok((plan, facts))
 }
 
 /// One variant in the `--json` summary.
@@ -140,7 +153,7 @@ pub fn run(settings: BuildSettings, printer: &Printer) -> Result<()> {
         .clone()
         .map(|d| std::path::absolute(&d).unwrap_or(d))
         .unwrap_or_else(|| project.root.join("build"));
-    let plan = plan_build(
+    let (plan, _) = plan_build(
         &project,
         &settings.toolchain,
         &settings.backends,
@@ -268,14 +281,11 @@ fn print_plan(plan: &BuildPlan, json: bool) {
     }
 }
 
-/// The toolchain summary `list-variants` prints, also used by `--json`.
+/// What `list-variants --json` prints.
 #[derive(Debug, Serialize)]
 pub struct VariantListing {
-    /// `None` for noarch projects (no toolchain needed).
-    pub python: Option<PathBuf>,
-    pub torch: Option<String>,
-    pub cuda: Option<String>,
-    pub nvcc: Option<String>,
+    #[serde(flatten)]
+    pub toolchain: ToolchainFacts,
     pub variants: Vec<ListedVariant>,
     pub skipped: Vec<plan::Skipped>,
 }
@@ -296,7 +306,7 @@ pub fn list_variants(
     printer: &Printer,
 ) -> Result<()> {
     let project = config::load(project_dir)?;
-    let plan = plan_build(
+    let (plan, facts) = plan_build(
         &project,
         toolchain,
         &[],
@@ -305,30 +315,8 @@ pub fn list_variants(
         1,
         printer,
     )?;
-    let nvcc = plan
-        .variants
-        .iter()
-        .flat_map(|v| v.compile.iter())
-        .find(|j| j.lang == crate::plan::Lang::Cuda)
-        .map(|j| {
-            j.compiler_id
-                .split(" | ")
-                .next()
-                .unwrap_or_default()
-                .to_string()
-        });
-    let (python, torch) = if matches!(project.framework, Framework::Torch(_)) {
-        let python = find_python(toolchain.python.as_deref(), &project.root)?;
-        let torch = python.torch_info()?;
-        (Some(python.path), Some(torch))
-    } else {
-        (None, None)
-    };
     let listing = VariantListing {
-        python,
-        torch: torch.as_ref().map(|t| t.version.clone()),
-        cuda: torch.and_then(|t| t.cuda),
-        nvcc,
+        toolchain: facts,
         variants: plan
             .variants
             .iter()
@@ -346,18 +334,17 @@ pub fn list_variants(
             serde_json::to_string_pretty(&listing)
                 .map_err(|e| Error::other(e.to_string(), None))?
         );
-    } else {
-        for v in &listing.variants {
-            if v.capabilities.is_empty() {
-                println!("{}", v.name);
-            } else {
-                println!("{}  (capabilities {})", v.name, v.capabilities.join(", "));
-            }
-        }
-        for s in &listing.skipped {
-            println!("skipped: {} ({})", s.backend, s.reason);
+        return Ok(());
+    }
+    for v in &listing.variants {
+        if v.capabilities.is_empty() {
+            println!("{}", v.name);
+        } else {
+            println!("{}  (capabilities {})", v.name, v.capabilities.join(", "));
         }
     }
-    let _ = toolchain::INSTALL_HINT;
+    for s in &listing.skipped {
+        println!("skipped: {} ({})", s.backend, s.reason);
+    }
     Ok(())
 }
