@@ -312,3 +312,46 @@ fn a_second_build_waits_for_the_lock_on_the_same_output_directory() {
     assert!(stderr.contains("waiting for another kbuild"), "{stderr}");
     assert!(root.join("build/torch-cpu/metadata.json").exists());
 }
+
+fn fake_nvcc(dir: &Path, release: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("nvcc");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'Cuda compilation tools, release {release}, V{release}.1' ;;\n  --list-gpu-arch) printf 'compute_75\\ncompute_80\\ncompute_90\\n' ;;\n  *) exit 1 ;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn nvcc_of_another_cuda_major_than_torch_is_refused_and_a_minor_mismatch_warns() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let tools = tempfile::tempdir().unwrap();
+
+    let old = fake_nvcc(tools.path(), "12.8");
+    let out = run(kbuild(root).args(["list-variants", "--nvcc"]).arg(&old));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is CUDA 12.8 but torch 2.15.0+cu132 was built for CUDA 13.2"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("hint: install a CUDA 13.2 compiler"),
+        "{stderr}"
+    );
+
+    let minor = fake_nvcc(tools.path(), "13.0");
+    let out = run(kbuild(root).args(["list-variants", "--nvcc"]).arg(&minor));
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning:") && stderr.contains("CUDA 13.0 but torch"),
+        "{stderr}"
+    );
+}
