@@ -31,6 +31,15 @@ fn compiled_labels(out: &std::process::Output) -> Vec<String> {
         .collect()
 }
 
+/// Load the project's cpu variant through `kernels` as `k` and run `body` (Python) against it.
+fn check_cpu_op(root: &Path, body: &str) {
+    let code = format!(
+        "import pathlib, torch, kernels\nk = kernels.get_local_kernel(pathlib.Path({:?}), backend=\"cpu\")\n{body}\nprint(\"ok\")\n",
+        root.display().to_string()
+    );
+    assert_eq!(python_ok(&code, &[]).trim(), "ok");
+}
+
 fn check_cpu_variant(root: &Path) -> String {
     python_ok(
         &format!(
@@ -134,17 +143,10 @@ fn edition_less_v4_project_builds_and_loads() {
     let root = project.path();
     let out = run(kbuild(root).args(["build", "--backend", "cpu"]));
     assert!(out.status.success());
-    let code = format!(
-        r#"
-import pathlib, torch, kernels
-k = kernels.get_local_kernel(pathlib.Path({:?}), backend="cpu")
-x = torch.randn(64)
-torch.testing.assert_close(k.relu(x), x.clamp(min=0))
-print("ok")
-"#,
-        root.display().to_string()
+    check_cpu_op(
+        root,
+        "x = torch.randn(64)\ntorch.testing.assert_close(k.relu(x), x.clamp(min=0))",
     );
-    assert_eq!(python_ok(&code, &[]).trim(), "ok");
 }
 
 #[test]
@@ -269,17 +271,10 @@ fn noarch_project_needs_no_toolchain_and_loads_for_cpu() {
         .map(|v| v["name"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(names, ["torch-cpu", "torch-cuda"]);
-    let code = format!(
-        r#"
-import pathlib, torch, kernels
-k = kernels.get_local_kernel(pathlib.Path({:?}), backend="cpu")
-x = torch.randn(32)
-torch.testing.assert_close(k.silu(x), torch.nn.functional.silu(x))
-print("ok")
-"#,
-        root.display().to_string()
+    check_cpu_op(
+        root,
+        "x = torch.randn(32)\ntorch.testing.assert_close(k.silu(x), torch.nn.functional.silu(x))",
     );
-    assert_eq!(python_ok(&code, &[]).trim(), "ok");
 }
 
 #[test]
