@@ -10,19 +10,17 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// edition-less v4), compiles its CUDA and C++ sources with nvcc and the host compiler for every
 /// CUDA capability in the matrix, links a PyTorch extension per backend, and lays the result out
 /// as Hub build variants under `build/` that Python's `kernels` library loads.
-///
-/// Typical use:
-///
-///   kbuild check-config              validate build.toml without building
-///   kbuild list-variants             what this toolchain would produce
-///   kbuild build                     compile and write build/<variant>/
-///   kbuild publish --repo org/name   upload build/ to the Hub
 #[derive(Debug, Parser)]
 #[command(
     name = "kbuild",
     version,
     propagate_version = true,
-    max_term_width = 100
+    max_term_width = 100,
+    after_help = "Typical use:\n  \
+        kbuild check-config              validate build.toml without building\n  \
+        kbuild list-variants             what this toolchain would produce\n  \
+        kbuild build                     compile and write build/<variant>/\n  \
+        kbuild publish --repo org/name   upload build/ to the Hub"
 )]
 pub struct Cli {
     #[command(flatten)]
