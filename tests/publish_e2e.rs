@@ -2,6 +2,7 @@
 //! then a fresh Python process with an empty `HF_HOME` loads it with `kernels.get_kernel`.
 
 mod publish_support;
+mod support;
 
 use std::path::Path;
 use std::process::Command;
@@ -146,7 +147,7 @@ fn fixture_built_by_kbuild_publishes_and_loads() {
     // A copy outside the git checkout: a dirty checkout would (rightly) need --allow-dirty.
     let out = tempfile::tempdir().unwrap();
     let fixture = out.path().join("relu");
-    copy_tree(
+    support::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/relu-v5"),
         &fixture,
     );
@@ -170,16 +171,4 @@ fn fixture_built_by_kbuild_publishes_and_loads() {
         .filter(|l| l.ends_with("-> 404"))
         .collect();
     assert_eq!(misses, ["GET /api/kernels/org/relu -> 404"]);
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in walkdir::WalkDir::new(from) {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.path().strip_prefix(from).unwrap());
-        if entry.file_type().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
 }

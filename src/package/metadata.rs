@@ -27,6 +27,9 @@ pub struct GitStatus {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BuilderVersion {
     pub version: String,
+    /// Whether the builder's own source tree was dirty (written by kernel-builder, not kbuild).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub dirty: Option<bool>,
 }
 
 /// Build provenance in the shape `kernels` parses.
@@ -78,13 +81,12 @@ impl Metadata {
         text
     }
 
-    /// Whether the build came from a dirty tree (provenance, or the `_dirty` id suffix).
+    /// Whether the build came from a dirty tree: the `_dirty` id suffix, or provenance says the
+    /// kernel source or the builder was dirty (what kernels 0.17 warns about).
     pub fn is_dirty(&self) -> bool {
         self.id.ends_with("_dirty")
-            || self
-                .provenance
-                .as_ref()
-                .and_then(|p| p.kernel.as_ref())
-                .is_some_and(|k| k.dirty)
+            || self.provenance.as_ref().is_some_and(|p| {
+                p.kernel.as_ref().is_some_and(|k| k.dirty) || p.builder.dirty == Some(true)
+            })
     }
 }

@@ -136,6 +136,7 @@ pub fn metadata_for(
         provenance: Some(Provenance {
             builder: BuilderVersion {
                 version: format!("kbuild {}", env!("CARGO_PKG_VERSION")),
+                dirty: None,
             },
             kernel: kernel_git,
         }),

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use kernels_data::digest::Digest;
 use kernels_data::metadata::Metadata;
-use serde::Deserialize;
 
 use super::PackageError;
 
@@ -34,29 +33,6 @@ pub struct VerifiedVariant {
     pub files: Vec<String>,
 }
 
-/// The provenance fields kernels 0.17 reads (`provenance.kernel.dirty`,
-/// `provenance.kernel-builder.dirty`); everything else in it is ignored here.
-#[derive(Debug, Default, Deserialize)]
-struct ProvenanceDoc {
-    #[serde(default)]
-    provenance: Option<Provenance>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct Provenance {
-    #[serde(default)]
-    kernel: Option<GitState>,
-    #[serde(default)]
-    kernel_builder: Option<GitState>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct GitState {
-    #[serde(default)]
-    dirty: Option<bool>,
-}
-
 /// Verify one variant directory (`build/<variant>`).
 pub fn verify_variant(dir: &Path) -> Result<VerifiedVariant, PackageError> {
     let metadata_path = dir.join("metadata.json");
@@ -69,7 +45,8 @@ pub fn verify_variant(dir: &Path) -> Result<VerifiedVariant, PackageError> {
         message,
     };
     let metadata: Metadata = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
-    let provenance: ProvenanceDoc =
+    // kbuild's own model reads the provenance (kernels-data 0.16 predates it).
+    let ours: super::Metadata =
         serde_json::from_slice(&bytes).map_err(|e| invalid(format!("`provenance`: {e}")))?;
     let expected = metadata
         .digest
@@ -103,11 +80,6 @@ pub fn verify_variant(dir: &Path) -> Result<VerifiedVariant, PackageError> {
     }
     files.sort();
 
-    let dirty_provenance = provenance.provenance.is_some_and(|p| {
-        [p.kernel, p.kernel_builder]
-            .iter()
-            .any(|g| g.as_ref().and_then(|g| g.dirty) == Some(true))
-    });
     Ok(VerifiedVariant {
         name: dir
             .file_name()
@@ -115,7 +87,7 @@ pub fn verify_variant(dir: &Path) -> Result<VerifiedVariant, PackageError> {
             .unwrap_or_default(),
         dir: dir.to_path_buf(),
         kernel_name: metadata.name.to_string(),
-        dirty: metadata.id.ends_with("_dirty") || dirty_provenance,
+        dirty: ours.is_dirty(),
         id: metadata.id,
         version: metadata.version,
         license: metadata.license,
