@@ -4,9 +4,13 @@ achieved TB/s and the fraction of the device-to-device copy ceiling measured in 
 
     HF_HUB_OFFLINE=1 python bench/bench.py [--root REPO] [--json results.json] [--quick]
 
-Timing: CUDA events around `iters` back-to-back calls after `warmup` calls (the method of
-shared/notes/anchors.md: hot, same buffers), median of `repeats` such runs. "graph" columns
-replay the same calls captured in a CUDA graph: device time without Python launch overhead.
+Timing: the implementations of one row are timed in interleaved rounds (`--rounds`, shuffled
+order each round); in a round each gets `warmup` calls, then CUDA events around `iters`
+back-to-back calls (the method of shared/notes/anchors.md: hot, same buffers). "ms" is the
+median over rounds; "vs ours" is the median of the per-round ratio other/ours and "wins" counts
+the rounds where ours was faster, so a claim of "faster" rests on every round, not on one
+median. "graph" columns replay the same calls captured in a CUDA graph: device time without
+Python launch overhead.
 Bytes: each input read once plus each output written once (conditioning rows and tables that
 are shared across rows count once).
 """
@@ -17,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import random
 import statistics
 from pathlib import Path
 
@@ -40,6 +45,27 @@ def time_loop(fn, iters, warmup, repeats):
         b.synchronize()
         runs.append(a.elapsed_time(b) / iters)
     return statistics.median(runs)
+
+
+def time_rounds(impls, args, seed=0):
+    """{name: fn} -> {name: [ms per call, one per round]}, rounds interleaved in shuffled order."""
+    rng = random.Random(seed)
+    names = list(impls)
+    times = {n: [] for n in names}
+    for _ in range(args.rounds):
+        rng.shuffle(names)
+        for n in names:
+            fn = impls[n]
+            for _ in range(args.warmup):
+                fn()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(args.iters):
+                fn()
+            b.record()
+            b.synchronize()
+            times[n].append(a.elapsed_time(b) / args.iters)
+    return times
 
 
 def time_graph(fn, calls=20, replays=10, repeats=5):
@@ -85,20 +111,22 @@ def compiled(fn):
     return torch.compile(fn, dynamic=False, fullgraph=True)
 
 
-def row(name, shape, nbytes, ms, ceiling, graph_ms=float("nan")):
+def row(name, shape, nbytes, times, ours_times, ceiling, graph_ms=float("nan")):
+    ms = statistics.median(times)
     tbs = nbytes / (ms * 1e-3) / 1e12
-    return dict(name=name, shape=shape, ms=ms, graph_ms=graph_ms, tbs=tbs, pct=100 * tbs / ceiling)
+    ratios = [t / o for t, o in zip(times, ours_times)]
+    return dict(name=name, shape=shape, ms=ms, graph_ms=graph_ms, tbs=tbs, pct=100 * tbs / ceiling,
+                vs_ours=statistics.median(ratios), ours_wins=sum(r > 1 for r in ratios), rounds=len(ratios))
 
 
-def fmt(r, ref_ms=None):
-    speed = f"{ref_ms / r['ms']:5.2f}x" if ref_ms else "      "
+def fmt(r, is_ours):
     g = f"{r['graph_ms']:.4f}" if not math.isnan(r["graph_ms"]) else "   -  "
-    return (
-        f"  {r['name']:<22} {r['ms']:9.4f} {g:>9} {r['tbs']:7.2f} {r['pct']:6.1f}%  {speed}"
-    )
+    cmp = "" if is_ours else f"{r['vs_ours']:7.3f}x  {r['ours_wins']:>3}/{r['rounds']}"
+    return f"  {r['name']:<22} {r['ms']:9.4f} {g:>9} {r['tbs']:7.2f} {r['pct']:6.1f}%  {cmp}"
 
 
-HEADER = f"  {'impl':<22} {'ms':>9} {'graph ms':>9} {'TB/s':>7} {'%copy':>7}  vs ours"
+HEADER = (f"  {'impl':<22} {'ms':>9} {'graph ms':>9} {'TB/s':>7} {'%copy':>7}  "
+          f"{'vs ours':>8}  ours faster (rounds)")
 
 
 def bench_rms_norm(lk, args, ceiling, results):
@@ -125,13 +153,12 @@ def bench_rms_norm(lk, args, ceiling, results):
         err = ((lk.rms_norm(x, w, eps).float() - ref).norm() / ref.norm()).item()
         print(f" {'x'.join(map(str, shape))}  (rel err vs fp32 {err:.1e})")
         print(HEADER)
-        rows = []
+        times = time_rounds(impls, args)
+        ours = times["ltx_kernels.rms_norm"]
         for name, fn in impls.items():
-            ms = time_loop(fn, args.iters, args.warmup, args.repeats)
             gms = time_graph(fn) if name in ("ltx_kernels.rms_norm", "F.rms_norm") else float("nan")
-            rows.append(row(name, shape, nbytes, ms, ceiling, gms))
-        for r in rows:
-            print(fmt(r, rows[0]["ms"]))
+            r = row(name, shape, nbytes, times[name], ours, ceiling, gms)
+            print(fmt(r, name == "ltx_kernels.rms_norm"))
             results.append(dict(op="rms_norm", **r))
         del x, w
 
@@ -206,25 +233,27 @@ def bench_fused(lk, args, ceiling, results):
         print(f" {name}: {shape}  (rel err vs eager {err:.1e}; byte-count limit "
               f"{nbytes / (ceiling * 1e12) * 1e3:.4f} ms)")
         print(HEADER)
-        rows = []
-        for label, fn in [("ltx_kernels", ours), ("torch.compile", lambda: c(*inputs)), ("eager", lambda: eager(*inputs))]:
-            ms = time_loop(fn, args.iters, args.warmup, args.repeats)
+        impls = {"ltx_kernels": ours, "torch.compile": lambda: c(*inputs), "eager": lambda: eager(*inputs)}
+        times = time_rounds(impls, args)
+        for label, fn in impls.items():
             gms = time_graph(fn) if label != "eager" else float("nan")
-            rows.append(row(label, shape, nbytes, ms, ceiling, gms))
-        for r in rows:
-            print(fmt(r, rows[0]["ms"]))
+            r = row(label, shape, nbytes, times[label], times["ltx_kernels"], ceiling, gms)
+            print(fmt(r, label == "ltx_kernels"))
             results.append(dict(op=name, **r))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
-    ap.add_argument("--iters", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=50, help="timed calls per round")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed calls before each round")
+    ap.add_argument("--rounds", type=int, default=30, help="interleaved rounds per row")
+    ap.add_argument("--repeats", type=int, default=5, help="copy-ceiling repeats")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds = min(args.rounds, 5)
 
     import kernels
 

@@ -120,6 +120,20 @@ __device__ __forceinline__ uint4 stream16(const void* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));
 #endif
 }
+// stream16_once: data read exactly once by the whole grid (activations, a full-size RoPE
+// table): bypasses L1 and asks L2 for 256-byte fetches (sm_80+). In bench/sweep it timed the
+// same as .cs loads, within 0.1%; it is kept for the kernels whose data is never reused.
+__device__ __forceinline__ uint4 stream16_once(const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+#else
+  return __ldcs(reinterpret_cast<const uint4*>(p));
+#endif
+}
 __device__ __forceinline__ void store16(void* p, const uint4& v) {
 #if LTX_STREAM_HINTS >= 1
   __stcs(reinterpret_cast<uint4*>(p), v);

@@ -15,10 +15,11 @@ namespace {
 #define LTX_PW_UNROLL 1
 #endif
 #ifndef LTX_GELU_UNROLL  // 16-byte vectors per thread in the flat gelu kernel
-#define LTX_GELU_UNROLL 2
+#define LTX_GELU_UNROLL 1
 #endif
 
 constexpr int kThreads = 256;
+constexpr int kRowThreads = 1024;  // geglu_row_kernel: one block per 1024-vector chunk of a row
 constexpr int kUnroll = LTX_PW_UNROLL;
 constexpr int kGeluUnroll = LTX_GELU_UNROLL;
 constexpr int64_t kFlatLimit = int64_t{1} << 31;  // FastDiv's dividend range
@@ -101,6 +102,44 @@ __global__ void __launch_bounds__(kThreads) rope_vec_kernel(const RopeParams p, 
   }
 }
 
+// The LTX layout: x contiguous and the table the same shape as x ([batch, seq, width]), so
+// output vector e reads x and the table at the same element offset and no index math is
+// needed. The table is read once, so it streams past L1 like x.
+template <typename T, typename C>
+__global__ void __launch_bounds__(kThreads) rope_same_layout_kernel(const RopeParams p,
+                                                                    uint32_t total) {
+  constexpr int N = kVec<T>;
+  constexpr int kTab = N * static_cast<int>(sizeof(C)) / 16;  // 16-byte table vectors per x vector
+  const uint32_t e = blockIdx.x * kThreads + threadIdx.x;
+  if (e >= total) return;
+  const int64_t off = static_cast<int64_t>(e) * N;
+  const uint4 xv = stream16_once(static_cast<const T*>(p.x) + off);
+  uint4 cv[kTab], sv[kTab];
+#pragma unroll
+  for (int i = 0; i < kTab; ++i) {
+    cv[i] = stream16_once(reinterpret_cast<const uint4*>(static_cast<const C*>(p.cos) + off) + i);
+    sv[i] = stream16_once(reinterpret_cast<const uint4*>(static_cast<const C*>(p.sin) + off) + i);
+  }
+  float f[N], c[N], sn[N], y[N];
+  unpack<T>(xv, f);
+  if constexpr (std::is_same_v<C, float>) {
+#pragma unroll
+    for (int i = 0; i < kTab; ++i) {
+      unpack<float>(cv[i], reinterpret_cast<float(&)[4]>(c[4 * i]));
+      unpack<float>(sv[i], reinterpret_cast<float(&)[4]>(sn[4 * i]));
+    }
+  } else {
+    unpack<C>(cv[0], c);
+    unpack<C>(sv[0], sn);
+  }
+#pragma unroll
+  for (int j = 0; j < N; j += 2) {
+    y[j] = f[j] * c[j] - f[j + 1] * sn[j];
+    y[j + 1] = f[j + 1] * c[j + 1] + f[j] * sn[j + 1];
+  }
+  store16(static_cast<T*>(p.out) + off, pack<T>(y));
+}
+
 template <typename T, typename C>
 __global__ void __launch_bounds__(kThreads) rope_scalar_kernel(const RopeParams p, int tpr) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / tpr) + threadIdx.x / tpr;
@@ -130,7 +169,13 @@ void launch_rope_typed(const RopeParams& p, cudaStream_t stream) {
                    aligned16(p.out) && aligned16(p.cos) && aligned16(p.sin) &&
                    p.x_batch_stride % N == 0 && p.x_seq_stride % N == 0;
   const int64_t total = rows * (p.width / N);
-  if (vec && total < kFlatLimit) {
+  const bool same_layout = p.x_seq_stride == p.width && p.x_batch_stride == p.seq * p.width &&
+                           p.table_width == p.width && (p.table_batch == p.batch || p.batch == 1);
+  if (vec && same_layout && total < kFlatLimit) {
+    const int64_t blocks = (total + kThreads - 1) / kThreads;
+    rope_same_layout_kernel<T, C><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        p, static_cast<uint32_t>(total));
+  } else if (vec && total < kFlatLimit) {
     RopeDivs dv;
     dv.width_vecs = make_fastdiv(static_cast<uint32_t>(p.width / N));
     dv.seq = make_fastdiv(static_cast<uint32_t>(p.seq));
@@ -156,7 +201,7 @@ __global__ void __launch_bounds__(kThreads) gelu_vec_kernel(const T* __restrict_
 #pragma unroll
   for (int u = 0; u < kGeluUnroll; ++u) {
     const int64_t i = base + u * kThreads;
-    if (i < nvec) v[u] = stream16(x + i * N);
+    if (i < nvec) v[u] = stream16_once(x + i * N);
   }
 #pragma unroll
   for (int u = 0; u < kGeluUnroll; ++u) {
@@ -231,6 +276,25 @@ __global__ void __launch_bounds__(kThreads) geglu_vec_kernel(const ActParams p, 
   }
 }
 
+// Wide rows (>= kRowThreads output vectors): each block takes one 1024-vector chunk of one
+// row, so the row index is one division per block rather than per thread.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads) geglu_row_kernel(const ActParams p, uint32_t chunks_per_row) {
+  constexpr int N = kVec<T>;
+  const uint32_t row = blockIdx.x / chunks_per_row;
+  const uint32_t col = ((blockIdx.x - row * chunks_per_row) * kRowThreads + threadIdx.x) * N;
+  if (col >= p.width) return;
+  const T* xr = static_cast<const T*>(p.x.ptr) + row_offset(p.x, row) + col;
+  const uint4 av = stream16_once(xr);
+  const uint4 gv = stream16_once(xr + p.width);
+  float a[N], g[N];
+  unpack<T>(av, a);
+  unpack<T>(gv, g);
+#pragma unroll
+  for (int j = 0; j < N; ++j) a[j] *= gelu_tanh_f(g[j]);
+  store16(static_cast<T*>(p.out) + static_cast<int64_t>(row) * p.width + col, pack<T>(a));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) geglu_scalar_kernel(const ActParams p, int tpr) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / tpr) + threadIdx.x / tpr;
@@ -264,7 +328,12 @@ void launch_activation_typed(const ActParams& p, cudaStream_t stream) {
   const bool vec = p.width % N == 0 && aligned16(p.x.ptr) && aligned16(p.out) &&
                    p.x.outer_stride % N == 0 && p.x.inner_stride % N == 0;
   const int64_t total = p.rows * (p.width / N);
-  if (vec && total < kFlatLimit) {
+  const int64_t row_vecs = p.width / N;
+  if (vec && row_vecs >= kRowThreads && total < kFlatLimit) {
+    const int64_t chunks = (row_vecs + kRowThreads - 1) / kRowThreads;
+    geglu_row_kernel<T><<<static_cast<unsigned>(p.rows * chunks), kRowThreads, 0, stream>>>(
+        p, static_cast<uint32_t>(chunks));
+  } else if (vec && total < kFlatLimit) {
     const int64_t blocks = (total + kThreads * kUnroll - 1) / (kThreads * kUnroll);
     geglu_vec_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
         p, make_fastdiv(static_cast<uint32_t>(p.width / N)), static_cast<uint32_t>(total));

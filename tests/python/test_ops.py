@@ -260,7 +260,8 @@ def test_gelu_tanh_matches_reference(lk, dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(3, 2), (5, 66), (2, 9, 128), (3, 7, 2 * 1001), (2, 512, 2 * 4096)])
+# d = 8200: rows of more than one 1024-vector block chunk, the last one partial (cuda row kernel)
+@pytest.mark.parametrize("shape", [(3, 2), (5, 66), (2, 9, 128), (3, 7, 2 * 1001), (2, 512, 2 * 4096), (3, 5, 2 * 8200)])
 def test_geglu_matches_reference(lk, dtype, shape):
     x = rand(shape, dtype, lk.device, scale=3.0)
     out = poisoned(x, (*shape[:-1], shape[-1] // 2))
