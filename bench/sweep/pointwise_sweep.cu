@@ -4,7 +4,7 @@
 // the winners are carried into kernels/cuda/pointwise.cu.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -shared -Xcompiler -fPIC -cudart static \
-//        -o pointwise_sweep.so pointwise_sweep.cu
+//        -o pointwise_sweep.so pointwise_sweep.cu bulk_sweep.cu
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

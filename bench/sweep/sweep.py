@@ -3,11 +3,15 @@
 and eager, in one process on one GPU. Not a test and not the benchmark of record (that is
 bench/bench.py): this picks launch shapes and cache policies for kernels/cuda/pointwise.cu.
 
-    python bench/sweep/sweep.py --so pointwise_sweep.so [--out DIR]
+    nvcc -O3 -std=c++17 -arch=sm_90 -shared -Xcompiler -fPIC -cudart static \
+         -o pointwise_sweep.so bench/sweep/pointwise_sweep.cu bench/sweep/bulk_sweep.cu
+    python bench/sweep/sweep.py --so pointwise_sweep.so [--out DIR] [--ops gelu,geglu,rope] [--graph]
 
 Stage 1 times every variant (shuffled rounds, median); stage 2 re-times the best few with
 torch.compile and eager, interleaved, many rounds, and prints for each the median time, the
 median of its per-round ratio to torch.compile, and in how many rounds it was faster.
+--graph times CUDA-graph replays instead of launch loops. Results: bench/results/*sweep*.txt,
+what they taught: bench/NOTES.md.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ import argparse
 import ctypes
 import random
 import statistics
+import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import capture  # noqa: E402 (bench/bench.py: one CUDA-graph capture helper)
 
 
 def events_time(fn, calls):
@@ -34,7 +42,19 @@ def events_time(fn, calls):
     return a.elapsed_time(b) / calls
 
 
+GRAPH = False  # --graph: every impl is timed as replays of a CUDA graph of its calls
+
+
 def rounds(impls, n_rounds, calls, seed=0):
+    if GRAPH:
+        graphs = {k: capture(fn, calls) for k, fn in impls.items()}
+        impls = {k: g.replay for k, g in graphs.items()}
+        t = rounds_plain(impls, n_rounds, 1, seed)
+        return {k: [ms / calls for ms in v] for k, v in t.items()}
+    return rounds_plain(impls, n_rounds, calls, seed)
+
+
+def rounds_plain(impls, n_rounds, calls, seed=0):
     rng = random.Random(seed)
     names = list(impls)
     times = {n: [] for n in names}
@@ -54,10 +74,10 @@ def copy_ceiling():
     return 2 * (1 << 30) * 2 / (ms * 1e-3) / 1e12
 
 
-REFERENCE = {  # what kernels/cuda/pointwise.cu did before this sweep
-    "gelu": "T256 V2 cs st.cs strided",
-    "geglu": "T256 V1 cs st.cs flat",
-    "rope": "T256 V1 cs st.cs general",
+REFERENCE = {  # what kernels/cuda/pointwise.cu does now
+    "gelu": "T256 V1 nc.noL1.L2pf256 st.cs strided",
+    "geglu": "T1024 V1 nc.noL1.L2pf256 st.cs rowblock",
+    "rope": "T256 V1 nc.noL1.L2pf256 st.cs strided",
 }
 
 
@@ -68,7 +88,10 @@ def main():
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--ops", default="gelu,geglu,rope")
+    ap.add_argument("--graph", action="store_true", help="time CUDA-graph replays, not launch loops")
     args = ap.parse_args()
+    global GRAPH
+    GRAPH = args.graph
     lib = ctypes.CDLL(args.so)
     lib.sweep_launch.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_uint] * 4 + [
         ctypes.c_void_p]
@@ -79,6 +102,11 @@ def main():
     for i in range(n_cfg):
         lib.sweep_name(i, buf, 64)
         variants[op_names[lib.sweep_op(i)]][buf.value.decode()] = i
+    lib.bulk_launch.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong,
+                                ctypes.c_ulonglong, ctypes.c_void_p]
+    for i in range(lib.bulk_configs()):  # bulk_sweep.cu: copy-engine variants of gelu/geglu
+        lib.bulk_name(i, buf, 64)
+        variants[op_names[lib.bulk_op(i)]][buf.value.decode()] = ("bulk", i)
 
     dt = torch.bfloat16
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  variants {n_cfg}")
@@ -109,21 +137,26 @@ def main():
     cases["rope"] = (rope_eager, (q3, cos, sin), q3.numel() * 4 + cos.numel() * 8,
                      (q3, cos, sin, q3.numel() // 8, 256, 8192, 2048))
 
-    stream = torch.cuda.current_stream().cuda_stream
+    cur = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731 (the capture stream in a graph)
     ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
     for op in args.ops.split(","):
         eager, inputs, nbytes, (x, c, s, nvec, dvec, seq, tw) = cases[op]
         expected = eager(*inputs)
         out = torch.empty_like(expected)
 
+        def launch(i, o):
+            if isinstance(i, tuple):
+                return lib.bulk_launch(i[1], ptr(x), o.data_ptr(), x.numel() * 2, dvec * 16, cur())
+            return lib.sweep_launch(i, ptr(x), ptr(c), ptr(s), o.data_ptr(), nvec, dvec, seq, tw, cur())
+
         def make(i, fresh=False):
             if fresh:  # allocate the output per call, as the op does
                 def f():
                     o = torch.empty_like(expected)
-                    lib.sweep_launch(i, ptr(x), ptr(c), ptr(s), o.data_ptr(), nvec, dvec, seq, tw, stream)
+                    launch(i, o)
                     return o
                 return f
-            return lambda: lib.sweep_launch(i, ptr(x), ptr(c), ptr(s), out.data_ptr(), nvec, dvec, seq, tw, stream)
+            return lambda: launch(i, out)
 
         bad = []
         for name, i in variants[op].items():
@@ -150,11 +183,12 @@ def main():
         compiled = torch.compile(eager, dynamic=False, fullgraph=True)
         compiled(*inputs)
         top = [k for _, k in med[: args.top]]
+        top += [k for _, k in med if k.startswith("bulk") and k not in top][:2]
         stage2 = {k: impls[k] for k in top}
         for k in top[:2]:
             stage2[k + " +alloc"] = make(variants[op][k], fresh=True)
         ref = REFERENCE[op]
-        stage2[ref + " +alloc (before)"] = make(variants[op][ref], fresh=True)
+        stage2[ref + " +alloc (product)"] = make(variants[op][ref], fresh=True)
         stage2["torch.compile"] = lambda: compiled(*inputs)
         stage2["eager"] = lambda: eager(*inputs)
         t2 = rounds(stage2, args.rounds, 50, seed=1)
