@@ -279,7 +279,8 @@ __global__ void __launch_bounds__(kThreads) geglu_vec_kernel(const ActParams p, 
 // Wide rows (>= kRowThreads output vectors): each block takes one 1024-vector chunk of one
 // row, so the row index is one division per block rather than per thread.
 template <typename T>
-__global__ void __launch_bounds__(kRowThreads) geglu_row_kernel(const ActParams p, uint32_t chunks_per_row) {
+__global__ void __launch_bounds__(kRowThreads) geglu_row_kernel(const ActParams p,
+                                                                uint32_t chunks_per_row) {
   constexpr int N = kVec<T>;
   const uint32_t row = blockIdx.x / chunks_per_row;
   const uint32_t col = ((blockIdx.x - row * chunks_per_row) * kRowThreads + threadIdx.x) * N;
