@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import random
 import statistics
 import sys
 from pathlib import Path
@@ -27,51 +26,19 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench import capture  # noqa: E402 (bench/bench.py: one CUDA-graph capture helper)
-
-
-def events_time(fn, calls):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    fn()
-    a.record()
-    for _ in range(calls):
-        fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) / calls
-
+import bench  # noqa: E402 (bench/bench.py: the timing helpers of the benchmark of record)
 
 GRAPH = False  # --graph: every impl is timed as replays of a CUDA graph of its calls
 
 
 def rounds(impls, n_rounds, calls, seed=0):
+    """Shuffled interleaved rounds (bench.time_rounds): {name: [ms per call, one per round]}."""
     if GRAPH:
-        graphs = {k: capture(fn, calls) for k, fn in impls.items()}
-        impls = {k: g.replay for k, g in graphs.items()}
-        t = rounds_plain(impls, n_rounds, 1, seed)
+        graphs = {k: bench.capture(fn, calls) for k, fn in impls.items()}
+        t = bench.time_rounds({k: g.replay for k, g in graphs.items()},
+                              argparse.Namespace(rounds=n_rounds, warmup=2, iters=1), seed)
         return {k: [ms / calls for ms in v] for k, v in t.items()}
-    return rounds_plain(impls, n_rounds, calls, seed)
-
-
-def rounds_plain(impls, n_rounds, calls, seed=0):
-    rng = random.Random(seed)
-    names = list(impls)
-    times = {n: [] for n in names}
-    for _ in range(n_rounds):
-        rng.shuffle(names)
-        for n in names:
-            times[n].append(events_time(impls[n], calls))
-    return times
-
-
-def copy_ceiling():
-    src = torch.randn(1 << 30, device="cuda", dtype=torch.bfloat16)
-    dst = torch.empty_like(src)
-    ms = statistics.median(rounds({"copy": lambda: dst.copy_(src)}, 5, 20)["copy"])
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * (1 << 30) * 2 / (ms * 1e-3) / 1e12
+    return bench.time_rounds(impls, argparse.Namespace(rounds=n_rounds, warmup=2, iters=calls), seed)
 
 
 REFERENCE = {  # what kernels/cuda/pointwise.cu does now
@@ -110,7 +77,7 @@ def main():
 
     dt = torch.bfloat16
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  variants {n_cfg}")
-    ceiling = copy_ceiling()
+    ceiling = bench.copy_ceiling(argparse.Namespace(repeats=5))  # a launch loop, also with --graph
     print(f"copy ceiling: {ceiling:.3f} TB/s")
 
     def rope_eager(x, cos, sin):

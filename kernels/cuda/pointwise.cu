@@ -36,21 +36,23 @@ unsigned blocks_for_rows(int64_t rows, int tpr) {
 }
 
 // ---- rotary embedding ----------------------------------------------------------------------
-// Loads kN table entries starting at p (16-byte aligned) as fp32.
-template <typename C, int kN>
+// Loads kN table entries starting at p (16-byte aligned) as fp32. kOnce: a table read once
+// by the whole grid (stream16_once); otherwise rows shared across heads/batch, cached in L1.
+template <typename C, int kN, bool kOnce = false>
 __device__ __forceinline__ void load_table(const C* p, float (&f)[kN]) {
+  const auto load = [](const void* q) { return kOnce ? stream16_once(q) : load16(q); };
   if constexpr (std::is_same_v<C, float>) {
 #pragma unroll
     for (int i = 0; i < kN / 4; ++i) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(p) + i);
-      f[4 * i] = v.x;
-      f[4 * i + 1] = v.y;
-      f[4 * i + 2] = v.z;
-      f[4 * i + 3] = v.w;
+      const uint4 v = load(p + 4 * i);
+      f[4 * i] = __uint_as_float(v.x);
+      f[4 * i + 1] = __uint_as_float(v.y);
+      f[4 * i + 2] = __uint_as_float(v.z);
+      f[4 * i + 3] = __uint_as_float(v.w);
     }
   } else {
     static_assert(kN == kVec<C>, "a half-precision table is read one 16-byte vector at a time");
-    unpack<C>(load16(p), f);
+    unpack<C>(load(p), f);
   }
 }
 
@@ -109,29 +111,13 @@ template <typename T, typename C>
 __global__ void __launch_bounds__(kThreads) rope_same_layout_kernel(const RopeParams p,
                                                                     uint32_t total) {
   constexpr int N = kVec<T>;
-  constexpr int kTab = N * static_cast<int>(sizeof(C)) / 16;  // 16-byte table vectors per x vector
   const uint32_t e = blockIdx.x * kThreads + threadIdx.x;
   if (e >= total) return;
   const int64_t off = static_cast<int64_t>(e) * N;
-  const uint4 xv = stream16_once(static_cast<const T*>(p.x) + off);
-  uint4 cv[kTab], sv[kTab];
-#pragma unroll
-  for (int i = 0; i < kTab; ++i) {
-    cv[i] = stream16_once(reinterpret_cast<const uint4*>(static_cast<const C*>(p.cos) + off) + i);
-    sv[i] = stream16_once(reinterpret_cast<const uint4*>(static_cast<const C*>(p.sin) + off) + i);
-  }
   float f[N], c[N], sn[N], y[N];
-  unpack<T>(xv, f);
-  if constexpr (std::is_same_v<C, float>) {
-#pragma unroll
-    for (int i = 0; i < kTab; ++i) {
-      unpack<float>(cv[i], reinterpret_cast<float(&)[4]>(c[4 * i]));
-      unpack<float>(sv[i], reinterpret_cast<float(&)[4]>(sn[4 * i]));
-    }
-  } else {
-    unpack<C>(cv[0], c);
-    unpack<C>(sv[0], sn);
-  }
+  unpack<T>(stream16_once(static_cast<const T*>(p.x) + off), f);
+  load_table<C, N, true>(static_cast<const C*>(p.cos) + off, c);
+  load_table<C, N, true>(static_cast<const C*>(p.sin) + off, sn);
 #pragma unroll
   for (int j = 0; j < N; j += 2) {
     y[j] = f[j] * c[j] - f[j + 1] * sn[j];
