@@ -2,11 +2,7 @@
 
 use thiserror::Error;
 
-/// Something every stage error can offer: what the user should do next.
-pub trait Hint {
-    /// A line for `hint:`, or `None` when there is nothing useful to add.
-    fn hint(&self) -> Option<String>;
-}
+use crate::hint::Hint;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]

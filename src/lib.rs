@@ -8,6 +8,7 @@ pub mod commands;
 pub mod compile;
 pub mod config;
 pub mod error;
+pub mod hint;
 pub mod link;
 pub mod package;
 pub mod plan;

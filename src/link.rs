@@ -9,7 +9,7 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 
 use crate::compile::{CommandFailure, CommandSpec, run_one};
-use crate::error::Hint;
+use crate::hint::Hint;
 use crate::plan::LinkJob;
 use crate::report::{Reporter, UnitOutcome};
 

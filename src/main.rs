@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kbuild::cli::Cli;
-use kbuild::error::Hint;
+use kbuild::hint::Hint;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use compile_support::{FakeCompiler, job, write};
 use kbuild::compile::{CompileError, CompileSettings, JobError, Unit, compile_all, run_jobs};
-use kbuild::error::Hint;
+use kbuild::hint::Hint;
 use kbuild::report::{Recorder, UnitOutcome};
 
 fn settings(root: &Path, jobs: usize) -> CompileSettings {

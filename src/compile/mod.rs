@@ -17,7 +17,7 @@ pub use runner::{
     run_cancellable, run_jobs, run_one,
 };
 
-use crate::error::Hint;
+use crate::hint::Hint;
 use crate::plan::{CompileJob, Lang};
 use crate::report::{Reporter, UnitOutcome};
 use cache::{Cache, Freshness};

@@ -4,7 +4,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::model::Location;
-use crate::error::Hint;
+use crate::hint::Hint;
 
 /// A build.toml problem, located at `path:line:column` where the file could be read.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use super::model::{Backend, Capability, DType, Kernel, Location};
 use super::reader::{KeySpec, Sp, Table, article, key};
 use super::schema::{self, PathKind, PathRef};
 use super::suggest;
-use crate::error::Hint;
+use crate::hint::Hint;
 
 /// A kernel table and the spans the cross-checks need.
 pub(crate) struct RawKernel {

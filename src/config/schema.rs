@@ -12,7 +12,7 @@ use super::kernels::{self, RawKernel, RawMatrix};
 use super::model::{Backend, Capability, Edition, General, StableAbi, Torch, TorchNoarch};
 use super::reader::{KeySpec, Sp, Table, key, key_v5};
 use super::suggest;
-use crate::error::Hint;
+use crate::hint::Hint;
 
 /// Everything read from build.toml, with the spans that the later checks need.
 pub(crate) struct Raw {

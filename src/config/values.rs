@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use super::model::{Backend, Capability, DType};
 use super::suggest;
-use crate::error::Hint;
+use crate::hint::Hint;
 
 /// Every real CUDA compute capability kbuild accepts (Volta and newer), as `(major, minor)`.
 pub const KNOWN_CAPABILITIES: [(u32, u32); 14] = [

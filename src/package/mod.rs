@@ -12,7 +12,7 @@ pub use stage::{BuildLock, Stage, write_if_changed};
 use std::path::PathBuf;
 
 use crate::config::{Backend, Project};
-use crate::error::Hint;
+use crate::hint::Hint;
 use crate::plan::VariantPlan;
 
 /// A packaging failure.

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::{BuildPlan, CompileJob, Gencode, Lang, LinkJob, Skipped, VariantPlan};
 use crate::config::{Backend, Capability, DType, Framework, Kernel, Project};
-use crate::error::Hint;
+use crate::hint::Hint;
 use crate::toolchain::{Cxx, Nvcc, TorchInfo};
 
 /// The capabilities built when neither `[kbuild.cuda-capabilities]` nor a kernel names any

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 pub use hf_hub::RepoTypeAny;
 pub use run::publish;
 
-use crate::error::Hint;
+use crate::hint::Hint;
 use crate::package::PackageError;
 use auth::{Token, TokenSource};
 use plan::BatchLimits;

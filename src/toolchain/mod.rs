@@ -13,7 +13,7 @@ pub use python::{Python, TorchInfo, find_python};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::error::Hint;
+use crate::hint::Hint;
 
 /// The exact pip command that installs a matching toolchain into the project's `.venv`.
 pub const INSTALL_HINT: &str = "python3 -m venv .venv && .venv/bin/pip install \"torch==2.15.0\" \
