@@ -5,11 +5,14 @@
 //! (method, path, status; never headers) to stderr and `<root>/requests.log`, and keeps repos
 //! under `--root` with real commits per branch. Not for production: no TLS, no Xet, loopback only.
 
-mod api;
-mod files;
+mod context;
+mod dispatch;
+mod handlers;
+mod http;
 mod policy;
 mod routes;
 mod store;
+mod wire;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -22,7 +25,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use crate::api::{Request, State};
+use crate::context::State;
+use crate::http::Request;
 use crate::policy::{Fault, Faults, Tokens};
 
 /// A local Hub-compatible server for tests (loopback only).
@@ -119,7 +123,7 @@ async fn run(args: Args) -> std::io::Result<()> {
                     };
                     // Handlers do blocking file I/O under the store lock.
                     Ok::<_, hyper::Error>(tokio::task::block_in_place(|| {
-                        api::handle(&state, request)
+                        dispatch::handle(&state, request)
                     }))
                 }
             });
