@@ -142,8 +142,6 @@ pub fn commit(ctx: &Ctx<'_>, repo: &RepoId, rev: &str) -> HandlerResult {
     Ok(json_resp(StatusCode::OK, &body))
 }
 
-/// Git LFS batch API, `basic` transfer only: there is no Xet CAS here.
-
 /// `commits/{rev}`: the history of a revision, newest first, paginated.
 pub fn history(ctx: &Ctx<'_>, repo: &RepoId, rev: &str) -> HandlerResult {
     let items: Vec<Value> = ctx
