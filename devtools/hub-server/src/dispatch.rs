@@ -1,5 +1,5 @@
 //! Request dispatch: route, auth, faults, private repos, then the resource's handler; every
-//! request is logged (method, path, status; never headers).
+//! request is logged (method, path, status or what was done instead; never headers).
 
 use std::io::Write as _;
 
@@ -9,73 +9,91 @@ use serde_json::json;
 
 use crate::context::{Ctx, State};
 use crate::handlers::{commit, lfs, refs, repos, resolve, tree};
-use crate::http::{Request, Resp, error, json_resp, store_error};
-use crate::policy::{Access, Denied, Fault};
+use crate::http::{Reply, Request, Resp, error, json_resp, set_header, store_error};
+use crate::policy::{Access, Action, Denied, Fault};
 use crate::routes::Route;
 
 /// Answer one request and log it.
-pub fn handle(state: &State, req: Request<'_>) -> Resp {
-    let resp = dispatch(state, &req);
+pub fn handle(state: &State, req: Request<'_>) -> Reply {
+    let reply = dispatch(state, &req);
     let query = if req.query.is_empty() {
         String::new()
     } else {
         let q: Vec<String> = req.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
         format!("?{}", q.join("&"))
     };
-    let line = format!(
-        "{} {}{} -> {}",
-        req.method,
-        req.path,
-        query,
-        resp.status().as_u16()
-    );
+    // Lines keep ending in `-> STATUS` whenever the work was done, lost responses included.
+    let (note, outcome) = match &reply {
+        Reply::Answer(resp) => ("", resp.status().as_u16().to_string()),
+        Reply::Hang(hold) => ("", format!("hang {}", humantime::format_duration(*hold))),
+        Reply::Lost { status } => (" [response lost]", status.as_u16().to_string()),
+    };
+    let line = format!("{} {}{}{note} -> {outcome}", req.method, req.path, query);
     eprintln!("{line}");
     if let Ok(mut log) = state.log.lock()
         && let Some(file) = log.as_mut()
     {
         let _ = writeln!(file, "{line}");
     }
-    resp
+    reply
 }
 
-fn dispatch(state: &State, req: &Request<'_>) -> Resp {
+fn dispatch(state: &State, req: &Request<'_>) -> Reply {
     let Some(route) = Route::parse(req.method, req.path) else {
-        return error(
+        return Reply::Answer(error(
             StatusCode::NOT_FOUND,
             None,
             "Route not implemented by kbuild-hub-server",
-        );
+        ));
     };
     if route == Route::AdminFault {
-        return arm_fault(state, req);
+        return Reply::Answer(arm_fault(state, req));
     }
     let authorization = req.headers.get(AUTHORIZATION).and_then(|h| h.to_str().ok());
     let access = match state.tokens.check(authorization, route.writes()) {
         Ok(access) => access,
         Err(Denied::Unauthenticated) => {
-            return error(
+            return Reply::Answer(error(
                 StatusCode::UNAUTHORIZED,
                 None,
                 "Invalid credentials in Authorization header",
-            );
+            ));
         }
         Err(Denied::ReadOnly) => {
-            return error(
+            return Reply::Answer(error(
                 StatusCode::FORBIDDEN,
                 None,
                 "This action requires a token with write access to the repository",
-            );
+            ));
         }
     };
-    if let Some(status) = state
+    let fault = state
         .faults
         .lock()
         .ok()
-        .and_then(|mut f| f.take(route.class()))
-    {
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return error(status, None, "Injected fault (kbuild-hub-server --fail)");
+        .and_then(|mut f| f.take(route.class()));
+    match fault {
+        None => Reply::Answer(answer(state, req, &route, access)),
+        Some(Action::Status {
+            status,
+            retry_after,
+        }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut resp = error(status, None, "Injected fault (kbuild-hub-server --fail)");
+            if let Some(seconds) = retry_after {
+                set_header(&mut resp, "retry-after", &seconds.to_string());
+            }
+            Reply::Answer(resp)
+        }
+        Some(Action::Hang(hold)) => Reply::Hang(hold),
+        Some(Action::LoseResponse) => Reply::Lost {
+            status: answer(state, req, &route, access).status(),
+        },
     }
+}
+
+/// The handler's response for an authorised request that no fault stopped.
+fn answer(state: &State, req: &Request<'_>, route: &Route, access: Access) -> Resp {
     let Ok(store) = state.store.lock() else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -98,7 +116,7 @@ fn dispatch(state: &State, req: &Request<'_>) -> Resp {
         store: &store,
         req,
     };
-    let result = match &route {
+    let result = match route {
         Route::CreateRepo => repos::create(&ctx),
         Route::DeleteRepo => repos::delete(&ctx),
         Route::Info { repo, rev } => repos::info(&ctx, repo, rev.as_deref()),

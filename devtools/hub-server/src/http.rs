@@ -1,6 +1,8 @@
 //! The HTTP vocabulary handlers share: the incoming request, the response type, and the JSON /
 //! error response shapes the Hub uses. A leaf: it knows nothing of routes or handlers.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
@@ -79,4 +81,15 @@ pub fn set_header(resp: &mut Resp, name: &'static str, value: &str) {
     if let Ok(v) = HeaderValue::from_str(value) {
         resp.headers_mut().insert(HeaderName::from_static(name), v);
     }
+}
+
+/// What becomes of a request: a response, or (for injected faults) none at all.
+#[derive(Debug)]
+pub enum Reply {
+    /// Send this response.
+    Answer(Resp),
+    /// Send nothing; hold the connection this long, then close it.
+    Hang(Duration),
+    /// The work was done with this status, but the connection closes without the response.
+    Lost { status: StatusCode },
 }

@@ -11,6 +11,7 @@ mod handlers;
 mod http;
 mod policy;
 mod routes;
+mod serve;
 mod store;
 mod wire;
 
@@ -19,14 +20,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use clap::Parser;
-use http_body_util::BodyExt;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use crate::context::State;
-use crate::http::Request;
 use crate::policy::{Fault, Faults, Tokens};
 
 /// A local Hub-compatible server for tests (loopback only).
@@ -45,12 +41,21 @@ struct Args {
     /// A valid token without write access: writes with it get 403 (repeatable).
     #[arg(long = "read-token", value_name = "TOKEN")]
     read_tokens: Vec<String>,
-    /// Fail requests of a route class with STATUS: `CLASS:STATUS[:COUNT[:SKIP]]`, e.g.
-    /// `commit:500:2` fails the next two commits, `commit:500:5:1` lets one commit through and
-    /// fails the five after it (repeatable). Classes: create, delete, info, refs, branch, tree,
-    /// paths-info, preupload, commit, commits, lfs, resolve, any. `POST /_admin/fault` with the
-    /// same spec as body arms one while running.
-    #[arg(long = "fail", value_name = "SPEC")]
+    /// Inject a fault (repeatable); `POST /_admin/fault` with SPEC as body arms one while running.
+    ///
+    /// SPEC is `CLASS:ACTION[:COUNT[:SKIP]]`: the first SKIP (default 0) requests of CLASS pass,
+    /// the next COUNT (default 1) get ACTION, later ones pass again. ACTION is one of
+    ///   STATUS[,retry-after=SECS]  answer STATUS (400..599) without doing the work,
+    ///                              with `Retry-After: SECS` if given
+    ///   hang[,for=DURATION]        read the request, do nothing, answer nothing; close the
+    ///                              connection after DURATION (500ms, 30s, 2m; default 1h)
+    ///   lose-response              do the work (a commit lands), close without answering
+    /// CLASS is one of create, delete, info, refs, branch, tree, paths-info, preupload, commit,
+    /// commits, lfs, resolve, any. Faults are consulted in the order given, the first unspent
+    /// one of the request's class applies. Examples: `commit:500:2`, `commit:500:100:1` (the
+    /// first commit lands, later ones fail), `refs:503,retry-after=5`, `commit:hang,for=30s`,
+    /// `commit:lose-response:1:1`.
+    #[arg(long = "fail", value_name = "SPEC", verbatim_doc_comment)]
     faults: Vec<Fault>,
     /// Entries per page of paginated listings (tree, commits).
     #[arg(long, default_value_t = 1000)]
@@ -92,47 +97,5 @@ async fn run(args: Args) -> std::io::Result<()> {
     println!("listening on {base_url}");
     use std::io::Write as _;
     std::io::stdout().flush()?;
-
-    loop {
-        let (stream, _) = listener.accept().await?;
-        let state = Arc::clone(&state);
-        tokio::spawn(async move {
-            let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let state = Arc::clone(&state);
-                async move {
-                    let (parts, body) = req.into_parts();
-                    let body = match body.collect().await {
-                        Ok(b) => b.to_bytes(),
-                        Err(e) => return Err(e),
-                    };
-                    let query = parts
-                        .uri
-                        .query()
-                        .map(|q| {
-                            url::form_urlencoded::parse(q.as_bytes())
-                                .into_owned()
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let request = Request {
-                        method: &parts.method,
-                        path: parts.uri.path(),
-                        query,
-                        headers: &parts.headers,
-                        body,
-                    };
-                    // Handlers do blocking file I/O under the store lock.
-                    Ok::<_, hyper::Error>(tokio::task::block_in_place(|| {
-                        dispatch::handle(&state, request)
-                    }))
-                }
-            });
-            if let Err(e) = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                eprintln!("connection error: {e}");
-            }
-        });
-    }
+    serve::serve(listener, state).await
 }

@@ -1,6 +1,7 @@
 //! Who may do what (tokens) and which requests fail on purpose (fault injection for tests).
 
 use std::str::FromStr;
+use std::time::Duration;
 
 /// Route classes faults and logs are keyed on.
 pub const CLASSES: &[&str] = &[
@@ -19,14 +20,95 @@ pub const CLASSES: &[&str] = &[
     "any",
 ];
 
-/// `CLASS:STATUS[:COUNT[:SKIP]]`: after letting SKIP (default 0) requests of CLASS through, the
-/// next COUNT (default 1) answer STATUS.
+/// How long a `hang` holds the connection when the spec gives no `for=`: longer than any
+/// client timeout a test would wait out.
+pub const DEFAULT_HANG: Duration = Duration::from_secs(3600);
+
+/// `CLASS:ACTION[:COUNT[:SKIP]]`: after letting SKIP (default 0) requests of CLASS through, the
+/// next COUNT (default 1) get ACTION.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
     pub class: String,
-    pub status: u16,
+    pub action: Action,
     pub remaining: u32,
     pub skip: u32,
+}
+
+/// What an armed fault does to the request it fires on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// `STATUS[,retry-after=SECS]`: answer STATUS without doing the work, with a `Retry-After`
+    /// header when given.
+    Status {
+        status: u16,
+        retry_after: Option<u32>,
+    },
+    /// `hang[,for=DURATION]`: read the request, do nothing, answer nothing; close the connection
+    /// after DURATION.
+    Hang(Duration),
+    /// `lose-response`: do the work (a commit lands), then close the connection unanswered.
+    LoseResponse,
+}
+
+impl FromStr for Action {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut parts = s.split(',');
+        let kind = parts.next().unwrap_or_default();
+        let mut options = Vec::new();
+        for option in parts {
+            let (key, value) = option
+                .split_once('=')
+                .ok_or_else(|| format!("`{option}`: expected KEY=VALUE after `,`"))?;
+            options.push((key, value));
+        }
+        let unknown = |key: &str, allowed: &str| {
+            format!("`{key}`: not an option of `{kind}`; expected {allowed}")
+        };
+        match kind {
+            "hang" => {
+                let mut hold = DEFAULT_HANG;
+                for (key, value) in options {
+                    if key != "for" {
+                        return Err(unknown(key, "`for=DURATION`"));
+                    }
+                    hold = humantime::parse_duration(value).map_err(|_| {
+                        format!("`{value}`: expected a duration such as `30s` or `500ms`")
+                    })?;
+                }
+                Ok(Action::Hang(hold))
+            }
+            "lose-response" => match options.first() {
+                Some((key, _)) => Err(unknown(key, "no options")),
+                None => Ok(Action::LoseResponse),
+            },
+            status => {
+                let status: u16 = status
+                    .parse()
+                    .ok()
+                    .filter(|s| (400..600).contains(s))
+                    .ok_or_else(|| {
+                        format!(
+                            "`{status}`: expected an HTTP status 400..599, `hang` or `lose-response`"
+                        )
+                    })?;
+                let mut retry_after = None;
+                for (key, value) in options {
+                    if key != "retry-after" {
+                        return Err(unknown(key, "`retry-after=SECONDS`"));
+                    }
+                    retry_after = Some(value.parse().map_err(|_| {
+                        format!("`{value}`: expected whole seconds for `retry-after`")
+                    })?);
+                }
+                Ok(Action::Status {
+                    status,
+                    retry_after,
+                })
+            }
+        }
+    }
 }
 
 impl FromStr for Fault {
@@ -34,11 +116,11 @@ impl FromStr for Fault {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Vec<&str> = s.split(':').collect();
-        let (class, status, count, skip) = match parts.as_slice() {
-            [c, s] => (*c, *s, "1", "0"),
-            [c, s, n] => (*c, *s, *n, "0"),
-            [c, s, n, k] => (*c, *s, *n, *k),
-            _ => return Err(format!("`{s}`: expected CLASS:STATUS[:COUNT[:SKIP]]")),
+        let (class, action, count, skip) = match parts.as_slice() {
+            [c, a] => (*c, *a, "1", "0"),
+            [c, a, n] => (*c, *a, *n, "0"),
+            [c, a, n, k] => (*c, *a, *n, *k),
+            _ => return Err(format!("`{s}`: expected CLASS:ACTION[:COUNT[:SKIP]]")),
         };
         if !CLASSES.contains(&class) {
             return Err(format!(
@@ -46,15 +128,10 @@ impl FromStr for Fault {
                 CLASSES.join(", ")
             ));
         }
-        let status: u16 = status
-            .parse()
-            .ok()
-            .filter(|s| (400..600).contains(s))
-            .ok_or_else(|| format!("`{status}`: expected an HTTP status 400..599"))?;
         let number = |n: &str| n.parse().map_err(|_| format!("`{n}`: expected a count"));
         Ok(Fault {
             class: class.to_string(),
-            status,
+            action: action.parse()?,
             remaining: number(count)?,
             skip: number(skip)?,
         })
@@ -76,8 +153,9 @@ impl Faults {
         self.pending.push(fault);
     }
 
-    /// The status to fail this request with, if a fault is armed for its class.
-    pub fn take(&mut self, class: &str) -> Option<u16> {
+    /// What to do to this request instead of (or besides) answering it, if a fault is armed for
+    /// its class.
+    pub fn take(&mut self, class: &str) -> Option<Action> {
         let fault = self
             .pending
             .iter_mut()
@@ -87,7 +165,7 @@ impl Faults {
             return None;
         }
         fault.remaining -= 1;
-        Some(fault.status)
+        Some(fault.action)
     }
 }
 
@@ -150,6 +228,13 @@ impl Tokens {
 mod tests {
     use super::*;
 
+    fn status(status: u16) -> Action {
+        Action::Status {
+            status,
+            retry_after: None,
+        }
+    }
+
     #[test]
     fn fault_spec_parses_class_status_and_count() {
         let f: Fault = "commit:500:2".parse().unwrap();
@@ -157,7 +242,7 @@ mod tests {
             f,
             Fault {
                 class: "commit".into(),
-                status: 500,
+                action: status(500),
                 remaining: 2,
                 skip: 0
             }
@@ -169,11 +254,35 @@ mod tests {
     }
 
     #[test]
+    fn fault_spec_parses_retry_after_hang_and_lose_response() {
+        let action = |s: &str| s.parse::<Fault>().map(|f| f.action);
+        assert_eq!(
+            action("refs:503,retry-after=5:2"),
+            Ok(Action::Status {
+                status: 503,
+                retry_after: Some(5)
+            })
+        );
+        assert_eq!(action("commit:hang"), Ok(Action::Hang(DEFAULT_HANG)));
+        assert_eq!(
+            action("commit:hang,for=250ms:3:1"),
+            Ok(Action::Hang(Duration::from_millis(250)))
+        );
+        assert_eq!(action("commit:lose-response"), Ok(Action::LoseResponse));
+        assert!(action("refs:503,retry-after=soon").is_err());
+        assert!(action("refs:503,for=1s").is_err());
+        assert!(action("commit:hang,for=forever").is_err());
+        assert!(action("commit:hang,retry-after=1").is_err());
+        assert!(action("commit:lose-response,for=1s").is_err());
+        assert!(action("commit:503,retry-after").is_err());
+    }
+
+    #[test]
     fn faults_fire_count_times_then_stop() {
         let mut faults = Faults::new(vec!["commit:500:2".parse().unwrap()]);
         assert_eq!(faults.take("refs"), None);
-        assert_eq!(faults.take("commit"), Some(500));
-        assert_eq!(faults.take("commit"), Some(500));
+        assert_eq!(faults.take("commit"), Some(status(500)));
+        assert_eq!(faults.take("commit"), Some(status(500)));
         assert_eq!(faults.take("commit"), None);
     }
 
@@ -181,7 +290,7 @@ mod tests {
     fn skipped_requests_pass_before_the_fault_fires() {
         let mut faults = Faults::new(vec!["commit:503:1:1".parse().unwrap()]);
         assert_eq!(faults.take("commit"), None);
-        assert_eq!(faults.take("commit"), Some(503));
+        assert_eq!(faults.take("commit"), Some(status(503)));
         assert_eq!(faults.take("commit"), None);
     }
 
