@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-use crate::compile::{CommandFailure, CommandSpec, run_one};
 use crate::hint::Hint;
 use crate::plan::LinkJob;
+use crate::process::{CommandFailure, CommandSpec, run};
 use crate::report::{Reporter, UnitOutcome};
 
 /// A linker failure.
@@ -29,7 +29,7 @@ pub enum LinkError {
         linker.display()
     )]
     PrivateCxxRuntime { output: PathBuf, linker: PathBuf },
-    #[error("cannot {action} `{}`: {source}", path.display())]
+    #[error("cannot {action} `{}`", path.display())]
     Io {
         action: &'static str,
         path: PathBuf,
@@ -127,7 +127,7 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
     reporter.verbose(&cmd.to_string());
     let started = Instant::now();
     reporter.unit_started(label);
-    if let Err(failure) = run_one(&cmd) {
+    if let Err(failure) = run(&cmd) {
         reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
         let _ = std::fs::remove_file(&tmp);
         let diagnostics = failure.diagnostics();
@@ -164,7 +164,7 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
 fn defines_cxx_runtime(so: &Path) -> bool {
     let mut nm = CommandSpec::new("nm");
     nm.args(["-D", "--defined-only"]).arg(so);
-    run_one(&nm).is_ok_and(|out| {
+    run(&nm).is_ok_and(|out| {
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .any(|l| l.ends_with(" __cxa_throw"))
@@ -210,7 +210,7 @@ mod runtime_tests {
             .arg(&out)
             .arg(&src)
             .args(extra);
-        run_one(&cmd).expect("c++ links a test library");
+        run(&cmd).expect("c++ links a test library");
         out
     }
 
