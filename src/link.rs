@@ -10,15 +10,18 @@ use sha2::{Digest, Sha256};
 
 use crate::hint::Hint;
 use crate::plan::LinkJob;
-use crate::process::{CommandFailure, CommandSpec, run};
+use crate::process::{CommandFailure, CommandSpec, on_new_line, run};
 use crate::report::{Reporter, UnitOutcome};
 
 /// A linker failure.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
-    #[error("linking `{}` failed: {failure}\n{diagnostics}", output.display())]
+    /// The linker could not start or failed; its output is in the message, the command and
+    /// its status (or why it could not start) in the source.
+    #[error("linking `{}` failed{}", output.display(), on_new_line(diagnostics))]
     Failed {
         output: PathBuf,
+        #[source]
         failure: Box<CommandFailure>,
         diagnostics: String,
     },

@@ -106,7 +106,7 @@ pub fn shell_quote(word: &OsStr) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum CommandFailure {
     /// The program could not be started (missing, not executable).
-    #[error("cannot run `{}`: {source}", program.display())]
+    #[error("cannot run `{}`", program.display())]
     Spawn {
         program: PathBuf,
         command: String,
@@ -170,6 +170,16 @@ pub fn diagnostics(stdout: &[u8], stderr: &[u8]) -> String {
         "[… {skipped} earlier lines omitted …]\n{}",
         lines[skipped..].join("\n")
     )
+}
+
+/// `text` on a line of its own after a message, or nothing when it is empty: how a program's
+/// output follows the error that names the program.
+pub fn on_new_line(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("\n{text}")
+    }
 }
 
 /// A stop signal shared by the jobs of one run.

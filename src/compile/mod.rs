@@ -15,7 +15,9 @@ pub use deps::{parse_depfile, scan_includes};
 use crate::hint::Hint;
 use crate::jobs::{JobError, Unit, run_jobs};
 use crate::plan::{CompileJob, Lang};
-use crate::process::{Cancel, CommandFailure, describe_status, diagnostics, run_cancellable};
+use crate::process::{
+    Cancel, CommandFailure, describe_status, diagnostics, on_new_line, run_cancellable,
+};
 use crate::report::{Reporter, UnitOutcome};
 use cache::{Cache, Freshness};
 
@@ -70,14 +72,6 @@ pub enum CompileError {
         #[source]
         source: std::io::Error,
     },
-}
-
-fn on_new_line(text: &str) -> String {
-    if text.is_empty() {
-        String::new()
-    } else {
-        format!("\n{text}")
-    }
 }
 
 impl CompileError {

@@ -15,7 +15,7 @@ pub use torch::{ExtensionFlags, TorchEnv, find_torch};
 use std::path::{Path, PathBuf};
 
 use crate::hint::Hint;
-use crate::process::{self, CommandFailure, CommandSpec};
+use crate::process::{self, CommandFailure, CommandSpec, on_new_line};
 
 /// The exact pip command that installs a matching toolchain into the project's `.venv`.
 pub const INSTALL_HINT: &str = "python3 -m venv .venv && .venv/bin/pip install \"torch==2.15.0\" \
@@ -226,14 +226,6 @@ pub(crate) fn capture(tool: &Path, args: &[&str]) -> Result<String, ToolchainErr
         failure: Box::new(failure),
     })?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn on_new_line(text: &str) -> String {
-    if text.is_empty() {
-        String::new()
-    } else {
-        format!("\n{text}")
-    }
 }
 
 /// A program name or path → an absolute executable path, searching `PATH` for bare names.
