@@ -1,61 +1,57 @@
-//! The crate's top-level error: one variant per pipeline stage, each with a `hint:`.
+//! The error a kbuild command ends with: a stage's error, or a failure of the command's own
+//! output. Only `commands/` and `main.rs` use it; stages return their own error types.
 
 use thiserror::Error;
 
+use crate::build::BuildError;
+use crate::config::ConfigError;
 use crate::hint::Hint;
+use crate::publish::PublishError;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]
 pub enum Error {
     #[error(transparent)]
-    Config(Box<crate::config::ConfigError>),
+    Config(Box<ConfigError>),
     #[error(transparent)]
-    Toolchain(Box<crate::toolchain::ToolchainError>),
+    Build(Box<BuildError>),
     #[error(transparent)]
-    Plan(Box<crate::plan::PlanError>),
-    #[error(transparent)]
-    Compile(Box<crate::compile::CompileError>),
-    #[error(transparent)]
-    Link(Box<crate::link::LinkError>),
-    #[error(transparent)]
-    Package(Box<crate::package::PackageError>),
-    #[error(transparent)]
-    Publish(Box<crate::publish::PublishError>),
-    /// A failure outside the stages (the build lock, the output directory).
-    #[error("{message}")]
-    Other {
-        message: String,
-        hint: Option<String>,
+    Publish(Box<PublishError>),
+    /// A command's result could not be encoded for `--json`.
+    #[error("cannot encode {what} as JSON")]
+    Json {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
     },
-}
-
-impl Error {
-    /// An error with a message and a hint.
-    pub fn other(message: impl Into<String>, hint: impl Into<Option<String>>) -> Self {
-        Error::Other {
-            message: message.into(),
-            hint: hint.into(),
-        }
-    }
+    /// Printing the result failed (other than a closed pipe).
+    #[error("cannot write to stdout")]
+    Stdout {
+        #[source]
+        source: std::io::Error,
+    },
+    /// The async runtime publishing runs on could not start.
+    #[error("cannot start the async runtime")]
+    Runtime {
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Hint for Error {
     fn hint(&self) -> Option<String> {
         match self {
             Error::Config(e) => e.hint(),
-            Error::Toolchain(e) => e.hint(),
-            Error::Plan(e) => e.hint(),
-            Error::Compile(e) => e.hint(),
-            Error::Link(e) => e.hint(),
-            Error::Package(e) => e.hint(),
+            Error::Build(e) => e.hint(),
             Error::Publish(e) => e.hint(),
-            Error::Other { hint, .. } => hint.clone(),
+            Error::Json { .. } => Some("this is a kbuild bug: please report it".into()),
+            Error::Stdout { .. } | Error::Runtime { .. } => None,
         }
     }
 }
 
-// Stage errors are boxed to keep `Result<T, Error>` small; `?` converts through these.
-macro_rules! from_stage {
+// Boxed to keep `Result<T, Error>` small; `?` converts through these.
+macro_rules! from_boxed {
     ($($variant:ident => $ty:ty),* $(,)?) => {$(
         impl From<$ty> for Error {
             fn from(e: $ty) -> Self {
@@ -65,14 +61,10 @@ macro_rules! from_stage {
     )*};
 }
 
-from_stage! {
-    Config => crate::config::ConfigError,
-    Toolchain => crate::toolchain::ToolchainError,
-    Plan => crate::plan::PlanError,
-    Compile => crate::compile::CompileError,
-    Link => crate::link::LinkError,
-    Package => crate::package::PackageError,
-    Publish => crate::publish::PublishError,
+from_boxed! {
+    Config => ConfigError,
+    Build => BuildError,
+    Publish => PublishError,
 }
 
 /// Result with the crate's error.

@@ -1,19 +1,22 @@
 //! kbuild: build GPU kernels for the Hugging Face Kernel Hub and publish them.
 //!
-//! The modules follow the pipeline: config → toolchain → plan → compile → link → package → publish.
-//! `report` is the one output seam; `commands` turns resolved settings into pipeline calls.
+//! The modules follow the pipeline: config → toolchain → plan → compile → link → package →
+//! publish, and `build` runs the stages in order. `process` starts every external program,
+//! `jobs` runs units of work in parallel, `report` is the one output seam, and `commands` turns
+//! resolved settings into one library call each. See ARCHITECTURE.md.
 
+pub mod build;
 pub mod cli;
 pub mod commands;
 pub mod compile;
 pub mod config;
 pub mod error;
 pub mod hint;
+pub mod jobs;
 pub mod link;
 pub mod package;
 pub mod plan;
+pub mod process;
 pub mod publish;
 pub mod report;
 pub mod toolchain;
-
-pub use error::{Error, Result};

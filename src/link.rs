@@ -8,17 +8,20 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-use crate::compile::{CommandFailure, CommandSpec, run_one};
 use crate::hint::Hint;
 use crate::plan::LinkJob;
+use crate::process::{CommandFailure, CommandSpec, on_new_line, run};
 use crate::report::{Reporter, UnitOutcome};
 
 /// A linker failure.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
-    #[error("linking `{}` failed: {failure}\n{diagnostics}", output.display())]
+    /// The linker could not start or failed; its output is in the message, the command and
+    /// its status (or why it could not start) in the source.
+    #[error("linking `{}` failed{}", output.display(), on_new_line(diagnostics))]
     Failed {
         output: PathBuf,
+        #[source]
         failure: Box<CommandFailure>,
         diagnostics: String,
     },
@@ -29,7 +32,7 @@ pub enum LinkError {
         linker.display()
     )]
     PrivateCxxRuntime { output: PathBuf, linker: PathBuf },
-    #[error("cannot {action} `{}`: {source}", path.display())]
+    #[error("cannot {action} `{}`", path.display())]
     Io {
         action: &'static str,
         path: PathBuf,
@@ -127,7 +130,7 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
     reporter.verbose(&cmd.to_string());
     let started = Instant::now();
     reporter.unit_started(label);
-    if let Err(failure) = run_one(&cmd) {
+    if let Err(failure) = run(&cmd) {
         reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
         let _ = std::fs::remove_file(&tmp);
         let diagnostics = failure.diagnostics();
@@ -164,7 +167,7 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
 fn defines_cxx_runtime(so: &Path) -> bool {
     let mut nm = CommandSpec::new("nm");
     nm.args(["-D", "--defined-only"]).arg(so);
-    run_one(&nm).is_ok_and(|out| {
+    run(&nm).is_ok_and(|out| {
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .any(|l| l.ends_with(" __cxa_throw"))
@@ -210,7 +213,7 @@ mod runtime_tests {
             .arg(&out)
             .arg(&src)
             .args(extra);
-        run_one(&cmd).expect("c++ links a test library");
+        run(&cmd).expect("c++ links a test library");
         out
     }
 

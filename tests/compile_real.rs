@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use compile_support::{gencode, job, write};
-use kbuild::compile::{CommandSpec, CompileSettings, CompileSummary, compile_all, run_one};
+use kbuild::compile::{CompileSettings, CompileSummary, compile_all};
 use kbuild::plan::{CompileJob, Lang};
+use kbuild::process::{self, CommandSpec};
 use kbuild::report::Recorder;
 
 fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
@@ -22,7 +23,7 @@ fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
 fn version_of(compiler: &Path) -> String {
     let mut spec = CommandSpec::new(compiler);
     spec.arg("--version");
-    let out = run_one(&spec).unwrap();
+    let out = process::run(&spec).unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 

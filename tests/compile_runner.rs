@@ -2,13 +2,16 @@
 
 mod compile_support;
 
+use std::convert::Infallible;
+use std::error::Error as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use compile_support::{FakeCompiler, job, write};
-use kbuild::compile::{CompileError, CompileSettings, JobError, Unit, compile_all, run_jobs};
+use kbuild::compile::{CompileError, CompileSettings, compile_all};
 use kbuild::hint::Hint;
+use kbuild::jobs::{JobError, Unit, run_jobs};
 use kbuild::report::{Recorder, UnitOutcome};
 
 fn settings(root: &Path, jobs: usize) -> CompileSettings {
@@ -112,12 +115,17 @@ fn missing_compiler_is_a_spawn_error_with_a_hint() {
     )
     .unwrap_err();
     assert!(matches!(err, CompileError::Spawn { .. }), "{err:?}");
+    // The cause is the error's source, printed once by `main`, not repeated in the message.
     assert_eq!(
         err.to_string(),
         format!(
-            "compiling `a.cpp` failed: cannot run `{}`: No such file or directory (os error 2)",
+            "compiling `a.cpp` failed: cannot run `{}`",
             missing.display()
         )
+    );
+    assert_eq!(
+        err.source().unwrap().to_string(),
+        "No such file or directory (os error 2)"
     );
     assert!(err.hint().unwrap().contains("C++ compiler"));
 }
@@ -173,7 +181,7 @@ fn never_more_units_run_than_the_jobs_limit_and_outcomes_keep_their_order() {
         peak.fetch_max(now, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(30));
         running.fetch_sub(1, Ordering::SeqCst);
-        Ok::<_, JobError>(if unit.0 < "c" {
+        Ok::<_, JobError<Infallible>>(if unit.0 < "c" {
             UnitOutcome::Cached
         } else {
             UnitOutcome::Compiled
@@ -199,7 +207,7 @@ fn every_unit_is_reported_started_and_finished() {
     let units: Vec<Work> = ["x", "y"].into_iter().map(Work).collect();
     let recorder = Recorder::default();
     run_jobs(&units, 1, &recorder, |_, _| {
-        Ok::<_, JobError>(UnitOutcome::Compiled)
+        Ok::<_, JobError<Infallible>>(UnitOutcome::Compiled)
     })
     .unwrap();
     assert_eq!(

@@ -4,9 +4,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::Result;
 use crate::cli::CheckConfigArgs;
 use crate::config::{self, Edition, Project};
+use crate::error::{Error, Result};
 use crate::report::{Reporter, Verbosity};
 
 /// Load the project's build.toml, print its warnings, then a summary (or the model as JSON).
@@ -24,8 +24,9 @@ pub fn run(
         }
     }
     let out = if args.json {
-        serde_json::to_string_pretty(&project).map_err(|e| {
-            crate::Error::other(format!("cannot encode the model as JSON: {e}"), None)
+        serde_json::to_string_pretty(&project).map_err(|source| Error::Json {
+            what: "the model",
+            source,
         })?
     } else if verbosity != Verbosity::Quiet {
         summary(project_dir, &project)
@@ -34,10 +35,9 @@ pub fn run(
     };
     // A closed pipe (`| head`) is not an error of the check.
     match writeln!(std::io::stdout().lock(), "{out}") {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(crate::Error::other(
-            format!("cannot write to stdout: {e}"),
-            None,
-        )),
+        Err(source) if source.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::Stdout { source })
+        }
         _ => Ok(ExitCode::SUCCESS),
     }
 }

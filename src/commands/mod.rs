@@ -1,13 +1,14 @@
-//! One module per verb: clap args → resolved settings → pipeline calls.
+//! One module per verb: clap args → resolved settings → one library call → print.
 
 pub mod build;
 pub mod check_config;
+pub mod list_variants;
 pub mod publish;
 
 use std::process::ExitCode;
 
-use crate::Result;
 use crate::cli::{Cli, Command};
+use crate::error::Result;
 use crate::report::{Printer, Verbosity};
 
 /// Dispatch a parsed command line.
@@ -23,11 +24,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Build(args) => {
             let printer = Printer::new(verbosity, args.json);
-            build::run(build::BuildSettings::resolve(&project, args), &printer)?;
+            build::run(&project, args, &printer)?;
         }
         Command::ListVariants(args) => {
             let printer = Printer::new(verbosity, args.json);
-            build::list_variants(&project, &args.toolchain, args.json, &printer)?;
+            list_variants::run(&project, args, &printer)?;
         }
         Command::CheckConfig(args) => {
             let printer = Printer::new(verbosity, args.json);
@@ -40,4 +41,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Print `value` as pretty JSON on stdout.
+fn print_json(what: &'static str, value: &impl serde::Serialize) -> Result<()> {
+    let json = serde_json::to_string_pretty(value)
+        .map_err(|source| crate::error::Error::Json { what, source })?;
+    println!("{json}");
+    Ok(())
 }

@@ -3,10 +3,10 @@
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, PublishArgs, RepoTypeArg};
+use crate::error::{Error, Result};
 use crate::publish::plan::BatchLimits;
 use crate::publish::{PublishError, PublishSettings, PublishSummary, RepoTypeAny, auth, publish};
 use crate::report::{Printer, Verbosity};
-use crate::{Error, Result};
 
 /// Hub used when `HF_ENDPOINT` is not set.
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -17,13 +17,15 @@ pub fn run(global: &GlobalArgs, args: &PublishArgs, verbosity: Verbosity) -> Res
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::other(format!("cannot start the async runtime: {e}"), None))?;
+        .map_err(|source| Error::Runtime { source })?;
     let result = runtime.block_on(publish(&settings, &printer));
     printer.finish();
     let summary = result?;
     if args.json {
-        let json = serde_json::to_string_pretty(&summary)
-            .map_err(|e| Error::other(format!("cannot encode the summary: {e}"), None))?;
+        let json = serde_json::to_string_pretty(&summary).map_err(|source| Error::Json {
+            what: "the publish summary",
+            source,
+        })?;
         println!("{json}");
     } else if args.dry_run {
         print!("{}", dry_run_report(&summary));

@@ -11,8 +11,8 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::command::CommandSpec;
 use crate::plan::CompileJob;
+use crate::process::CommandSpec;
 
 /// Bump when the manifest format or the key's meaning changes: old entries then miss.
 const MANIFEST_VERSION: u32 = 1;

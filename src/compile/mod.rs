@@ -4,28 +4,27 @@
 mod cache;
 mod command;
 mod deps;
-mod runner;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::SystemTime;
 
-pub use command::{CommandSpec, command_for, shell_quote};
+pub use command::command_for;
 pub use deps::{parse_depfile, scan_includes};
-pub use runner::{
-    Cancel, CommandFailure, JobError, Unit, default_jobs, describe_status, diagnostics, jobs_for,
-    run_cancellable, run_jobs, run_one,
-};
 
 use crate::hint::Hint;
+use crate::jobs::{JobError, Unit, run_jobs};
 use crate::plan::{CompileJob, Lang};
+use crate::process::{
+    Cancel, CommandFailure, describe_status, diagnostics, on_new_line, run_cancellable,
+};
 use crate::report::{Reporter, UnitOutcome};
 use cache::{Cache, Freshness};
 
 /// How to run the compile jobs.
 #[derive(Debug, Clone)]
 pub struct CompileSettings {
-    /// Parallel jobs (see `default_jobs`).
+    /// Parallel jobs (`JobBudget::jobs`).
     pub jobs: usize,
     /// Where the object cache keeps its manifests (`<work_dir>/cache`).
     pub cache_dir: PathBuf,
@@ -51,7 +50,7 @@ pub enum CompileError {
         stderr: String,
     },
     /// The compiler could not be started.
-    #[error("compiling `{label}` failed: cannot run `{}`: {source}", program.display())]
+    #[error("compiling `{label}` failed: cannot run `{}`", program.display())]
     Spawn {
         label: String,
         program: PathBuf,
@@ -67,20 +66,12 @@ pub enum CompileError {
         message: String,
     },
     /// Writing an object or a cache entry failed.
-    #[error("cannot write `{}`: {source}", path.display())]
+    #[error("cannot write `{}`", path.display())]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-}
-
-fn on_new_line(text: &str) -> String {
-    if text.is_empty() {
-        String::new()
-    } else {
-        format!("\n{text}")
-    }
 }
 
 impl CompileError {
@@ -172,7 +163,7 @@ fn compile_one(
     cache: &Cache,
     reporter: &dyn Reporter,
     cancel: &Cancel,
-) -> Result<UnitOutcome, JobError> {
+) -> Result<UnitOutcome, JobError<CompileError>> {
     let argv_hash = cache::argv_hash(job, &command_for(job));
     match cache.check(job, &argv_hash) {
         Freshness::Fresh => {
@@ -225,7 +216,7 @@ fn compile_one(
 }
 
 /// The unit's error for a failed command, naming `shown` as the command.
-fn job_error(job: &CompileJob, shown: &str, failure: CommandFailure) -> JobError {
+fn job_error(job: &CompileJob, shown: &str, failure: CommandFailure) -> JobError<CompileError> {
     match CompileError::from_failure(&job.label, job.lang, failure) {
         Some(CompileError::CommandFailed {
             label,
@@ -249,7 +240,7 @@ fn dependencies(
     job: &CompileJob,
     depfile: &Path,
     cwd: Option<&Path>,
-) -> Result<Vec<PathBuf>, JobError> {
+) -> Result<Vec<PathBuf>, JobError<CompileError>> {
     let depfile_error = |message: String| {
         JobError::Failed(CompileError::Depfile {
             label: job.label.clone(),
@@ -305,7 +296,7 @@ impl Drop for TempOutputs {
     }
 }
 
-fn rename(from: &Path, to: &Path) -> Result<(), JobError> {
+fn rename(from: &Path, to: &Path) -> Result<(), JobError<CompileError>> {
     std::fs::rename(from, to).map_err(|e| io_error(to, e).into())
 }
 
@@ -316,8 +307,8 @@ fn io_error(path: &Path, source: std::io::Error) -> CompileError {
     }
 }
 
-impl From<CompileError> for JobError {
-    fn from(err: CompileError) -> Self {
-        JobError::Failed(err)
+impl Unit for CompileJob {
+    fn label(&self) -> &str {
+        &self.label
     }
 }

@@ -7,7 +7,7 @@ pub mod verify;
 
 pub use generate::{capabilities_py, dtypes_h, ops_py, registration_h};
 pub use metadata::{BackendInfo, BuilderVersion, GitStatus, Metadata, Provenance};
-pub use stage::{BuildLock, Stage, write_if_changed};
+pub use stage::{Stage, write_if_changed};
 
 use std::path::PathBuf;
 

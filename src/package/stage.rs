@@ -1,48 +1,14 @@
-//! Staging: a variant is written to a temp dir beside its target and renamed into place, under a
-//! lock that keeps two builds from writing the same output directory.
+//! Staging: a variant is written to a temp dir beside its target and renamed into place (the
+//! build holds the output directory's lock meanwhile, see `build::BuildLock`).
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::PackageError;
-use crate::report::Reporter;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PackageError + '_ {
     move |source| PackageError::Io {
         path: path.to_path_buf(),
         source,
-    }
-}
-
-/// Exclusive right to write an output directory; released on drop.
-pub struct BuildLock {
-    _file: File,
-}
-
-impl BuildLock {
-    /// Take `<out_dir>/.kbuild/lock`, waiting (and saying so) while another build holds it.
-    pub fn acquire(out_dir: &Path, reporter: &dyn Reporter) -> Result<Self, PackageError> {
-        let dir = out_dir.join(".kbuild");
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let path = dir.join("lock");
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                reporter.warn(&format!(
-                    "waiting for another kbuild that is writing `{}`",
-                    out_dir.display()
-                ));
-                file.lock().map_err(io(&path))?;
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
-        }
-        Ok(BuildLock { _file: file })
     }
 }
 

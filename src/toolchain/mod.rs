@@ -6,14 +6,16 @@
 
 mod nvcc;
 mod python;
+mod torch;
 
 pub use nvcc::{Nvcc, find_nvcc};
 pub use python::{Python, TorchInfo, find_python};
+pub use torch::{ExtensionFlags, TorchEnv, find_torch};
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::hint::Hint;
+use crate::process::{self, CommandFailure, CommandSpec, on_new_line};
 
 /// The exact pip command that installs a matching toolchain into the project's `.venv`.
 pub const INSTALL_HINT: &str = "python3 -m venv .venv && .venv/bin/pip install \"torch==2.15.0\" \
@@ -24,8 +26,23 @@ pub const INSTALL_HINT: &str = "python3 -m venv .venv && .venv/bin/pip install \
 pub enum ToolchainError {
     #[error("no Python interpreter found (tried {tried})")]
     NoPython { tried: String },
-    #[error("`{python}` could not be run: {reason}")]
-    PythonFailed { python: PathBuf, reason: String },
+    #[error("`{}` does not exist (from {origin})", python.display())]
+    NoSuchPython { python: PathBuf, origin: String },
+    #[error("`{}` could not run the torch probe{}", python.display(), on_new_line(output))]
+    PythonFailed {
+        python: PathBuf,
+        /// What the interpreter printed (stderr, then stdout).
+        output: String,
+        #[source]
+        failure: Box<CommandFailure>,
+    },
+    #[error("the torch probe of `{}` printed something unexpected: `{line}`", python.display())]
+    ProbeOutput {
+        python: PathBuf,
+        line: String,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("torch is not installed for `{python}`")]
     NoTorch { python: PathBuf },
     #[error("no nvcc found (tried {tried})")]
@@ -37,8 +54,22 @@ pub enum ToolchainError {
         torch: String,
         torch_cuda: String,
     },
-    #[error("`{tool}` could not be run: {reason}")]
-    ToolFailed { tool: PathBuf, reason: String },
+    #[error("`{}` does not exist (from {origin})", tool.display())]
+    NoSuchTool { tool: PathBuf, origin: String },
+    #[error("`{}` failed{}", tool.display(), on_new_line(output))]
+    ToolFailed {
+        tool: PathBuf,
+        /// What the tool printed (stderr, then stdout).
+        output: String,
+        #[source]
+        failure: Box<CommandFailure>,
+    },
+    #[error("cannot read {what} from the output of `{}`: `{output}`", tool.display())]
+    ToolOutput {
+        tool: PathBuf,
+        what: &'static str,
+        output: String,
+    },
     #[error("no C++ compiler found: {reason}")]
     NoCxx { reason: String },
     #[error(
@@ -55,7 +86,9 @@ impl Hint for ToolchainError {
                 "install torch (and a matching CUDA compiler) into the project venv: \
                  `{INSTALL_HINT}`, or pass `--python <path>` / set `KBUILD_PYTHON`"
             ),
-            ToolchainError::PythonFailed { .. } => {
+            ToolchainError::NoSuchPython { .. }
+            | ToolchainError::PythonFailed { .. }
+            | ToolchainError::ProbeOutput { .. } => {
                 "pass a working interpreter with `--python <path>` or `KBUILD_PYTHON`".into()
             }
             ToolchainError::NoNvcc { .. } => format!(
@@ -67,7 +100,10 @@ impl Hint for ToolchainError {
                 "install a CUDA {torch_cuda} compiler (pip: `cuda-toolkit[nvcc,cccl]=={torch_cuda}.*`) \
                  or a torch built for your nvcc, or pass `--nvcc <path>`"
             ),
-            ToolchainError::ToolFailed { .. } => "check that the tool runs on its own".into(),
+            ToolchainError::NoSuchTool { .. } => "check the path you passed".into(),
+            ToolchainError::ToolFailed { .. } | ToolchainError::ToolOutput { .. } => {
+                "check that the tool runs on its own".into()
+            }
             ToolchainError::NoCxx { .. } => {
                 "install g++ (`apt install g++`) or set `CXX` to a C++ compiler".into()
             }
@@ -77,6 +113,31 @@ impl Hint for ToolchainError {
                     .into()
             }
         })
+    }
+}
+
+/// Where to look for the tools: paths given on the command line (`None`: search).
+#[derive(Debug, Clone, Default)]
+pub struct ToolchainSettings {
+    pub python: Option<PathBuf>,
+    pub nvcc: Option<PathBuf>,
+}
+
+/// The tools one build runs with. A build for several torch versions has one per torch.
+#[derive(Debug, Clone, Default)]
+pub struct Toolchain {
+    /// `None` for noarch (pure Python) projects, which need no toolchain.
+    pub torch: Option<TorchEnv>,
+    /// Needed for every compiled backend (it links the extension).
+    pub cxx: Option<Cxx>,
+    /// Needed for the `cuda` backend of a compiled project.
+    pub nvcc: Option<Nvcc>,
+}
+
+impl Toolchain {
+    /// torch's own facts, when there is a torch.
+    pub fn torch_info(&self) -> Option<&TorchInfo> {
+        self.torch.as_ref().map(|t| &t.info)
     }
 }
 
@@ -155,26 +216,15 @@ pub(crate) fn first_line_of(tool: &Path, args: &[&str]) -> Result<String, Toolch
     Ok(out.lines().next().unwrap_or_default().trim().to_string())
 }
 
-/// Run `tool args…` and return its stdout; a failure names the tool and its stderr.
+/// Run `tool args…` and return its stdout; a failure names the tool and what it printed.
 pub(crate) fn capture(tool: &Path, args: &[&str]) -> Result<String, ToolchainError> {
-    let out = Command::new(tool)
-        .args(args)
-        .output()
-        .map_err(|e| ToolchainError::ToolFailed {
-            tool: tool.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-    if !out.status.success() {
-        return Err(ToolchainError::ToolFailed {
-            tool: tool.to_path_buf(),
-            reason: format!(
-                "{} exited with {}: {}",
-                tool.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        });
-    }
+    let mut spec = CommandSpec::new(tool);
+    spec.args(args);
+    let out = process::run(&spec).map_err(|failure| ToolchainError::ToolFailed {
+        tool: tool.to_path_buf(),
+        output: failure.diagnostics(),
+        failure: Box::new(failure),
+    })?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 

@@ -69,9 +69,9 @@ pub fn find_nvcc(explicit: Option<&Path>, torch: &TorchInfo) -> Result<Nvcc, Too
         tried.push(format!("`{}` ({origin})", path.display()));
         let Some(resolved) = resolve_program(path) else {
             if origin == "--nvcc" {
-                return Err(ToolchainError::ToolFailed {
+                return Err(ToolchainError::NoSuchTool {
                     tool: path.clone(),
-                    reason: "no such file (from --nvcc)".into(),
+                    origin: origin.clone(),
                 });
             }
             continue;
@@ -85,9 +85,10 @@ pub fn find_nvcc(explicit: Option<&Path>, torch: &TorchInfo) -> Result<Nvcc, Too
 
 fn probe(path: PathBuf, origin: String, torch: &TorchInfo) -> Result<Nvcc, ToolchainError> {
     let version_text = capture(&path, &["--version"])?;
-    let (version, id) = parse_version(&version_text).ok_or_else(|| ToolchainError::ToolFailed {
+    let (version, id) = parse_version(&version_text).ok_or_else(|| ToolchainError::ToolOutput {
         tool: path.clone(),
-        reason: format!("cannot read a release number from `--version`: {version_text}"),
+        what: "a release number",
+        output: version_text.trim().to_string(),
     })?;
     let arch_text = capture(&path, &["--list-gpu-arch"])?;
     let supported = parse_gpu_archs(&arch_text);

@@ -1,11 +1,11 @@
 //! Python discovery and the one call that reads torch's facts.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
 use super::{ToolchainError, resolve_program};
+use crate::process::{self, CommandSpec};
 
 /// A Python interpreter and how it was chosen.
 #[derive(Debug, Clone, Serialize)]
@@ -98,9 +98,9 @@ pub fn find_python(explicit: Option<&Path>, project_root: &Path) -> Result<Pytho
             }
             // An interpreter the user named must exist: falling through would hide their typo.
             None if explicit_choice => {
-                return Err(ToolchainError::PythonFailed {
+                return Err(ToolchainError::NoSuchPython {
                     python: path,
-                    reason: format!("no such file (from {origin})"),
+                    origin: origin.to_string(),
                 });
             }
             None => {}
@@ -143,19 +143,13 @@ print(json.dumps({
 impl Python {
     /// Ask this interpreter's torch for the facts the build needs.
     pub fn torch_info(&self) -> Result<TorchInfo, ToolchainError> {
-        let out = Command::new(&self.path)
-            .args(["-c", PROBE])
-            .output()
-            .map_err(|e| ToolchainError::PythonFailed {
-                python: self.path.clone(),
-                reason: e.to_string(),
-            })?;
-        if !out.status.success() {
-            return Err(ToolchainError::PythonFailed {
-                python: self.path.clone(),
-                reason: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            });
-        }
+        let mut probe = CommandSpec::new(&self.path);
+        probe.args(["-c", PROBE]);
+        let out = process::run(&probe).map_err(|failure| ToolchainError::PythonFailed {
+            python: self.path.clone(),
+            output: failure.diagnostics(),
+            failure: Box::new(failure),
+        })?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let line = stdout.lines().last().unwrap_or_default();
         if line.contains("\"error\": \"no-torch\"") {
@@ -163,9 +157,10 @@ impl Python {
                 python: self.path.clone(),
             });
         }
-        serde_json::from_str(line).map_err(|e| ToolchainError::PythonFailed {
+        serde_json::from_str(line).map_err(|source| ToolchainError::ProbeOutput {
             python: self.path.clone(),
-            reason: format!("unexpected output from the torch probe ({e}): {line}"),
+            line: line.to_string(),
+            source,
         })
     }
 }

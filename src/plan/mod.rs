@@ -1,7 +1,8 @@
 //! What to build, as plain data: variants, compile jobs, capabilities and dtypes.
 //!
-//! A `BuildPlan` is made from a validated project and a discovered toolchain; it can be printed
-//! (`kbuild build --dry-run`) and tested without running any compiler.
+//! A `BuildPlan` is made from a validated project and one discovered toolchain
+//! ([`make_plan`]); it can be printed (`kbuild build --dry-run`) and tested without running any
+//! compiler. Backend selection, the source identity and job construction live in submodules.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,6 +10,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::config::{Backend, Capability, DType};
+use crate::hint::Hint;
+use crate::jobs::JobBudget;
 
 /// Everything one `kbuild build` does.
 #[derive(Debug, Clone, Serialize)]
@@ -19,6 +22,8 @@ pub struct BuildPlan {
     pub out_dir: PathBuf,
     /// Scratch space for objects, generated headers and the cache: `<out_dir>/.kbuild`.
     pub work_dir: PathBuf,
+    /// The state of the sources the variants are built from (git commit or content hash).
+    pub source: SourceIdentity,
     pub variants: Vec<VariantPlan>,
     /// Backends named in build.toml that this build does not produce, with the reason.
     pub skipped: Vec<Skipped>,
@@ -125,9 +130,77 @@ pub struct LinkJob {
     pub flags: Vec<String>,
 }
 
-mod make;
+/// Build options resolved from the command line.
+#[derive(Debug, Clone)]
+pub struct PlanSettings {
+    pub out_dir: PathBuf,
+    /// Backends asked for on the command line; empty means every buildable one.
+    pub backends: Vec<String>,
+    /// Op namespace suffix instead of the source identity's hash.
+    pub unique_id: Option<String>,
+    /// Parallelism: the nvcc `--threads` of each CUDA job come from it.
+    pub budget: JobBudget,
+}
 
-pub use make::{
-    DEFAULT_CAPABILITIES, PlanError, PlanSettings, Tools, make_plan, python_files, select_backends,
-    source_identity, variant_name,
-};
+/// Why a plan cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("`--backend {backend}` is not in build.toml (`backends = [{listed}]`)")]
+    BackendNotInProject { backend: String, listed: String },
+    #[error("`--backend {backend}`: kbuild builds only `cpu` and `cuda`")]
+    BackendUnsupported { backend: String },
+    #[error("the `cuda` backend needs a CUDA build of torch, but torch {torch} is CPU-only")]
+    CpuOnlyTorch { torch: String },
+    #[error(
+        "{location}: kernel `{kernel}`: nvcc {nvcc} cannot build capability {capability} (it supports {supported})"
+    )]
+    CapabilityUnsupported {
+        /// Where the capability is written in build.toml.
+        location: crate::config::Location,
+        kernel: String,
+        capability: Capability,
+        nvcc: String,
+        supported: String,
+    },
+    #[error("nothing to build: no backend of build.toml can be built here ({reasons})")]
+    NothingToBuild { reasons: String },
+    #[error("cannot read `{}` to compute the source hash", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Hint for PlanError {
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            PlanError::BackendNotInProject { .. } | PlanError::BackendUnsupported { .. } => {
+                "run `kbuild list-variants` to see what this project builds here".into()
+            }
+            PlanError::CpuOnlyTorch { .. } => format!(
+                "install a CUDA build of torch (`{}`), or build only the CPU variant with `--backend cpu`",
+                crate::toolchain::INSTALL_HINT
+            ),
+            PlanError::CapabilityUnsupported { .. } => {
+                "remove the capability from build.toml or use an nvcc that supports it".into()
+            }
+            PlanError::NothingToBuild { .. } => {
+                "add `cpu` or `cuda` to `backends` in build.toml, or install the missing toolchain"
+                    .into()
+            }
+            PlanError::Io { .. } => return None,
+        })
+    }
+}
+
+mod jobs;
+mod make;
+mod matrix;
+mod select;
+mod source;
+
+pub use make::{make_plan, variant_name};
+pub use matrix::DEFAULT_CAPABILITIES;
+pub use select::{Selection, select_backends};
+pub use source::{SourceIdentity, python_files, source_identity};

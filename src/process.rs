@@ -1,35 +1,112 @@
-//! The one runner for external commands: capture output, run units in parallel under a jobs
-//! limit, and on the first failure kill the running siblings (with their child processes) and
-//! start nothing new.
+//! Every external program kbuild starts goes through here: a command as data (`CommandSpec`),
+//! run to completion with its output captured, optionally cancelled (killing the whole process
+//! tree), and a failure (`CommandFailure`) that names the command and how it ended.
+//!
+//! A leaf module: it imports nothing from the crate, so every stage can use it.
 
+use std::ffi::{OsStr, OsString};
+use std::fmt;
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, ExitStatus, Output, Stdio};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
-
-use super::CompileError;
-use super::command::CommandSpec;
-use crate::plan::CompileJob;
-use crate::report::{Reporter, UnitOutcome};
-
-/// Peak memory of one nvcc job with torch headers (cicc measured at 2.9 GB).
-const MEMORY_PER_JOB: u64 = 3 << 30;
+use std::time::Duration;
 
 /// How often a running command checks whether it was cancelled.
 const POLL: Duration = Duration::from_millis(10);
 
-/// Compiler output kept in error messages: the end is where the first error's cascade stops
+/// Program output kept in error messages: the end is where the first error's cascade stops
 /// and where the compiler's summary is.
 const DIAGNOSTIC_LINES: usize = 200;
+
+/// One external command: program, arguments, extra environment and working directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// Added to (not replacing) the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// `None`: the current directory.
+    pub cwd: Option<PathBuf>,
+}
+
+impl CommandSpec {
+    /// A command with no arguments.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        CommandSpec {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+        }
+    }
+
+    /// Append one argument.
+    pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Append several arguments.
+    pub fn args<I, S>(&mut self, args: I) -> &mut Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// The `std::process::Command` that runs this spec (stdio left to the caller).
+    pub fn to_command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
+        cmd
+    }
+}
+
+impl fmt::Display for CommandSpec {
+    /// `cd DIR && KEY=VALUE program 'arg with space' …`, quoted for a POSIX shell.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(dir) = &self.cwd {
+            write!(f, "cd {} && ", shell_quote(dir.as_os_str()))?;
+        }
+        for (k, v) in &self.env {
+            write!(f, "{}={} ", k.to_string_lossy(), shell_quote(v))?;
+        }
+        write!(f, "{}", shell_quote(self.program.as_os_str()))?;
+        for arg in &self.args {
+            write!(f, " {}", shell_quote(arg))?;
+        }
+        Ok(())
+    }
+}
+
+/// Quote one word for a POSIX shell; words made only of safe characters stay bare.
+/// Non-UTF-8 bytes are shown lossily: the line is for humans and copy-paste, not for `exec`.
+pub fn shell_quote(word: &OsStr) -> String {
+    let s = word.to_string_lossy();
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_-./=:,+@%^".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
 
 /// Why a command did not succeed.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandFailure {
     /// The program could not be started (missing, not executable).
-    #[error("cannot run `{}`: {source}", program.display())]
+    #[error("cannot run `{}`", program.display())]
     Spawn {
         program: PathBuf,
         command: String,
@@ -95,6 +172,16 @@ pub fn diagnostics(stdout: &[u8], stderr: &[u8]) -> String {
     )
 }
 
+/// `text` on a line of its own after a message, or nothing when it is empty: how a program's
+/// output follows the error that names the program.
+pub fn on_new_line(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("\n{text}")
+    }
+}
+
 /// A stop signal shared by the jobs of one run.
 #[derive(Debug, Default)]
 pub struct Cancel(AtomicBool);
@@ -113,11 +200,11 @@ impl Cancel {
 }
 
 /// Run a command to completion, capturing stdout and stderr. Non-zero exit is an error.
-pub fn run_one(spec: &CommandSpec) -> Result<Output, CommandFailure> {
+pub fn run(spec: &CommandSpec) -> Result<Output, CommandFailure> {
     run_cancellable(spec, &Cancel::new())
 }
 
-/// Like `run_one`, but kills the command and everything it started once `cancel` fires.
+/// Like `run`, but kills the command and everything it started once `cancel` fires.
 pub fn run_cancellable(spec: &CommandSpec, cancel: &Cancel) -> Result<Output, CommandFailure> {
     let mut cmd = spec.to_command();
     cmd.stdin(Stdio::null())
@@ -265,117 +352,31 @@ fn descendants(root: i32) -> Vec<i32> {
     found
 }
 
-/// Parallel jobs for this machine: one per core, but no more than memory allows at ~3 GiB per
-/// job (a cicc with torch headers peaks near that). At least 1.
-pub fn default_jobs() -> usize {
-    let cores = thread::available_parallelism().map_or(1, |n| n.get());
-    jobs_for(cores, mem_available())
-}
-
-/// `default_jobs` from its inputs: `mem_available` in bytes, `None` when unknown.
-pub fn jobs_for(cores: usize, mem_available: Option<u64>) -> usize {
-    let by_memory = mem_available.map_or(cores, |b| (b / MEMORY_PER_JOB) as usize);
-    cores.min(by_memory).max(1)
-}
-
-fn mem_available() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// Something the runner can schedule: it only needs a label for progress and errors.
-pub trait Unit: Sync {
-    fn label(&self) -> &str;
-}
-
-impl Unit for CompileJob {
-    fn label(&self) -> &str {
-        &self.label
-    }
-}
-
-/// How one unit of work did not finish.
-#[derive(Debug)]
-pub enum JobError {
-    /// Stopped because another unit failed; not itself an error.
-    Cancelled,
-    Failed(CompileError),
-}
-
-/// Run `work` for every unit, at most `jobs` at a time, reporting each unit's start and end.
-///
-/// On the first failure the shared `Cancel` fires: running commands are killed, no new unit
-/// starts, and that first error is returned. Outcomes come back in the order of `units`.
-pub fn run_jobs<T, F>(
-    units: &[T],
-    jobs: usize,
-    reporter: &dyn Reporter,
-    work: F,
-) -> Result<Vec<UnitOutcome>, CompileError>
-where
-    T: Unit,
-    F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError> + Sync,
-{
-    reporter.begin_units(units.len());
-    let cancel = Cancel::new();
-    let next = AtomicUsize::new(0);
-    let outcomes: Mutex<Vec<Option<UnitOutcome>>> = Mutex::new(vec![None; units.len()]);
-    let first_error: Mutex<Option<CompileError>> = Mutex::new(None);
-    let workers = jobs.max(1).min(units.len());
-    thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                while !cancel.is_cancelled() {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(unit) = units.get(i) else { break };
-                    let label = unit.label();
-                    reporter.unit_started(label);
-                    let started = Instant::now();
-                    match work(unit, &cancel) {
-                        Ok(outcome) => {
-                            reporter.unit_finished(label, outcome, started.elapsed());
-                            lock(&outcomes)[i] = Some(outcome);
-                        }
-                        Err(JobError::Cancelled) => {
-                            reporter.verbose(&format!("stopped `{label}`: another unit failed"));
-                        }
-                        Err(JobError::Failed(err)) => {
-                            reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
-                            lock(&first_error).get_or_insert(err);
-                            cancel.cancel();
-                        }
-                    }
-                }
-            });
-        }
-    });
-    if let Some(err) = lock(&first_error).take() {
-        return Err(err);
-    }
-    // Without an error every unit ran to an outcome.
-    Ok(lock(&outcomes)
-        .iter()
-        .map(|o| o.unwrap_or(UnitOutcome::Failed))
-        .collect())
-}
-
-/// A poisoned lock only means another worker panicked; the panic propagates from the scope.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn jobs_are_limited_by_memory_and_at_least_one() {
-        assert_eq!(jobs_for(16, Some(128 << 30)), 16);
-        assert_eq!(jobs_for(16, Some(20 << 30)), 6);
-        assert_eq!(jobs_for(2, Some(1 << 30)), 1);
-        assert_eq!(jobs_for(4, None), 4);
+    fn quoting_leaves_plain_words_bare_and_quotes_the_rest() {
+        let q = |s: &str| shell_quote(OsStr::new(s));
+        assert_eq!(q("-DNAME=1"), "-DNAME=1");
+        assert_eq!(q("/a/b.cu"), "/a/b.cu");
+        assert_eq!(q("a b"), "'a b'");
+        assert_eq!(q("it's"), r"'it'\''s'");
+        assert_eq!(q(""), "''");
+        assert_eq!(q("$HOME"), "'$HOME'");
+    }
+
+    #[test]
+    fn display_renders_cwd_env_and_args() {
+        let mut spec = CommandSpec::new("/usr/bin/g++");
+        spec.args(["-c", "my file.cpp"]);
+        spec.env.push(("LC_ALL".into(), "C".into()));
+        spec.cwd = Some("/tmp/x y".into());
+        assert_eq!(
+            spec.to_string(),
+            "cd '/tmp/x y' && LC_ALL=C /usr/bin/g++ -c 'my file.cpp'"
+        );
     }
 
     #[test]
@@ -391,7 +392,7 @@ mod tests {
     fn run_one_reports_status_and_output_of_a_failing_command() {
         let mut spec = CommandSpec::new("sh");
         spec.args(["-c", "echo oops >&2; exit 3"]);
-        let err = run_one(&spec).unwrap_err();
+        let err = run(&spec).unwrap_err();
         assert_eq!(
             err.to_string(),
             "`sh -c 'echo oops >&2; exit 3'` exited with status 3"

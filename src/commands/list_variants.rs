@@ -1,0 +1,96 @@
+//! `kbuild list-variants`: the variants `kbuild build` would produce with this toolchain,
+//! planned by the same code as the build.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::build::toolchain_settings;
+use super::print_json;
+use crate::build::{BuildSettings, Builder};
+use crate::cli::ListVariantsArgs;
+use crate::config::Backend;
+use crate::error::Result;
+use crate::jobs::JobBudget;
+use crate::plan::Skipped;
+use crate::report::Printer;
+use crate::toolchain::Toolchain;
+
+/// What `list-variants --json` prints.
+#[derive(Debug, Serialize)]
+pub struct VariantListing {
+    #[serde(flatten)]
+    pub toolchain: ToolchainFacts,
+    pub variants: Vec<ListedVariant>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// What discovery found (all `None` for noarch projects).
+#[derive(Debug, Default, Serialize)]
+pub struct ToolchainFacts {
+    pub python: Option<PathBuf>,
+    pub torch: Option<String>,
+    pub cuda: Option<String>,
+    pub nvcc: Option<String>,
+}
+
+impl ToolchainFacts {
+    fn of(toolchain: &Toolchain) -> Self {
+        let torch = toolchain.torch.as_ref();
+        ToolchainFacts {
+            python: torch.map(|t| t.python.path.clone()),
+            torch: torch.map(|t| t.info.version.clone()),
+            cuda: torch.and_then(|t| t.info.cuda.clone()),
+            nvcc: toolchain.nvcc.as_ref().map(|n| n.id.clone()),
+        }
+    }
+}
+
+/// One variant `list-variants` reports.
+#[derive(Debug, Serialize)]
+pub struct ListedVariant {
+    pub name: String,
+    pub backend: Backend,
+    pub capabilities: Vec<String>,
+}
+
+/// Run `kbuild list-variants`: the build's own preparation, with the build's defaults.
+pub fn run(project_dir: &Path, args: ListVariantsArgs, printer: &Printer) -> Result<()> {
+    let settings = BuildSettings {
+        project_dir: project_dir.to_path_buf(),
+        toolchain: toolchain_settings(&args.toolchain),
+        backends: Vec::new(),
+        budget: JobBudget::for_machine(None),
+        out_dir: None,
+        unique_id: None,
+    };
+    let prepared = Builder::new(settings, printer).prepare()?;
+    let listing = VariantListing {
+        toolchain: ToolchainFacts::of(&prepared.toolchain),
+        variants: prepared
+            .plan
+            .variants
+            .iter()
+            .map(|v| ListedVariant {
+                name: v.name.clone(),
+                backend: v.backend,
+                capabilities: v.capabilities.iter().map(ToString::to_string).collect(),
+            })
+            .collect(),
+        skipped: prepared.plan.skipped,
+    };
+    if args.json {
+        return print_json("the variant listing", &listing);
+    }
+    for v in &listing.variants {
+        if v.capabilities.is_empty() {
+            println!("{}", v.name);
+        } else {
+            println!("{}  (capabilities {})", v.name, v.capabilities.join(", "));
+        }
+    }
+    for s in &listing.skipped {
+        println!("skipped: {} ({})", s.backend, s.reason);
+    }
+    Ok(())
+}

@@ -1,0 +1,164 @@
+//! Units of work run in parallel under one budget: at most `jobs` at a time, and on the first
+//! failure the running siblings are cancelled (their process trees killed) and nothing new starts.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::process::Cancel;
+use crate::report::{Reporter, UnitOutcome};
+
+/// Peak memory of one nvcc job with torch headers (cicc measured at 2.9 GB).
+const MEMORY_PER_JOB: u64 = 3 << 30;
+
+/// How much parallelism a build may use, decided once from `-j`, the cores and the memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct JobBudget {
+    /// Compiler processes running at once.
+    pub jobs: usize,
+    /// Threads nvcc's device passes may use in total, split between the jobs running at once.
+    pub nvcc_threads: usize,
+}
+
+impl JobBudget {
+    /// `requested` jobs (`-j`), else as many as cores and memory allow; nvcc threads from cores.
+    pub fn for_machine(requested: Option<usize>) -> Self {
+        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+        JobBudget {
+            jobs: requested
+                .unwrap_or_else(|| jobs_for(cores, mem_available()))
+                .max(1),
+            nvcc_threads: cores,
+        }
+    }
+
+    /// nvcc `--threads` for each of `cuda_units` CUDA jobs: when fewer units than job slots
+    /// run, the idle slots' cores go to the device passes of the ones that do.
+    pub fn nvcc_threads_per_job(&self, cuda_units: usize) -> u32 {
+        let running = self.jobs.clamp(1, cuda_units.max(1));
+        (self.nvcc_threads / running).max(1) as u32
+    }
+}
+
+/// Parallel jobs for `cores` cores and `mem_available` bytes of free memory (`None`: unknown):
+/// one per core, but no more than memory allows at ~3 GiB per job. At least 1.
+pub fn jobs_for(cores: usize, mem_available: Option<u64>) -> usize {
+    let by_memory = mem_available.map_or(cores, |b| (b / MEMORY_PER_JOB) as usize);
+    cores.min(by_memory).max(1)
+}
+
+fn mem_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Something the runner can schedule: it only needs a label for progress and errors.
+pub trait Unit: Sync {
+    fn label(&self) -> &str;
+}
+
+/// How one unit of work did not finish.
+#[derive(Debug)]
+pub enum JobError<E> {
+    /// Stopped because another unit failed; not itself an error.
+    Cancelled,
+    Failed(E),
+}
+
+impl<E> From<E> for JobError<E> {
+    fn from(err: E) -> Self {
+        JobError::Failed(err)
+    }
+}
+
+/// Run `work` for every unit, at most `jobs` at a time, reporting each unit's start and end.
+///
+/// On the first failure the shared `Cancel` fires: running commands are killed, no new unit
+/// starts, and that first error is returned. Outcomes come back in the order of `units`.
+pub fn run_jobs<T, E, F>(
+    units: &[T],
+    jobs: usize,
+    reporter: &dyn Reporter,
+    work: F,
+) -> Result<Vec<UnitOutcome>, E>
+where
+    T: Unit,
+    E: Send,
+    F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError<E>> + Sync,
+{
+    reporter.begin_units(units.len());
+    let cancel = Cancel::new();
+    let next = AtomicUsize::new(0);
+    let outcomes: Mutex<Vec<Option<UnitOutcome>>> = Mutex::new(vec![None; units.len()]);
+    let first_error: Mutex<Option<E>> = Mutex::new(None);
+    let workers = jobs.max(1).min(units.len());
+    thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                while !cancel.is_cancelled() {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(unit) = units.get(i) else { break };
+                    let label = unit.label();
+                    reporter.unit_started(label);
+                    let started = Instant::now();
+                    match work(unit, &cancel) {
+                        Ok(outcome) => {
+                            reporter.unit_finished(label, outcome, started.elapsed());
+                            lock(&outcomes)[i] = Some(outcome);
+                        }
+                        Err(JobError::Cancelled) => {
+                            reporter.verbose(&format!("stopped `{label}`: another unit failed"));
+                        }
+                        Err(JobError::Failed(err)) => {
+                            reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
+                            lock(&first_error).get_or_insert(err);
+                            cancel.cancel();
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(err) = lock(&first_error).take() {
+        return Err(err);
+    }
+    // Without an error every unit ran to an outcome.
+    Ok(lock(&outcomes)
+        .iter()
+        .map(|o| o.unwrap_or(UnitOutcome::Failed))
+        .collect())
+}
+
+/// A poisoned lock only means another worker panicked; the panic propagates from the scope.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_are_limited_by_memory_and_at_least_one() {
+        assert_eq!(jobs_for(16, Some(128 << 30)), 16);
+        assert_eq!(jobs_for(16, Some(20 << 30)), 6);
+        assert_eq!(jobs_for(2, Some(1 << 30)), 1);
+        assert_eq!(jobs_for(4, None), 4);
+    }
+
+    #[test]
+    fn idle_job_slots_give_their_cores_to_nvcc_threads() {
+        let budget = JobBudget {
+            jobs: 16,
+            nvcc_threads: 16,
+        };
+        assert_eq!(budget.nvcc_threads_per_job(3), 5);
+        assert_eq!(budget.nvcc_threads_per_job(40), 1);
+        assert_eq!(budget.nvcc_threads_per_job(0), 16);
+    }
+}

@@ -1,0 +1,241 @@
+//! The compile and link jobs of a compiled (torch extension) variant.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::matrix::{cuda_matrix, kernel_capabilities};
+use super::{CompileJob, Gencode, Lang, LinkJob, PlanError, PlanSettings, VariantPlan};
+use crate::config::{Backend, Capability, DType, Project, Torch as Bindings};
+use crate::toolchain::{Nvcc, Toolchain, TorchEnv};
+
+/// One source file to compile, with the settings of the table (`[torch]` or `[kernel.*]`) that
+/// lists it.
+struct Unit<'a> {
+    src: &'a Path,
+    lang: Lang,
+    // `[torch] src`: the op bindings, the only units that see TORCH_EXTENSION_NAME, so a new
+    // commit (a new op namespace) recompiles the bindings and not every kernel.
+    binding: bool,
+    include: &'a [PathBuf],
+    cuda_flags: &'a [String],
+    cxx_flags: &'a [String],
+    caps: Vec<Capability>,
+}
+
+/// What every job of one variant shares.
+struct Shared<'a> {
+    project: &'a Project,
+    variant: &'a VariantPlan,
+    torch: &'a TorchEnv,
+    cxx_path: PathBuf,
+    cxx_id: String,
+    defines: Vec<(String, Option<String>)>,
+    system_include_dirs: Vec<PathBuf>,
+}
+
+/// Fill in the compile jobs, link job, capabilities and dtypes of a variant of a compiled
+/// project. `work` is the variant's scratch directory.
+pub(super) fn fill_compiled_variant(
+    project: &Project,
+    bindings: &Bindings,
+    toolchain: &Toolchain,
+    torch: &TorchEnv,
+    settings: &PlanSettings,
+    work: &Path,
+    variant: &mut VariantPlan,
+) -> Result<(), PlanError> {
+    let backend = variant.backend;
+    let nvcc = toolchain.nvcc.as_ref().filter(|_| backend == Backend::Cuda);
+    let matrix = cuda_matrix(project);
+    let explicit_matrix = !project.kbuild.capabilities.is_empty();
+
+    let mut units: Vec<Unit> = Vec::new();
+    for src in &bindings.src {
+        units.extend(unit(
+            src,
+            true,
+            &bindings.include,
+            &[],
+            &bindings.cxx_flags,
+            Vec::new(),
+        ));
+    }
+    let mut variant_caps: BTreeSet<Capability> = BTreeSet::new();
+    for kernel in project.kernels.iter().filter(|k| k.backend == backend) {
+        let caps = match nvcc {
+            Some(nvcc) => kernel_capabilities(
+                kernel,
+                &matrix,
+                explicit_matrix,
+                &project.kbuild.locations,
+                nvcc,
+            )?,
+            None => Vec::new(),
+        };
+        variant_caps.extend(caps.iter().copied());
+        for src in &kernel.src {
+            units.extend(unit(
+                src,
+                false,
+                &kernel.include,
+                &kernel.cuda_flags,
+                &kernel.cxx_flags,
+                caps.clone(),
+            ));
+        }
+    }
+    let cuda_units = units.iter().filter(|u| u.lang == Lang::Cuda).count();
+    let threads_per_job = settings.budget.nvcc_threads_per_job(cuda_units);
+    let newest = variant_caps.iter().next_back().copied();
+
+    let cxx = toolchain.cxx.as_ref();
+    let mut defines: Vec<(String, Option<String>)> = torch.flags.defines.clone();
+    defines.push(("TORCH_EXTENSION_NAME".into(), Some(variant.id.clone())));
+    defines.push((format!("{}_KERNEL", backend.as_str().to_uppercase()), None));
+    defines.sort();
+    let mut system_include_dirs = torch.flags.include_dirs.clone();
+    system_include_dirs.extend(nvcc.map(|n| n.include_dir.clone()));
+    let shared = Shared {
+        project,
+        variant,
+        torch,
+        cxx_path: cxx.map(|c| c.path.clone()).unwrap_or_else(|| "c++".into()),
+        cxx_id: cxx.map(|c| c.version.clone()).unwrap_or_default(),
+        defines,
+        system_include_dirs,
+    };
+    let mut compile = Vec::new();
+    for unit in &units {
+        match (unit.lang, nvcc) {
+            (Lang::Cxx, _) => compile.push(cxx_job(&shared, unit)),
+            (Lang::Cuda, Some(nvcc)) => {
+                compile.push(cuda_job(&shared, unit, nvcc, newest, threads_per_job));
+            }
+            (Lang::Cuda, None) => {} // .cu in a non-CUDA variant is not compiled
+        }
+    }
+    let link = link_job(&shared, &compile, nvcc, work);
+
+    variant.compile = compile;
+    variant.link = Some(link);
+    variant.capabilities = variant_caps.iter().copied().collect();
+    variant.dtypes = variant_caps
+        .iter()
+        .map(|c| {
+            let dtypes = matrix.get(c).cloned();
+            (*c, dtypes.unwrap_or_else(|| DType::ALL.to_vec()))
+        })
+        .collect();
+    Ok(())
+}
+
+/// A unit for `src`, or `None` for files that are not compiled (headers listed in `src`).
+fn unit<'a>(
+    src: &'a Path,
+    binding: bool,
+    include: &'a [PathBuf],
+    cuda_flags: &'a [String],
+    cxx_flags: &'a [String],
+    caps: Vec<Capability>,
+) -> Option<Unit<'a>> {
+    let lang = match src.extension()?.to_str()? {
+        "cu" => Lang::Cuda,
+        "cpp" | "cc" | "cxx" | "c" => Lang::Cxx,
+        _ => return None,
+    };
+    Some(Unit {
+        src,
+        lang,
+        binding,
+        include,
+        cuda_flags,
+        cxx_flags,
+        caps,
+    })
+}
+
+/// The job as the host C++ compiler runs it; `cuda_job` adjusts it for nvcc.
+fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
+    let Shared {
+        project, variant, ..
+    } = shared;
+    let rel = unit.src.to_string_lossy().replace(['/', '\\'], "__");
+    let object = variant.obj_dir.join(format!("{rel}.o"));
+    let mut include_dirs = vec![variant.generated_include.clone(), project.root.clone()];
+    include_dirs.extend(unit.include.iter().map(|i| project.root.join(i)));
+    let mut flags = vec!["-fPIC".to_string()];
+    flags.extend(unit.cxx_flags.iter().cloned());
+    CompileJob {
+        label: format!("{} [{}]", unit.src.display(), variant.backend),
+        lang: unit.lang,
+        compiler: shared.cxx_path.clone(),
+        host_compiler: None,
+        source: project.root.join(unit.src),
+        depfile: object.with_extension("d"),
+        object,
+        std: shared.torch.flags.std.clone(),
+        include_dirs,
+        system_include_dirs: shared.system_include_dirs.clone(),
+        defines: shared
+            .defines
+            .iter()
+            .filter(|(name, _)| unit.binding || name != "TORCH_EXTENSION_NAME")
+            .cloned()
+            .collect(),
+        flags,
+        host_flags: Vec::new(),
+        gencodes: Vec::new(),
+        nvcc_threads: 1,
+        compiler_id: shared.cxx_id.clone(),
+    }
+}
+
+/// nvcc drives the host compiler: its flags go through `-Xcompiler`, and every capability of
+/// the unit gets a `-gencode` (PTX for the variant's newest, for forward compatibility).
+fn cuda_job(
+    shared: &Shared,
+    unit: &Unit,
+    nvcc: &Nvcc,
+    newest: Option<Capability>,
+    threads_per_job: u32,
+) -> CompileJob {
+    let mut job = cxx_job(shared, unit);
+    let flags = &shared.torch.flags;
+    job.defines.extend(flags.cuda_defines.iter().cloned());
+    job.host_flags = std::mem::take(&mut job.flags);
+    job.flags = flags.cuda_flags.clone();
+    job.flags.extend(unit.cuda_flags.iter().cloned());
+    job.gencodes = unit
+        .caps
+        .iter()
+        .map(|&c| Gencode {
+            capability: c,
+            ptx: Some(c) == newest,
+        })
+        .collect();
+    job.nvcc_threads = threads_per_job.min(job.gencodes.len().max(1) as u32);
+    job.compiler = nvcc.path.clone();
+    job.host_compiler = Some(shared.cxx_path.clone());
+    job.compiler_id = format!("{} | host {}", nvcc.id, shared.cxx_id);
+    job
+}
+
+/// Link every object of the variant into `<work>/<id>.abi3.so` against torch (and cudart).
+fn link_job(shared: &Shared, compile: &[CompileJob], nvcc: Option<&Nvcc>, work: &Path) -> LinkJob {
+    let flags = &shared.torch.flags;
+    let mut libs = flags.libs.clone();
+    let mut lib_dirs = flags.lib_dirs.clone();
+    if let Some(nvcc) = nvcc {
+        libs.extend(flags.cuda_libs.iter().cloned());
+        libs.push(nvcc.cudart_lib());
+        lib_dirs.push(nvcc.lib_dir.clone());
+    }
+    LinkJob {
+        linker: shared.cxx_path.clone(),
+        objects: compile.iter().map(|j| j.object.clone()).collect(),
+        output: work.join(format!("{}.abi3.so", shared.variant.id)),
+        lib_dirs,
+        libs,
+        flags: vec!["-shared".into(), "-Wl,--no-as-needed".into()],
+    }
+}
