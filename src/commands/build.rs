@@ -204,7 +204,7 @@ pub fn run(settings: BuildSettings, printer: &Printer) -> Result<()> {
             link(job, &format!("{}.abi3.so", variant.id), printer)?;
         }
         let metadata = package::metadata_for(&project, variant, kernel_git.clone());
-        let installed = package::install_variant(variant, &plan.out_dir, metadata)?;
+        let installed = package::install_variant(variant, &plan.out_dir, metadata)?.outcome;
         let path = plan.out_dir.join(&variant.name);
         printer.stage(
             if installed == Installed::Written {

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use super::PackageError;
+use super::error::PackageError;
 use crate::report::Reporter;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PackageError + '_ {
