@@ -109,3 +109,16 @@ fn provenance_marks_dirty_builds() {
     });
     assert!(BuiltVariant::read(&dir).unwrap().dirty());
 }
+
+#[test]
+fn a_link_in_a_variant_fails_verification_even_when_the_digest_covers_it() {
+    let (_p, dir) = variant(VariantSpec::default());
+    std::os::unix::fs::symlink("__init__.py", dir.join("alias.py")).unwrap();
+    redigest(&dir);
+    match BuiltVariant::read(&dir) {
+        Err(PackageError::Tree(kbuild::package::tree::TreeError::Link { path })) => {
+            assert_eq!(path, dir.join("alias.py"));
+        }
+        other => panic!("expected a link error, got {other:?}"),
+    }
+}

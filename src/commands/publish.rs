@@ -66,7 +66,10 @@ pub fn resolve(
             .build_dir
             .clone()
             .unwrap_or_else(|| project.join("build")),
-        benchmarks_dir: benchmarks.is_dir().then_some(benchmarks),
+        // Whatever is there (a link too) goes to publish, which refuses anything but a directory.
+        benchmarks_dir: std::fs::symlink_metadata(&benchmarks)
+            .is_ok()
+            .then_some(benchmarks),
         variants: args.variants.clone(),
         project_version: config.as_ref().map(|c| c.general.version),
         create_pr: args.create_pr,

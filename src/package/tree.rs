@@ -43,7 +43,9 @@ impl Hint for TreeError {
             TreeError::Special { .. } => {
                 Some("remove it: kbuild uploads regular files only".into())
             }
-            TreeError::NotDirectory { .. } => None,
+            TreeError::NotDirectory { .. } => {
+                Some("a directory is expected here: move the file out of the way".into())
+            }
             TreeError::NonUtf8 { .. } => Some("rename the file to a UTF-8 name".into()),
             TreeError::Read { .. } => Some("check the directory's permissions".into()),
         }
