@@ -45,7 +45,10 @@ impl<'a> Card<'a> {
         branch: &str,
     ) -> Result<Card<'a>, PublishError> {
         let first = variants.first().ok_or_else(|| PublishError::Card {
-            message: "no variants to describe".into(),
+            source: minijinja::Error::new(
+                minijinja::ErrorKind::UndefinedError,
+                "no variants to describe",
+            ),
         })?;
         let mut caps: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         for v in variants {
@@ -91,9 +94,7 @@ impl<'a> Card<'a> {
         env.add_template("CARD.md", TEMPLATE)
             .and_then(|_| env.get_template("CARD.md"))
             .and_then(|t| t.render(self))
-            .map_err(|e| PublishError::Card {
-                message: format!("{e:#}"),
-            })
+            .map_err(|source| PublishError::Card { source })
     }
 }
 

@@ -74,8 +74,11 @@ pub enum PublishError {
     Conflict { action: String, message: String },
     #[error("{action} failed: {message}")]
     Hub { action: String, message: String },
-    #[error("cannot render the kernel card: {message}")]
-    Card { message: String },
+    #[error("cannot render the kernel card")]
+    Card {
+        #[source]
+        source: minijinja::Error,
+    },
     #[error("published {committed} of {total} commits to `{branch}`, then failed")]
     Partial {
         committed: usize,
