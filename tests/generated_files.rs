@@ -115,3 +115,79 @@ print("ok")
     let out = support::python_ok(&code, &[]);
     assert!(out.trim().ends_with("ok"), "{out}");
 }
+
+/// `cuda_variant()` with real inputs (an `__init__.py` and a stand-in extension), so that it
+/// can be installed.
+fn installable_cuda_variant(inputs: &std::path::Path) -> VariantPlan {
+    let mut variant = cuda_variant();
+    let init = inputs.join("__init__.py");
+    std::fs::write(
+        &init,
+        "from ._ops import ops\n\n__all__ = [\"relu\", \"gelu\"]\n",
+    )
+    .unwrap();
+    variant.python_files = vec![(init, "__init__.py".into())];
+    let so = inputs.join(format!("{}.abi3.so", variant.id));
+    std::fs::write(&so, b"\x7fELF stand-in\0").unwrap();
+    if let Some(link) = &mut variant.link {
+        link.output = so;
+    }
+    variant
+}
+
+#[test]
+fn an_installed_variant_reads_back_equal_with_its_capability_table() {
+    let inputs = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let project = kbuild::config::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/relu-v5"),
+    )
+    .unwrap();
+    let variant = installable_cuda_variant(inputs.path());
+    let git = Some(package::GitStatus {
+        commit: "0123abc".into(),
+        dirty: false,
+    });
+    let metadata = package::metadata_for(&project, &variant, git);
+
+    let installed = package::install_variant(&variant, out.path(), metadata.clone()).unwrap();
+    assert_eq!(installed.outcome, package::Installed::Written);
+    let read = package::BuiltVariant::read(&out.path().join(&variant.name)).unwrap();
+    assert_eq!(read, installed.variant);
+
+    let table: Vec<(&str, Vec<&str>)> = read
+        .capabilities
+        .iter()
+        .map(|c| {
+            let dtypes = c.dtypes.iter().map(String::as_str).collect();
+            (c.capability.as_str(), dtypes)
+        })
+        .collect();
+    assert_eq!(
+        table,
+        [
+            ("7.5", vec!["float32", "float16"]),
+            ("8.0", vec!["float32", "float16", "bfloat16"]),
+            ("9.0", vec!["float32", "float16", "bfloat16"]),
+        ]
+    );
+    assert_eq!(read.ptx.as_deref(), Some("9.0"));
+    assert_eq!(read.archs, ["7.5", "8.0", "9.0+PTX"]);
+    assert_eq!(
+        read.files,
+        [
+            "__init__.py",
+            "_capabilities.py",
+            "_ltx_kernels_cuda_abc1234.abi3.so",
+            "_ops.py",
+            "metadata.json"
+        ]
+    );
+    assert_eq!(read.ops, ["relu", "gelu"]);
+    assert!(!read.dirty());
+
+    // The same plan again leaves the variant in place.
+    let again = package::install_variant(&variant, out.path(), metadata).unwrap();
+    assert_eq!(again.outcome, package::Installed::Unchanged);
+    assert_eq!(again.variant, read);
+}

@@ -1,9 +1,8 @@
-//! Variant verification before publishing (`package::verify::verify_variant`).
+//! Variant verification before publishing (`package::BuiltVariant::read`).
 
 mod publish_support;
 
-use kbuild::package::PackageError;
-use kbuild::package::verify::verify_variant;
+use kbuild::package::{BuiltVariant, PackageError};
 use publish_support::{CPU_VARIANT, VariantSpec, redigest, write_variant};
 use serde_json::json;
 
@@ -18,10 +17,13 @@ fn a_clean_variant_verifies_and_lists_its_files() {
     let (_p, dir) = variant(VariantSpec::default());
     std::fs::create_dir_all(dir.join("__pycache__")).unwrap();
     std::fs::write(dir.join("__pycache__/_ops.cpython-311.pyc"), "cache").unwrap();
-    let v = verify_variant(&dir).unwrap();
+    let v = BuiltVariant::read(&dir).unwrap();
     assert_eq!(v.name, CPU_VARIANT);
     assert_eq!(v.id, "_relu_cpu_abc1234");
-    assert_eq!((v.version, v.backend.as_str(), v.dirty), (1, "cpu", false));
+    assert_eq!(
+        (v.version, v.backend.as_str(), v.dirty()),
+        (1, "cpu", false)
+    );
     assert_eq!(
         v.files,
         [
@@ -43,7 +45,7 @@ fn extension_named_after_another_namespace_is_refused() {
     )
     .unwrap();
     redigest(&dir);
-    match verify_variant(&dir) {
+    match BuiltVariant::read(&dir) {
         Err(PackageError::Namespace {
             expected, found, ..
         }) => {
@@ -65,7 +67,7 @@ fn ops_py_using_another_namespace_is_refused() {
     )
     .unwrap();
     redigest(&dir);
-    let err = verify_variant(&dir).unwrap_err();
+    let err = BuiltVariant::read(&dir).unwrap_err();
     assert!(
         err.to_string()
             .contains("uses op namespace `_something_else`"),
@@ -77,14 +79,14 @@ fn ops_py_using_another_namespace_is_refused() {
 fn metadata_without_digest_or_with_bad_json_names_the_file() {
     let (_p, dir) = variant(VariantSpec::default());
     std::fs::write(dir.join("metadata.json"), "{\"name\": \"relu\",").unwrap();
-    let err = verify_variant(&dir).unwrap_err();
+    let err = BuiltVariant::read(&dir).unwrap_err();
     assert!(err.to_string().contains("metadata.json"), "{err}");
     assert!(err.to_string().contains("line 1"), "{err}");
 
     let m = json!({"name": "relu", "id": "_relu_cpu_abc1234", "version": 1, "license": "mit",
                    "python-depends": [], "backend": {"type": "cpu"}});
     std::fs::write(dir.join("metadata.json"), m.to_string()).unwrap();
-    let err = verify_variant(&dir).unwrap_err();
+    let err = BuiltVariant::read(&dir).unwrap_err();
     assert!(err.to_string().contains("no `digest`"), "{err}");
 }
 
@@ -92,7 +94,7 @@ fn metadata_without_digest_or_with_bad_json_names_the_file() {
 fn an_added_file_breaks_the_digest() {
     let (_p, dir) = variant(VariantSpec::default());
     std::fs::write(dir.join("extra.py"), "x = 1\n").unwrap();
-    let err = verify_variant(&dir).unwrap_err();
+    let err = BuiltVariant::read(&dir).unwrap_err();
     assert!(err.to_string().contains("Unknown file: extra.py"), "{err}");
 }
 
@@ -105,5 +107,18 @@ fn provenance_marks_dirty_builds() {
         }}),
         ..VariantSpec::default()
     });
-    assert!(verify_variant(&dir).unwrap().dirty);
+    assert!(BuiltVariant::read(&dir).unwrap().dirty());
+}
+
+#[test]
+fn a_link_in_a_variant_fails_verification_even_when_the_digest_covers_it() {
+    let (_p, dir) = variant(VariantSpec::default());
+    std::os::unix::fs::symlink("__init__.py", dir.join("alias.py")).unwrap();
+    redigest(&dir);
+    match BuiltVariant::read(&dir) {
+        Err(PackageError::Tree(kbuild::package::tree::TreeError::Link { path })) => {
+            assert_eq!(path, dir.join("alias.py"));
+        }
+        other => panic!("expected a link error, got {other:?}"),
+    }
 }

@@ -252,7 +252,7 @@ impl<'r> Builder<'r> {
                     link::link(job, &format!("{}.abi3.so", variant.id), reporter)?;
                 }
                 let metadata = package::metadata_for(project, variant, kernel_git.clone());
-                let installed = package::install_variant(variant, &plan.out_dir, metadata)?;
+                let installed = package::install_variant(variant, &plan.out_dir, metadata)?.outcome;
                 let written = installed == Installed::Written;
                 let path = plan.out_dir.join(&variant.name);
                 let stage = if written { "Packaged" } else { "Fresh" };

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use minijinja::{Environment, context};
 use serde::Serialize;
 
-use super::PackageError;
+use super::error::PackageError;
+use super::metadata::{CapabilityDtypes, KbuildSection};
 use crate::config::{Capability, DType};
 use crate::plan::VariantPlan;
 
@@ -19,9 +20,9 @@ fn render(name: &str, template: &str, ctx: minijinja::Value) -> Result<String, P
     env.set_keep_trailing_newline(true);
     env.add_template(name, template)
         .and_then(|_| env.get_template(name)?.render(ctx))
-        .map_err(|e| PackageError::Template {
+        .map_err(|source| PackageError::Template {
             name: name.to_string(),
-            reason: e.to_string(),
+            source,
         })
 }
 
@@ -89,18 +90,35 @@ pub fn ops_py(variant: &VariantPlan) -> Result<String, PackageError> {
     )
 }
 
-/// `_capabilities.py`: the capability → dtypes table and `check_dtype`.
-pub fn capabilities_py(variant: &VariantPlan) -> Result<String, PackageError> {
-    let matrix: Vec<(String, Vec<&str>)> = variant
+/// The capability → dtypes table of a variant, as metadata.json and `_capabilities.py` carry
+/// it; `None` when the variant compiles for no CUDA capability.
+pub fn capability_table(variant: &VariantPlan) -> Option<KbuildSection> {
+    let capabilities: Vec<CapabilityDtypes> = variant
         .dtypes
         .iter()
         .map(|(cap, dtypes)| {
-            let mut names: Vec<&str> = dtypes.iter().map(|d| d.as_str()).collect();
+            let mut names: Vec<String> = dtypes.iter().map(|d| d.as_str().to_string()).collect();
             names.dedup();
-            (cap.to_string(), names)
+            CapabilityDtypes {
+                capability: cap.to_string(),
+                dtypes: names,
+            }
         })
         .collect();
-    let ptx: Option<String> = variant.capabilities.last().map(Capability::to_string);
+    let ptx = variant.capabilities.last().map(Capability::to_string);
+    (!capabilities.is_empty() || ptx.is_some()).then_some(KbuildSection { capabilities, ptx })
+}
+
+/// `_capabilities.py`: the capability → dtypes table (the one metadata.json carries) and
+/// `check_dtype`.
+pub fn capabilities_py(variant: &VariantPlan) -> Result<String, PackageError> {
+    let table = capability_table(variant);
+    let matrix: Vec<(&str, &[String])> = table
+        .iter()
+        .flat_map(|t| &t.capabilities)
+        .map(|c| (c.capability.as_str(), c.dtypes.as_slice()))
+        .collect();
+    let ptx = table.as_ref().and_then(|t| t.ptx.as_deref());
     render(
         "_capabilities.py",
         CAPABILITIES_PY,

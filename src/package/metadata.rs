@@ -1,11 +1,9 @@
-//! metadata.json as `kernels` 0.17 reads it, with the digest from HF's `kernels-data` crate.
+//! metadata.json as `kernels` 0.17 reads it, plus kbuild's own `kbuild` section (the capability
+//! → dtypes table), which `kernels` ignores like any key it does not know.
 
-use std::path::Path;
-
-use kernels_data::digest::{Digest, DigestAlgorithm};
 use serde::{Deserialize, Serialize};
 
-use super::PackageError;
+use super::digest::VariantDigest;
 
 /// `backend` of metadata.json.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -41,8 +39,28 @@ pub struct Provenance {
     pub kernel: Option<GitStatus>,
 }
 
+/// The dtypes one compiled CUDA capability carries.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CapabilityDtypes {
+    /// `9.0`, `9.0a`.
+    pub capability: String,
+    /// Torch names: `float32`, `float16`, `bfloat16`.
+    pub dtypes: Vec<String>,
+}
+
+/// kbuild's section of metadata.json: what `_capabilities.py` checks at run time, in a form
+/// tools read without running Python.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KbuildSection {
+    /// In build order (oldest capability first).
+    pub capabilities: Vec<CapabilityDtypes>,
+    /// The capability whose PTX is embedded, if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ptx: Option<String>,
+}
+
 /// One variant's metadata.json.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "kebab-case")]
 pub struct Metadata {
     pub name: String,
@@ -56,37 +74,28 @@ pub struct Metadata {
     pub python_depends: Vec<String>,
     pub backend: BackendInfo,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub digest: Option<Digest>,
+    pub digest: Option<VariantDigest>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub provenance: Option<Provenance>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kbuild: Option<KbuildSection>,
 }
 
 impl Metadata {
-    /// Hash every file of `variant_dir` (except metadata.json) the way `kernels` verifies it.
-    pub fn set_digest(&mut self, variant_dir: &Path) -> Result<(), PackageError> {
-        let digest = Digest::hash_variant(DigestAlgorithm::SHA256, variant_dir).map_err(|e| {
-            PackageError::Hash {
-                dir: variant_dir.to_path_buf(),
-                reason: format!("{e:#}"),
-            }
-        })?;
-        self.digest = Some(digest);
-        Ok(())
+    /// Parse metadata.json. `kernels-data` decides whether `kernels` accepts it (kernel name,
+    /// backend, URLs); kbuild's model then reads it whole, including the provenance and the
+    /// `kbuild` section that kernels-data 0.16 does not know. The message is the parser's.
+    pub fn parse(bytes: &[u8]) -> Result<Metadata, String> {
+        serde_json::from_slice::<kernels_data::metadata::Metadata>(bytes)
+            .map_err(|e| e.to_string())?;
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
     }
 
     /// Pretty JSON with a trailing newline.
     pub fn to_json(&self) -> String {
+        // Plain strings, numbers and maps only: serializing cannot fail.
         let mut text = serde_json::to_string_pretty(self).expect("metadata always serializes");
         text.push('\n');
         text
-    }
-
-    /// Whether the build came from a dirty tree: the `_dirty` id suffix, or provenance says the
-    /// kernel source or the builder was dirty (what kernels 0.17 warns about).
-    pub fn is_dirty(&self) -> bool {
-        self.id.ends_with("_dirty")
-            || self.provenance.as_ref().is_some_and(|p| {
-                p.kernel.as_ref().is_some_and(|k| k.dirty) || p.builder.dirty == Some(true)
-            })
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::PackageError;
+use super::error::PackageError;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PackageError + '_ {
     move |source| PackageError::Io {

@@ -18,8 +18,8 @@ use hf_hub::progress::{Progress, ProgressEvent, ProgressHandler, UploadEvent};
 use hf_hub::repository::{AddSource, CommitInfo, CommitOperation, GitRefs, RepoTreeEntry};
 use hf_hub::{HFClient, HFError, HFRepository, RepoTypeAny};
 
-use super::PublishError;
 use super::auth::{Redactor, Token};
+use super::error::PublishError;
 use super::plan::RemoteFile;
 
 /// Retries after the first attempt for transient failures.

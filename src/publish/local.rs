@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use sha1::Digest as _;
 
-use super::PublishError;
-use crate::package::verify::{VerifiedVariant, verify_variant};
+use super::error::PublishError;
+use crate::package::tree::{self, TreeError};
+use crate::package::{BuiltVariant, open_regular};
 
 /// A file to publish, with its hashes.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -37,13 +38,14 @@ pub enum Source {
 }
 
 impl LocalFile {
-    /// Hash a file on disk (one streaming pass).
+    /// Hash a regular file on disk (one streaming pass); a link or special file in its place
+    /// is an error, not followed.
     pub fn read(repo_path: String, path: &Path) -> Result<LocalFile, PublishError> {
         let read_err = |source| PublishError::ReadBuild {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = std::fs::File::open(path).map_err(read_err)?;
+        let mut file = open_regular(path)?;
         let size = file.metadata().map_err(read_err)?.len();
         let mut sha256 = sha2::Sha256::new();
         let mut git = sha1::Sha1::new();
@@ -117,9 +119,9 @@ pub fn git_blob_oid(content: &[u8]) -> String {
 /// The verified build being published.
 #[derive(Debug)]
 pub struct LocalBuild {
-    pub variants: Vec<VerifiedVariant>,
+    pub variants: Vec<BuiltVariant>,
     /// The version every variant agrees on.
-    pub version: usize,
+    pub version: u32,
     /// Files in repository order.
     pub files: Vec<LocalFile>,
     /// Repository prefixes this publish replaces (`build/<variant>/`, `benchmarks/`): remote
@@ -152,7 +154,7 @@ pub fn collect(
     let mut variants = Vec::new();
     for (name, dir) in available {
         if only.is_empty() || only.contains(&name) {
-            let verified = verify_variant(&dir).map_err(|source| PublishError::Verify {
+            let verified = BuiltVariant::read(&dir).map_err(|source| PublishError::Verify {
                 variant: name.clone(),
                 source,
             })?;
@@ -216,30 +218,18 @@ fn variant_dirs(build_dir: &Path) -> Result<Vec<(String, PathBuf)>, PublishError
     Ok(out)
 }
 
-/// Files under `dir`, relative and `/`-separated, without Python caches, sorted.
-fn files_below(dir: &Path) -> Result<Vec<String>, PublishError> {
-    let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(dir).follow_links(true) {
-        let entry = entry.map_err(|e| PublishError::ReadBuild {
-            path: e.path().unwrap_or(dir).to_path_buf(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
-        if !entry.file_type().is_file() {
-            continue;
-        }
-        let rel = entry.path().strip_prefix(dir).unwrap_or(entry.path());
-        let rel = rel.to_string_lossy().replace('\\', "/");
-        if rel
-            .split('/')
-            .any(|s| s == "__pycache__" || s.starts_with('.'))
-            || rel.ends_with(".pyc")
-        {
-            continue;
-        }
-        out.push(rel);
-    }
-    out.sort();
-    Ok(out)
+/// Files under `dir`, relative and `/`-separated, sorted; Python caches and hidden entries are
+/// left out (and not looked into). A link or special file, or `dir` itself being a link, is an
+/// error: publish never follows a link out of the directory it publishes.
+fn files_below(dir: &Path) -> Result<Vec<String>, TreeError> {
+    let published = |rel: &str, _is_dir: bool| {
+        let name = rel.rsplit('/').next().unwrap_or(rel);
+        !(name == "__pycache__" || name.starts_with('.') || name.ends_with(".pyc"))
+    };
+    Ok(tree::regular_files(dir, published)?
+        .into_iter()
+        .map(|f| f.rel)
+        .collect())
 }
 
 #[cfg(test)]

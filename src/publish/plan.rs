@@ -115,6 +115,23 @@ pub struct BatchLimits {
     pub max_bytes: u64,
 }
 
+impl BatchLimits {
+    /// The defaults, unless `KBUILD_PUBLISH_BATCH_FILES` / `KBUILD_PUBLISH_BATCH_BYTES` say
+    /// otherwise (for servers with smaller request limits, and for tests).
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> BatchLimits {
+        let default = BatchLimits::default();
+        let num = |k: &str| {
+            env(k)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|n| *n > 0)
+        };
+        BatchLimits {
+            max_files: num("KBUILD_PUBLISH_BATCH_FILES").map_or(default.max_files, |n| n as usize),
+            max_bytes: num("KBUILD_PUBLISH_BATCH_BYTES").unwrap_or(default.max_bytes),
+        }
+    }
+}
+
 impl Default for BatchLimits {
     fn default() -> Self {
         BatchLimits {
@@ -234,6 +251,18 @@ mod tests {
         });
         let sizes: Vec<u64> = by_bytes.iter().map(Batch::bytes).collect();
         assert_eq!(sizes, [20, 20, 10]);
+    }
+
+    #[test]
+    fn batch_limits_come_from_the_environment_when_set() {
+        let limits =
+            BatchLimits::from_env(|k| (k == "KBUILD_PUBLISH_BATCH_FILES").then(|| "3".to_string()));
+        assert_eq!(limits.max_files, 3);
+        assert_eq!(limits.max_bytes, BatchLimits::default().max_bytes);
+        assert_eq!(
+            BatchLimits::from_env(|_| Some("0".into())).max_files,
+            BatchLimits::default().max_files
+        );
     }
 
     #[test]

@@ -8,11 +8,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::card::Card;
+use super::error::PublishError;
 use super::hub::{Change, CommitRequest, Remote};
 use super::local::{self, LocalFile};
 use super::plan::Plan;
-use super::{CommitSummary, PublishError, PublishSettings, PublishSummary};
+use super::settings::PublishSettings;
+use super::summary::{CommitSummary, PublishSummary};
 use crate::report::Reporter;
+
+/// [`publish`] on a runtime of its own, for callers that are not async.
+pub fn publish_blocking(
+    s: &PublishSettings,
+    reporter: &dyn Reporter,
+) -> Result<PublishSummary, PublishError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| PublishError::Runtime { source })?;
+    runtime.block_on(publish(s, reporter))
+}
 
 /// Publish the build described by `settings`; with `dry_run`, only plan.
 pub async fn publish(
@@ -33,7 +47,7 @@ pub async fn publish(
     let dirty: Vec<String> = build
         .variants
         .iter()
-        .filter(|v| v.dirty)
+        .filter(|v| v.dirty())
         .map(|v| v.name.clone())
         .collect();
     if !dirty.is_empty() {
@@ -46,7 +60,7 @@ pub async fn publish(
         }
     }
     if let Some(configured) = s.project_version
-        && configured as usize != build.version
+        && configured != build.version
     {
         return Err(PublishError::StaleBuild {
             built: build.version,

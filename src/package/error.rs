@@ -1,0 +1,84 @@
+//! What can go wrong writing or reading a variant.
+
+use std::path::PathBuf;
+
+use super::tree::TreeError;
+use crate::hint::Hint;
+
+/// A packaging or variant-verification failure.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error("cannot write `{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot copy `{}` to `{}`", from.display(), to.display())]
+    Copy {
+        from: PathBuf,
+        to: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("template `{name}` failed to render")]
+    Template {
+        name: String,
+        #[source]
+        source: minijinja::Error,
+    },
+    /// A file of a built variant could not be read.
+    #[error("cannot read `{}`", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A link, FIFO or device where a variant may hold regular files only.
+    #[error(transparent)]
+    Tree(#[from] TreeError),
+    /// `metadata.json` of a variant is not what kernels expects.
+    #[error("invalid `{}`: {message}", path.display())]
+    Metadata { path: PathBuf, message: String },
+    /// The files of a variant do not match the digest in its metadata.json.
+    #[error("`{}` does not match the digest in its metadata.json:\n{}", dir.display(), violations.join("\n"))]
+    Digest {
+        dir: PathBuf,
+        violations: Vec<String>,
+    },
+    /// The extension or `_ops.py` uses another op namespace than metadata `id`.
+    #[error("`{}` uses op namespace `{found}`, but metadata.json says `{expected}`", path.display())]
+    Namespace {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+}
+
+impl Hint for PackageError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            PackageError::Io { .. } => {
+                Some("check permissions and free space of the output directory".into())
+            }
+            PackageError::Copy { .. } => Some(
+                "check that the source file exists and is readable, and that the output \
+                 directory has free space"
+                    .into(),
+            ),
+            PackageError::Template { .. } => Some("this is a kbuild bug: please report it".into()),
+            PackageError::Read { .. } => Some(
+                "check the build directory's permissions, or rebuild it with `kbuild build`".into(),
+            ),
+            PackageError::Tree(e) => e.hint(),
+            PackageError::Metadata { .. } | PackageError::Namespace { .. } => Some(
+                "rebuild the variant with `kbuild build`; do not edit build outputs by hand".into(),
+            ),
+            PackageError::Digest { .. } => Some(
+                "the variant changed after it was built (or a build was interrupted): \
+                 rebuild it with `kbuild build`"
+                    .into(),
+            ),
+        }
+    }
+}

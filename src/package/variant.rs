@@ -1,0 +1,277 @@
+//! `BuiltVariant`: one `build/<variant>/` directory, in both directions. `install_variant`
+//! writes it from a plan; `BuiltVariant::read` reads it back and verifies it (metadata.json as
+//! kernels accepts it, the digest, the op namespace, regular files only). Everything after the
+//! build (publish, the card) works from a `BuiltVariant` and never opens variant files itself.
+
+use std::path::{Path, PathBuf};
+
+use kernels_data::digest::DigestAlgorithm;
+
+use super::digest::{VariantDigest, VariantFiles, open_regular, variant_files};
+use super::error::PackageError;
+use super::generate::{capabilities_py, capability_table, ops_py};
+use super::inspect::{check_namespace, is_identifier, public_functions};
+use super::metadata::{
+    BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, Metadata, Provenance,
+};
+use super::stage::Stage;
+use crate::config::{Backend, Project};
+use crate::plan::VariantPlan;
+
+/// A built variant: its metadata.json, and what its files say.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BuiltVariant {
+    /// Directory name, e.g. `torch215-cxx11-cpu-x86_64-linux`.
+    pub name: String,
+    pub dir: PathBuf,
+    /// Kernel name as in metadata (`ltx-kernels`).
+    pub kernel_name: String,
+    /// Op namespace (= extension module name).
+    pub id: String,
+    pub version: u32,
+    pub license: String,
+    pub upstream: Option<String>,
+    pub source: Option<String>,
+    pub python_depends: Vec<String>,
+    /// `cuda`, `cpu`, ...
+    pub backend: String,
+    /// As in metadata.json (`9.0+PTX` marks the capability with PTX); empty when not recorded.
+    pub archs: Vec<String>,
+    /// The dtypes each compiled capability carries, oldest capability first; empty for
+    /// non-CUDA builds and for variants not built by kbuild.
+    pub capabilities: Vec<CapabilityDtypes>,
+    /// The capability whose PTX is embedded.
+    pub ptx: Option<String>,
+    /// Public functions (`__all__` of `__init__.py`).
+    pub ops: Vec<String>,
+    pub provenance: Option<Provenance>,
+    /// Files relative to `dir`, `/`-separated, sorted: those of the digest plus metadata.json
+    /// (and its sigstore bundle when present). Caches (`__pycache__`, `.pyc`) are not part of a
+    /// variant.
+    pub files: Vec<String>,
+    pub digest: VariantDigest,
+}
+
+impl BuiltVariant {
+    /// Read and verify `build/<variant>`: every file regular (no links, FIFOs or devices, nor
+    /// the directory itself a link), metadata.json accepted by kernels, the files matching its
+    /// digest, and the extension and `_ops.py` using the op namespace of its `id`.
+    pub fn read(dir: &Path) -> Result<BuiltVariant, PackageError> {
+        let files = variant_files(dir)?;
+        let metadata_path = dir.join("metadata.json");
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut open_regular(&metadata_path)?, &mut bytes).map_err(
+            |source| PackageError::Read {
+                path: metadata_path.clone(),
+                source,
+            },
+        )?;
+        let invalid = |message: String| PackageError::Metadata {
+            path: metadata_path.clone(),
+            message,
+        };
+        let metadata = Metadata::parse(&bytes).map_err(invalid)?;
+        let Some(expected) = &metadata.digest else {
+            return Err(invalid(
+                "no `digest`: kernels cannot check this variant's files".into(),
+            ));
+        };
+        if !is_identifier(&metadata.id) {
+            return Err(invalid(format!(
+                "`id` `{}` is not a valid Python module name",
+                metadata.id
+            )));
+        }
+        let actual = VariantDigest::hash(expected.algorithm, &files.hashed)?;
+        let violations = expected.violations(&actual);
+        if !violations.is_empty() {
+            return Err(PackageError::Digest {
+                dir: dir.to_path_buf(),
+                violations: violations.iter().map(|v| format!("  {v}")).collect(),
+            });
+        }
+        check_namespace(dir, &metadata.id, actual.files.keys().map(String::as_str))?;
+        let ops = public_functions(dir)?;
+        Ok(BuiltVariant::from_metadata(dir, metadata, &files, ops))
+    }
+
+    /// Built from a dirty git tree: the `_dirty` id suffix, or provenance says the kernel
+    /// source or the builder was dirty (what kernels 0.17 warns about).
+    pub fn dirty(&self) -> bool {
+        self.id.ends_with("_dirty")
+            || self.provenance.as_ref().is_some_and(|p| {
+                p.kernel.as_ref().is_some_and(|k| k.dirty) || p.builder.dirty == Some(true)
+            })
+    }
+
+    /// `metadata` must hold a digest (both callers checked or wrote it).
+    fn from_metadata(
+        dir: &Path,
+        metadata: Metadata,
+        files: &VariantFiles,
+        ops: Vec<String>,
+    ) -> BuiltVariant {
+        let mut listed: Vec<String> = files
+            .hashed
+            .iter()
+            .chain(&files.metadata)
+            .map(|f| f.rel.clone())
+            .collect();
+        listed.sort();
+        let kbuild = metadata.kbuild.unwrap_or(KbuildSection {
+            capabilities: Vec::new(),
+            ptx: None,
+        });
+        BuiltVariant {
+            name: dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            dir: dir.to_path_buf(),
+            kernel_name: metadata.name,
+            id: metadata.id,
+            version: metadata.version,
+            license: metadata.license,
+            upstream: metadata.upstream,
+            source: metadata.source,
+            python_depends: metadata.python_depends,
+            backend: metadata.backend.backend_type,
+            archs: metadata.backend.archs.unwrap_or_default(),
+            capabilities: kbuild.capabilities,
+            ptx: kbuild.ptx,
+            ops,
+            provenance: metadata.provenance,
+            files: listed,
+            digest: metadata.digest.unwrap_or(VariantDigest {
+                algorithm: DigestAlgorithm::SHA256,
+                files: Default::default(),
+            }),
+        }
+    }
+}
+
+/// Metadata for one variant of a project (digest filled in by [`install_variant`]).
+pub fn metadata_for(
+    project: &Project,
+    variant: &VariantPlan,
+    kernel_git: Option<GitStatus>,
+) -> Metadata {
+    let mut python_depends = project.general.python_depends.clone();
+    if variant.backend == Backend::Cuda {
+        python_depends.extend(project.general.cuda.python_depends.iter().cloned());
+    }
+    let archs = (variant.backend == Backend::Cuda && !variant.capabilities.is_empty()).then(|| {
+        let last = variant.capabilities.len() - 1;
+        variant
+            .capabilities
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == last && variant.link.is_some() {
+                    format!("{c}+PTX")
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    });
+    Metadata {
+        name: project.general.name.clone(),
+        id: variant.id.clone(),
+        version: project.general.version,
+        license: project.general.license.clone(),
+        upstream: project.general.upstream.clone(),
+        source: project.general.source.clone(),
+        python_depends,
+        backend: BackendInfo {
+            backend_type: variant.backend.as_str().to_string(),
+            archs,
+        },
+        digest: None,
+        provenance: Some(Provenance {
+            builder: BuilderVersion {
+                version: format!("kbuild {}", env!("CARGO_PKG_VERSION")),
+                dirty: None,
+            },
+            kernel: kernel_git,
+        }),
+        kbuild: capability_table(variant),
+    }
+}
+
+/// How installing a variant ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Installed {
+    /// The variant directory was (re)written.
+    Written,
+    /// The staged variant was identical to the one in place, which was left untouched.
+    Unchanged,
+}
+
+/// A variant in place, and whether this install wrote it.
+#[derive(Debug)]
+pub struct Install {
+    pub variant: BuiltVariant,
+    pub outcome: Installed,
+}
+
+/// Stage `build/<variant>/` (Python files, generated glue, the extension, metadata.json with
+/// its digest) and rename it into place; an identical variant already there stays untouched.
+pub fn install_variant(
+    variant: &VariantPlan,
+    out_dir: &Path,
+    mut metadata: Metadata,
+) -> Result<Install, PackageError> {
+    let target = out_dir.join(&variant.name);
+    let stage = Stage::new(&target)?;
+    let root = stage.path().to_path_buf();
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PackageError::Io { path, source }
+    };
+    for (src, rel) in &variant.python_files {
+        let dest = root.join(rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        std::fs::copy(src, &dest).map_err(|source| PackageError::Copy {
+            from: src.clone(),
+            to: dest.clone(),
+            source,
+        })?;
+    }
+    let ops_path = root.join("_ops.py");
+    std::fs::write(&ops_path, ops_py(variant)?).map_err(io(&ops_path))?;
+    let caps_path = root.join("_capabilities.py");
+    std::fs::write(&caps_path, capabilities_py(variant)?).map_err(io(&caps_path))?;
+    if let Some(link) = &variant.link {
+        let so = root.join(link.output.file_name().unwrap_or_default());
+        std::fs::copy(&link.output, &so).map_err(|source| PackageError::Copy {
+            from: link.output.clone(),
+            to: so.clone(),
+            source,
+        })?;
+    }
+    let mut files = variant_files(&root)?;
+    metadata.digest = Some(VariantDigest::hash(DigestAlgorithm::SHA256, &files.hashed)?);
+    let metadata_path = root.join("metadata.json");
+    std::fs::write(&metadata_path, metadata.to_json()).map_err(io(&metadata_path))?;
+    files.metadata = vec![super::tree::TreeFile {
+        rel: "metadata.json".into(),
+        path: metadata_path,
+    }];
+    let ops = public_functions(&root)?;
+    let built = BuiltVariant::from_metadata(&target, metadata, &files, ops);
+
+    if BuiltVariant::read(&target).is_ok_and(|old| old == built) {
+        return Ok(Install {
+            variant: built,
+            outcome: Installed::Unchanged,
+        });
+    }
+    stage.commit()?;
+    Ok(Install {
+        variant: built,
+        outcome: Installed::Written,
+    })
+}

@@ -1,0 +1,129 @@
+//! What can go wrong publishing; no message ever holds the token.
+
+use std::path::PathBuf;
+
+use crate::hint::Hint;
+use crate::package::PackageError;
+use crate::package::tree::TreeError;
+
+/// A publish failure. Never contains the token.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("cannot start the async runtime for publishing")]
+    Runtime {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no repository to publish to")]
+    NoRepo,
+    #[error("`{repo}` is not a repository id")]
+    InvalidRepoId { repo: String },
+    #[error("no build variants in `{}`", dir.display())]
+    NoVariants { dir: PathBuf },
+    #[error("no variant `{name}` in the build directory")]
+    UnknownVariant {
+        name: String,
+        available: Vec<String>,
+    },
+    #[error("cannot read `{}`", path.display())]
+    ReadBuild {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A link or special file among what would be published (or the directory itself a link).
+    #[error(transparent)]
+    Tree(#[from] TreeError),
+    #[error("variant `{variant}` failed verification")]
+    Verify {
+        variant: String,
+        #[source]
+        source: PackageError,
+    },
+    #[error("the variants disagree on the version: {}", versions.iter().map(|(v, n)| format!("`{v}` is {n}")).collect::<Vec<_>>().join(", "))]
+    VersionMismatch { versions: Vec<(String, u32)> },
+    #[error("the build is version {built}, but build.toml says version {configured}")]
+    StaleBuild { built: u32, configured: u32 },
+    #[error("refusing to publish a build from a dirty git tree: {}", variants.join(", "))]
+    Dirty { variants: Vec<String> },
+    #[error(
+        "no Hub token found (looked at `HF_TOKEN`, `HF_TOKEN_PATH` and the token file under `HF_HOME`)"
+    )]
+    NoToken,
+    #[error("the Hub refused {action}: authentication failed (401): {message}")]
+    Unauthorized {
+        action: String,
+        token_sent: bool,
+        message: String,
+    },
+    #[error("the Hub refused {action}: permission denied (403): {message}")]
+    Forbidden {
+        action: String,
+        repo: String,
+        message: String,
+    },
+    #[error("{action} failed after {attempts} attempts: {message}")]
+    Unavailable {
+        action: String,
+        attempts: usize,
+        message: String,
+    },
+    #[error("{action} failed: {message}")]
+    Network { action: String, message: String },
+    #[error("{action} conflicted with another change: {message}")]
+    Conflict { action: String, message: String },
+    #[error("{action} failed: {message}")]
+    Hub { action: String, message: String },
+    #[error("cannot render the kernel card")]
+    Card {
+        #[source]
+        source: minijinja::Error,
+    },
+    #[error("published {committed} of {total} commits to `{branch}`, then failed")]
+    Partial {
+        committed: usize,
+        total: usize,
+        branch: String,
+        #[source]
+        source: Box<PublishError>,
+    },
+    #[error("{action} failed and the new branch `{branch}` was removed again")]
+    RolledBack {
+        action: String,
+        branch: String,
+        #[source]
+        source: Box<PublishError>,
+    },
+}
+
+impl Hint for PublishError {
+    fn hint(&self) -> Option<String> {
+        use PublishError::*;
+        Some(match self {
+            Runtime { .. } => "the system refused kbuild threads or file descriptors: check `ulimit -u` and `ulimit -n`".into(),
+            NoRepo => "pass `--repo org/name`, or set `repo-id` under `[general.hub]` in build.toml".into(),
+            InvalidRepoId { .. } => "a repository id is `org/name` (letters, digits, `-`, `_`, `.`)".into(),
+            NoVariants { .. } => "run `kbuild build` first, or point `--build-dir` at a build directory".into(),
+            UnknownVariant { available, .. } => format!("variants here: {}", available.join(", ")),
+            ReadBuild { .. } => "check that the build directory exists and is readable".into(),
+            Tree(source) => source.hint()?,
+            Verify { source, .. } => source.hint()?,
+            VersionMismatch { .. } => "rebuild every variant from the same build.toml with `kbuild build`".into(),
+            StaleBuild { .. } => "rebuild with `kbuild build`, or pass `--branch` to publish this build elsewhere".into(),
+            Dirty { .. } => "commit your changes and rebuild, or pass `--allow-dirty` to publish anyway".into(),
+            NoToken => "set `HF_TOKEN` to a token with write access (https://huggingface.co/settings/tokens), or run `hf auth login`".into(),
+            Unauthorized { token_sent: true, .. } => "the token was rejected (expired or revoked?): set `HF_TOKEN` to a valid token with write access".into(),
+            Unauthorized { token_sent: false, .. } => "set `HF_TOKEN` to a token with write access, or run `hf auth login`".into(),
+            Forbidden { repo, .. } => {
+                let org = repo.split('/').next().unwrap_or(repo);
+                format!("the token can read but not write `{repo}`: use a token with the `write` role, or a fine-grained token with write access to repositories of `{org}`")
+            }
+            Unavailable { .. } | Network { .. } => "nothing was half-published (each commit is atomic); re-run `kbuild publish` later, unchanged files are skipped".into(),
+            Conflict { .. } => "someone changed the branch while publishing: re-run `kbuild publish` to publish on top of it".into(),
+            Hub { .. } => "re-run with `-v` for details; `--dry-run` shows what would be uploaded".into(),
+            Card { .. } => "this is a kbuild bug: please report it with the variant's metadata.json".into(),
+            Partial { .. } => "each commit is atomic; re-run `kbuild publish` to upload the rest (unchanged files are skipped)".into(),
+            RolledBack { source, .. } => source.hint()?,
+        })
+    }
+}

@@ -1,0 +1,34 @@
+//! What a publish needs, resolved by the command (CLI > build.toml > environment).
+
+use std::path::PathBuf;
+
+use hf_hub::RepoTypeAny;
+
+use super::auth::{Token, TokenSource};
+use super::plan::BatchLimits;
+
+/// Everything a publish needs, resolved (CLI > build.toml > defaults).
+#[derive(Debug)]
+pub struct PublishSettings {
+    /// Hub base URL (`HF_ENDPOINT` or `https://huggingface.co`).
+    pub endpoint: String,
+    pub token: Option<(Token, TokenSource)>,
+    /// `org/name`.
+    pub repo_id: String,
+    pub repo_type: RepoTypeAny,
+    /// Create the repository private if it does not exist.
+    pub private: bool,
+    /// Branch to publish to; `v<version>` when `None`.
+    pub branch: Option<String>,
+    pub build_dir: PathBuf,
+    /// `<project>/benchmarks`, when it exists.
+    pub benchmarks_dir: Option<PathBuf>,
+    /// Only these variants (all when empty).
+    pub variants: Vec<String>,
+    /// `[general] version` of build.toml, when the project has one.
+    pub project_version: Option<u32>,
+    pub create_pr: bool,
+    pub dry_run: bool,
+    pub allow_dirty: bool,
+    pub limits: BatchLimits,
+}
