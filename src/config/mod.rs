@@ -41,13 +41,16 @@ mod schema;
 mod suggest;
 mod validate;
 mod values;
+mod version;
 
 pub use error::{ConfigError, ErrorKind};
 pub use model::*;
 pub use suggest::{closest, edit_distance};
 pub use values::{
-    CapabilityProblem, KNOWN_CAPABILITIES, ParseBackendError, ParseCapabilityError, ParseDTypeError,
+    CapabilityProblem, DEPENDENCY_NAMES, KNOWN_CAPABILITIES, ParseBackendError,
+    ParseCapabilityError, ParseDTypeError, ParseDependencyError,
 };
+pub use version::{ParseVersionError, Version};
 
 use std::path::{Path, PathBuf};
 
