@@ -35,6 +35,8 @@ pub enum PlanError {
         nvcc: String,
         supported: String,
     },
+    #[error("`[tvm-ffi]` kernels are not built by kbuild: it builds Torch extensions")]
+    TvmFfiUnsupported,
     #[error("nothing to build: no backend of build.toml can be built here ({reasons})")]
     NothingToBuild { reasons: String },
     #[error("cannot read `{path}` to compute the source hash: {source}")]
@@ -56,6 +58,9 @@ impl Hint for PlanError {
             ),
             PlanError::CapabilityUnsupported { .. } => {
                 "remove the capability from build.toml or use an nvcc that supports it".into()
+            }
+            PlanError::TvmFfiUnsupported => {
+                "build this kernel with HF's kernel-builder, or port it to `[torch]`".into()
             }
             PlanError::NothingToBuild { .. } => {
                 "add `cpu` or `cuda` to `backends` in build.toml, or install the missing toolchain"
@@ -118,6 +123,9 @@ pub fn select_backends(
     torch: Option<&TorchInfo>,
     requested: &[String],
 ) -> Result<(Vec<Backend>, Vec<Skipped>), PlanError> {
+    if matches!(project.framework, Framework::TvmFfi(_)) {
+        return Err(PlanError::TvmFfiUnsupported);
+    }
     let listed: Vec<Backend> = project.general.backends.clone();
     let mut chosen = Vec::new();
     let mut skipped = Vec::new();
