@@ -294,14 +294,14 @@ fn python_depends(
                  `python-depends`",
                 dep.v
             )
-        } else if valid.is_empty() {
-            "kernel-builder knows no Python dependencies for this backend: remove the entry"
-                .to_string()
         } else if GENERAL_PYTHON_DEPENDS.contains(&dep.v.as_str()) {
             format!(
                 "`{}` is not backend-specific: list it in `[general]` `python-depends`",
                 dep.v
             )
+        } else if valid.is_empty() {
+            "kernel-builder knows no Python dependencies for this backend: remove the entry"
+                .to_string()
         } else {
             suggest::did_you_mean(&dep.v, valid, "dependencies here")
         };

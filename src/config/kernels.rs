@@ -309,7 +309,12 @@ pub(crate) fn capabilities(
         return Err(t.invalid(
             &item.span,
             format!("{e}: `{}` in `{}` names no real capability", s.name, t.name),
-            e.hint().unwrap_or_default(),
+            format!(
+                "list at least one real capability, or remove `{}` to build for the default \
+                 set; {}",
+                s.name,
+                e.hint().unwrap_or_default()
+            ),
         ));
     }
     Ok(out)
