@@ -590,7 +590,9 @@ bad_config!(
 
 bad_config!(
     kernel_for_a_backend_without_kernels_is_rejected,
-    format!("{HEAD}\n[kernel.relu]\nbackend = @@\"neuron\"\ndepends = []\nsrc = [\"kernels/relu.cu\"]\n"),
+    format!(
+        "{HEAD}\n[kernel.relu]\nbackend = @@\"neuron\"\ndepends = []\nsrc = [\"kernels/relu.cu\"]\n"
+    ),
     "backend `neuron` has no compiled kernels",
     "kernel backends: `cpu`, `cuda`, `metal`, `rocm`, `xpu`"
 );

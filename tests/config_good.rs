@@ -392,10 +392,9 @@ fn project_root_is_a_valid_include_directory() {
 
 #[test]
 fn major_version_zero_is_accepted() {
-    let dir = temp_project(&format!("{}{TORCH}", general("[\"cpu\"]", false)).replace(
-        "version = 1",
-        "version = 0",
-    ));
+    let dir = temp_project(
+        &format!("{}{TORCH}", general("[\"cpu\"]", false)).replace("version = 1", "version = 0"),
+    );
     assert_eq!(config::load(dir.path()).unwrap().general.version, 0);
 }
 
@@ -575,7 +574,10 @@ fn kernel_depends_of_general_and_backend_tables_combine_per_backend() {
         p.general.python_depends_for(Backend::Cuda),
         ["einops", "nvidia-cutlass-dsl"]
     );
-    assert_eq!(p.general.python_depends_for(Backend::Xpu), ["einops", "onednn"]);
+    assert_eq!(
+        p.general.python_depends_for(Backend::Xpu),
+        ["einops", "onednn"]
+    );
     assert_eq!(p.general.neuron.python_depends, ["nki"]);
 }
 

@@ -140,8 +140,7 @@ pub(crate) fn read_general(
                 u32::MAX,
                 version.v
             ),
-            "write e.g. `version = 1`: the major version, published to the branch `v1`"
-                .to_string(),
+            "write e.g. `version = 1`: the major version, published to the branch `v1`".to_string(),
         )
     })?;
     let license = t.required_string(g("license"), ": a Hub license identifier")?;

@@ -9,9 +9,7 @@ use toml::de::{DeTable, DeValue};
 use super::error::{ConfigError, ErrorKind, Source};
 use super::general::{read_edition, read_general};
 use super::kernels::{self, RawKernel, RawMatrix};
-use super::model::{
-    Backend, Capability, Edition, General, StableAbi, Torch, TorchNoarch, TvmFfi,
-};
+use super::model::{Backend, Capability, Edition, General, StableAbi, Torch, TorchNoarch, TvmFfi};
 use super::reader::{KeySpec, Sp, Table, key};
 use super::suggest;
 use super::version::Version;

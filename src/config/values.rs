@@ -455,7 +455,11 @@ mod tests {
             Ok(Dependency::Cutlass { major: 4, minor: 5 })
         );
         let err = "cutlass_4.5".parse::<Dependency>().unwrap_err();
-        assert!(err.hint().unwrap().starts_with("did you mean `cutlass_4_5`?"));
+        assert!(
+            err.hint()
+                .unwrap()
+                .starts_with("did you mean `cutlass_4_5`?")
+        );
     }
 
     #[test]

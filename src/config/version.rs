@@ -5,8 +5,9 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-/// A version such as `12.8`. Compares like HF's kernels-data: trailing zeros do not count
-/// (`13` == `13.0`), so `maxver = "13.0"` admits CUDA 13.0.x only through `matches_prefix`.
+/// A version such as `12.8`. Compares like CMake's `VERSION_LESS`/`VERSION_GREATER`, which HF's
+/// generated preamble uses for the bounds: a missing component is 0 (`13` == `13.0`, and CUDA
+/// `13.2` is above `maxver = "13.0"`).
 #[derive(Debug, Clone)]
 pub struct Version {
     /// The numbers as written (`13.0` → `[13, 0]`).
@@ -23,7 +24,11 @@ impl Version {
 
     /// The numbers without trailing zeros, as compared.
     fn normalized(&self) -> &[u64] {
-        let keep = self.written.iter().rposition(|&p| p != 0).map_or(1, |i| i + 1);
+        let keep = self
+            .written
+            .iter()
+            .rposition(|&p| p != 0)
+            .map_or(1, |i| i + 1);
         &self.written[..keep]
     }
 
@@ -32,11 +37,6 @@ impl Version {
     pub fn major_minor(&self) -> (u64, u64) {
         let c = &self.written;
         (c[0], c.get(1).copied().unwrap_or(0))
-    }
-
-    /// Whether `other` starts with this version's written components: `2.10` matches `2.10.1`.
-    pub fn matches_prefix(&self, other: &Version) -> bool {
-        other.written.starts_with(&self.written)
     }
 }
 
@@ -121,13 +121,11 @@ mod tests {
         assert_eq!(v(" 2.10 ").to_string(), "2.10");
         assert_eq!(v("12.8.1").major_minor(), (12, 8));
         assert_eq!(v("13").major_minor(), (13, 0));
-    }
-
-    #[test]
-    fn prefix_match_uses_the_written_components() {
-        assert!(v("2.10").matches_prefix(&v("2.10.1")));
-        assert!(!v("2.10").matches_prefix(&v("2.1")));
-        assert!(v("13.0").matches_prefix(&v("13.0.2")));
+        assert!(
+            v("13.2") > v("13.0"),
+            "CUDA 13.2 is above `maxver = \"13.0\"`"
+        );
+        assert!(v("13.0.1") > v("13.0"));
     }
 
     #[test]
