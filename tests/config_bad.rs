@@ -271,15 +271,6 @@ bad_config!(
 );
 
 bad_config!(
-    source_listed_twice_is_rejected,
-    format!(
-        "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"kernels/relu.cu\", @@\"kernels/relu.cu\"]\n"
-    ),
-    "source `kernels/relu.cu` is listed twice in `src` of `[kernel.relu]`",
-    "remove the second entry"
-);
-
-bad_config!(
     duplicate_kernel_table_points_at_the_second_one,
     format!("{HEAD}{RELU}\n[kernel.@@relu]\nbackend = \"cpu\"\n"),
     "duplicate table `[kernel.relu]` (first defined on line 10)",
@@ -327,10 +318,10 @@ bad_config!(
 );
 
 bad_config!(
-    capability_no_gpu_has_is_rejected,
-    format!("{HEAD}{RELU}cuda-capabilities = [@@\"5.2\"]\n"),
-    "unknown CUDA capability `5.2`",
-    "known capabilities: 7.0, 7.2, 7.5"
+    capability_list_without_a_real_capability_is_rejected,
+    format!("{HEAD}{RELU}cuda-capabilities = [@@\"11.8\", \"99999.0\"]\n"),
+    "unknown CUDA capability `11.8`: `cuda-capabilities` in `[kernel.relu]` names no real capability",
+    "known capabilities: 3.5, 3.7, 5.0"
 );
 
 bad_config!(
@@ -378,9 +369,9 @@ bad_config!(
 );
 
 bad_config!(
-    version_zero_is_rejected,
-    HEAD.replace("version = 1", "version = @@0"),
-    "`version` must be a positive integer, found `0`",
+    negative_version_is_rejected,
+    HEAD.replace("version = 1", "version = @@-1"),
+    "`version` must be a whole number from 0 to 4294967295, found `-1`",
     "version = 1"
 );
 
@@ -489,10 +480,121 @@ bad_config!(
 );
 
 bad_config!(
-    tvm_ffi_framework_is_not_supported,
-    format!("{}\n[@@tvm-ffi]\nsrc = [\"x.cpp\"]\n", HEAD),
-    "`[tvm-ffi]` kernels are not supported",
-    "build this kernel with HF's kernel-builder"
+    torch_and_tvm_ffi_together_are_rejected,
+    format!("{HEAD}\n@@[tvm-ffi]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n"),
+    "`[torch]` and `[tvm-ffi]` are exclusive",
+    "`[tvm-ffi]` for TVM FFI ones"
+);
+
+bad_config!(
+    tvm_ffi_without_src_is_rejected,
+    HEAD.replace(
+        "[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]",
+        "@@[tvm-ffi]\ninclude = [\"include\"]"
+    ),
+    "missing key `src` in `[tvm-ffi]`",
+    "add `src = [\"tvm-ffi-ext/binding.cpp\"]`"
+);
+
+bad_config!(
+    tvm_ffi_project_needs_its_package_in_tvm_ffi_ext,
+    HEAD.replace("name = \"ok-kernel\"", "name = @@\"ok-kernel\"")
+        .replace("[torch]", "[tvm-ffi]"),
+    "the Python package of `ok-kernel` is missing: `tvm-ffi-ext/ok_kernel/__init__.py` does not exist",
+    "the kernel's Python API lives in `tvm-ffi-ext/ok_kernel/`"
+);
+
+/// `HEAD` as edition 5.
+fn head_v5() -> String {
+    HEAD.replace("version = 1\n", "version = 1\nedition = 5\n")
+}
+
+bad_config!(
+    general_minver_is_not_a_build_toml_key,
+    head_v5().replace("edition = 5\n", "edition = 5\n@@minver = \"0.17\"\n"),
+    "unknown key `minver` in `[general]`",
+    "valid keys: `name`"
+);
+
+bad_config!(
+    per_backend_stable_abi_needs_edition_5,
+    format!("{HEAD}\n@@[torch.stable-abi]\ncuda = \"2.10\"\n"),
+    "a per-backend `stable-abi` table needs edition 5",
+    "write one version (`stable-abi = \"2.10\"`)"
+);
+
+bad_config!(
+    stable_abi_table_with_an_unknown_backend_suggests_one,
+    format!("{}\n[torch.stable-abi]\n@@cdua = \"2.10\"\n", head_v5()),
+    "unknown backend `cdua`",
+    "did you mean `cuda`?"
+);
+
+bad_config!(
+    torch_bound_that_is_not_a_version_is_rejected,
+    format!("{HEAD}minver = @@\"2.x\"\n"),
+    "invalid version `2.x` for `minver` in `[torch]`",
+    "write numbers separated by dots: `minver = \"2.8\"`"
+);
+
+bad_config!(
+    cuda_minver_that_is_not_a_version_is_rejected,
+    format!("{HEAD}{RELU}cuda-minver = @@\"12.8-rc\"\n"),
+    "invalid version `12.8-rc` for `cuda-minver` in `[kernel.relu]`",
+    "cuda-minver = \"12.8\""
+);
+
+bad_config!(
+    python_dependency_of_another_backend_says_where_it_belongs,
+    head_v5().replace(
+        "[torch]",
+        "[general.neuron]\npython-depends = [@@\"nvidia-cutlass-dsl\"]\n\n[torch]"
+    ),
+    "unknown Python dependency `nvidia-cutlass-dsl` in `[general.neuron]`",
+    "`nvidia-cutlass-dsl` is a cuda dependency: list it under `[general.cuda]`"
+);
+
+bad_config!(
+    tpu_has_no_python_dependencies,
+    head_v5().replace(
+        "[torch]",
+        "[general.tpu]\npython-depends = [@@\"jax\"]\n\n[torch]"
+    ),
+    "unknown Python dependency `jax` in `[general.tpu]`",
+    "kernel-builder knows no Python dependencies for this backend"
+);
+
+bad_config!(
+    kernel_dependency_with_version_and_revision_is_rejected,
+    head_v5().replace(
+        "edition = 5\n",
+        "edition = 5\nkernel-depends = [{ repo-id = \"org/k\", version = 1, revision = @@\"abc\" }]\n"
+    ),
+    "`version` and `revision` are exclusive in `general.kernel-depends[0]`",
+    "pin the dependency with one of them"
+);
+
+bad_config!(
+    project_root_is_not_a_source,
+    format!("{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = []\nsrc = [@@\".\"]\n"),
+    "`.` names the project root itself",
+    "relative to the project root"
+);
+
+bad_config!(
+    hip_flags_on_a_cuda_kernel_name_the_backend_they_belong_to,
+    format!("{HEAD}{RELU}@@hip-flags = [\"-O3\"]\n"),
+    "unknown key `hip-flags` in `[kernel.relu]` (a `cuda` kernel)",
+    "applies to `backend = \"rocm\"` kernels only"
+);
+
+bad_config!(
+    kernel_for_a_backend_without_kernels_is_rejected,
+    format!(
+        "{HEAD}\n[kernel.relu]\nbackend = @@\"neuron\"\ndepends = []\nsrc = [\"kernels/relu.cu\"]\n"
+    ),
+    "backend `neuron` has no compiled kernels",
+    "kernel backends: `cpu`, `cuda`, `metal`, `rocm`, `xpu`"
 );
 
 #[test]
@@ -513,4 +615,45 @@ fn missing_build_toml_names_the_directory_and_how_to_point_elsewhere() {
         "{stderr}"
     );
     assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+/// The full stderr of `kbuild check-config` run inside a project written from `toml`.
+fn check_config_stderr(toml: &str) -> String {
+    let tmp = tempfile::tempdir().unwrap();
+    write_project(tmp.path(), toml);
+    let out = kbuild(tmp.path(), tmp.path(), &["check-config"]);
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8(out.stderr)
+        .unwrap()
+        .replace(&tmp.path().display().to_string(), "[proj]")
+}
+
+#[test]
+fn kernel_with_only_impossible_capabilities_reads_well() {
+    insta::assert_snapshot!(check_config_stderr(&format!(
+        "{HEAD}{RELU}cuda-capabilities = [\"99999.0\"]\n"
+    )));
+}
+
+#[test]
+fn edition_5_key_without_edition_reads_well() {
+    insta::assert_snapshot!(check_config_stderr(&HEAD.replace(
+        "[torch]",
+        "[general.cuda]\nkernel-depends = [{ repo-id = \"org/k\", version = 1 }]\n\n[torch]"
+    )));
+}
+
+#[test]
+fn misplaced_python_dependency_reads_well() {
+    insta::assert_snapshot!(check_config_stderr(&head_v5().replace(
+        "[torch]",
+        "[general.xpu]\npython-depends = [\"nki\"]\n\n[torch]"
+    )));
+}
+
+#[test]
+fn two_frameworks_read_well() {
+    insta::assert_snapshot!(check_config_stderr(&format!(
+        "{HEAD}\n[torch-noarch]\npyext = [\"py\"]\n"
+    )));
 }

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 use kbuild::config::{
     self, Backend, Capability, DType, Edition, Framework, KernelDependency, KernelPin, StableAbi,
+    Version,
 };
 
 fn fixture(name: &str) -> PathBuf {
@@ -17,6 +18,10 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn cap(s: &str) -> Capability {
+    s.parse().unwrap()
+}
+
+fn version(s: &str) -> Version {
     s.parse().unwrap()
 }
 
@@ -65,7 +70,7 @@ fn edition5_project_parses_into_the_expected_model() {
             pin: KernelPin::Version(1)
         }]
     );
-    assert_eq!(p.general.cuda.minver.as_deref(), Some("12.4"));
+    assert_eq!(p.general.cuda.minver, Some(version("12.4")));
     assert_eq!(p.general.cuda.python_depends, ["nvidia-cutlass-dsl"]);
     let Framework::Torch(torch) = &p.framework else {
         panic!("expected [torch]")
@@ -248,7 +253,8 @@ rocm_archs = ["gfx942"]
         panic!("expected [torch-noarch]")
     };
     assert_eq!(n.cuda_capabilities, [cap("9.0"), cap("10.0a")]);
-    assert_eq!(n.pyext, ["py", "json"]);
+    assert_eq!(n.rocm_archs, ["gfx942"]);
+    assert_eq!(n.python_extensions(), ["py", "json"]);
     assert!(p.kernels.is_empty());
 }
 
@@ -261,7 +267,6 @@ version = 1
 edition = 5
 license = "mit"
 backends = ["cuda", "tpu"]
-minver = "0.17.0"
 
 [[general.kernel-depends]]
 repo-id = "kernels-community/einops"
@@ -287,7 +292,6 @@ cuda-minver = "12.8"
 "#,
     );
     let p = config::load(dir.path()).unwrap();
-    assert_eq!(p.general.minver.as_deref(), Some("0.17.0"));
     assert_eq!(p.general.backends, [Backend::Cuda, Backend::Tpu]);
     assert_eq!(
         p.general.kernel_depends[0].pin,
@@ -299,9 +303,9 @@ cuda-minver = "12.8"
     };
     let abi = torch.stable_abi.as_ref().unwrap();
     assert!(matches!(abi, StableAbi::PerBackend(_)));
-    assert_eq!(abi.for_backend(Backend::Cuda), Some("2.10"));
+    assert_eq!(abi.for_backend(Backend::Cuda), Some(&version("2.10")));
     assert_eq!(abi.for_backend(Backend::Cpu), None);
-    assert_eq!(p.kernels[0].cuda_minver.as_deref(), Some("12.8"));
+    assert_eq!(p.kernels[0].cuda_minver, Some(version("12.8")));
 }
 
 #[test]
@@ -329,4 +333,326 @@ src = ["torch-ext/torch_binding.cpp"]
         err.to_string(),
         "virtual/build.toml:8:8: source `torch-ext/missing.cpp` does not exist"
     );
+}
+
+/// `temp_project` plus `extra` files (path, contents).
+fn temp_project_with(toml: &str, extra: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = temp_project(toml);
+    for (path, text) in extra {
+        let p = dir.path().join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+/// `[general]` of a project named `tiny` with `backends` and an optional `edition = 5`.
+fn general(backends: &str, v5: bool) -> String {
+    let edition = if v5 { "edition = 5\n" } else { "" };
+    format!(
+        "[general]\nname = \"tiny\"\nversion = 1\n{edition}license = \"mit\"\nbackends = {backends}\n"
+    )
+}
+
+const TORCH: &str = "\n[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n";
+
+/// `kbuild check-config` stderr with the temp dir replaced, for warning snapshots.
+fn check_config_stderr(dir: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kbuild"))
+        .arg("check-config")
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn project_root_is_a_valid_include_directory() {
+    let dir = temp_project(&format!(
+        "{}{TORCH}include = [\".\"]\n\n[kernel.k]\nbackend = \"cuda\"\ndepends = []\n\
+         src = [\"kernels/k.cu\"]\ninclude = [\"./\", \"kernels\"]\n",
+        general("[\"cuda\"]", false)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    let Framework::Torch(torch) = &p.framework else {
+        panic!("expected [torch]")
+    };
+    assert_eq!(torch.include, [PathBuf::from(".")]);
+    assert_eq!(
+        p.kernels[0].include,
+        [PathBuf::from("."), PathBuf::from("kernels")]
+    );
+}
+
+#[test]
+fn major_version_zero_is_accepted() {
+    let dir = temp_project(
+        &format!("{}{TORCH}", general("[\"cpu\"]", false)).replace("version = 1", "version = 0"),
+    );
+    assert_eq!(config::load(dir.path()).unwrap().general.version, 0);
+}
+
+#[test]
+fn source_listed_twice_is_compiled_once_with_a_warning() {
+    let dir = temp_project(&format!(
+        "{}{TORCH}\n[kernel.k]\nbackend = \"cuda\"\ndepends = [\"torch\", \"torch\"]\n\
+         src = [\"kernels/k.cu\", \"./kernels/k.cu\"]\n",
+        general("[\"cuda\", \"cuda\"]", false)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    assert_eq!(p.kernels[0].src, [PathBuf::from("kernels/k.cu")]);
+    assert_eq!(p.kernels[0].depends, [config::Dependency::Torch]);
+    assert_eq!(p.general.backends, [Backend::Cuda]);
+    let lines: Vec<(usize, usize)> = p
+        .warnings
+        .iter()
+        .map(|w| (w.location.line, w.location.column))
+        .collect();
+    assert_eq!(lines, [(5, 21), (12, 21), (13, 24)], "{:?}", p.warnings);
+    insta::assert_snapshot!(check_config_stderr(dir.path()));
+}
+
+#[test]
+fn every_hf_backend_is_valid_config_in_both_editions() {
+    let all = "[\"cann\", \"cpu\", \"cuda\", \"metal\", \"neuron\", \"rocm\", \"tpu\", \"xpu\"]";
+    for v5 in [false, true] {
+        let dir = temp_project(&format!("{}{TORCH}", general(all, v5)));
+        let p = config::load(dir.path()).unwrap();
+        assert_eq!(p.general.backends, Backend::ALL, "edition 5: {v5}");
+    }
+}
+
+#[test]
+fn kernels_of_other_backends_keep_their_own_keys() {
+    let dir = temp_project(&format!(
+        "{}{TORCH}\n[kernel.k_rocm]\nbackend = \"rocm\"\ndepends = [\"torch\"]\n\
+         src = [\"kernels/k.cu\"]\nrocm-archs = [\"gfx942\", \"gfx90a\"]\n\
+         hip-flags = [\"-O3\"]\n\n[kernel.k_xpu]\nbackend = \"xpu\"\ndepends = [\"sycl_tla\"]\n\
+         src = [\"kernels/k.cu\"]\nsycl-flags = [\"-fsycl\"]\n\n[kernel.k_metal]\n\
+         backend = \"metal\"\ndepends = [\"metal-cpp\"]\nsrc = [\"kernels/k.cu\"]\n",
+        general("[\"rocm\", \"xpu\", \"metal\"]", true)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    let by_name = |n: &str| p.kernels.iter().find(|k| k.name == n).unwrap();
+    assert_eq!(by_name("k_rocm").rocm_archs, ["gfx942", "gfx90a"]);
+    assert_eq!(by_name("k_rocm").hip_flags, ["-O3"]);
+    assert_eq!(by_name("k_xpu").sycl_flags, ["-fsycl"]);
+    assert_eq!(by_name("k_xpu").depends, [config::Dependency::SyclTla]);
+    assert_eq!(by_name("k_metal").depends, [config::Dependency::MetalCpp]);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+}
+
+#[test]
+fn tvm_ffi_project_is_read_with_its_package_in_tvm_ffi_ext() {
+    let dir = temp_project_with(
+        &format!(
+            "{}\n[tvm-ffi]\nsrc = [\"tvm-ffi-ext/binding.cpp\"]\ncxx-flags = [\"-DX\"]\n\
+             pyext = [\"py\"]\n\n[kernel.k]\nbackend = \"cuda\"\ndepends = []\n\
+             src = [\"kernels/k.cu\"]\n",
+            general("[\"cuda\"]", true)
+        ),
+        &[
+            ("tvm-ffi-ext/binding.cpp", "\n"),
+            ("tvm-ffi-ext/tiny/__init__.py", ""),
+        ],
+    );
+    let p = config::load(dir.path()).unwrap();
+    let Framework::TvmFfi(ffi) = &p.framework else {
+        panic!("expected [tvm-ffi]")
+    };
+    assert_eq!(ffi.src, [PathBuf::from("tvm-ffi-ext/binding.cpp")]);
+    assert_eq!(ffi.cxx_flags, ["-DX"]);
+    assert_eq!(ffi.pyext.as_deref(), Some(&["py".to_string()][..]));
+    assert_eq!(p.framework.extension_dir(), "tvm-ffi-ext");
+    assert_eq!(p.kernels.len(), 1);
+}
+
+#[test]
+fn build_refuses_a_tvm_ffi_project_with_one_error() {
+    let dir = temp_project_with(
+        &format!(
+            "{}\n[tvm-ffi]\nsrc = [\"tvm-ffi-ext/binding.cpp\"]\n",
+            general("[\"cpu\"]", true)
+        ),
+        &[
+            ("tvm-ffi-ext/binding.cpp", "\n"),
+            ("tvm-ffi-ext/tiny/__init__.py", ""),
+        ],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_kbuild"))
+        .args(["build", "--dry-run"])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!(String::from_utf8_lossy(&out.stderr));
+    assert!(!dir.path().join("build").exists());
+}
+
+#[test]
+fn stable_abi_is_one_version_in_v4_and_per_backend_in_edition5() {
+    let dir = temp_project(&format!(
+        "{}{TORCH}stable-abi = \"2.9\"\n",
+        general("[\"cuda\"]", false)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    let Framework::Torch(torch) = &p.framework else {
+        panic!("expected [torch]")
+    };
+    assert_eq!(torch.stable_abi, Some(StableAbi::All(version("2.9"))));
+    assert_eq!(
+        torch.stable_abi.as_ref().unwrap().for_backend(Backend::Xpu),
+        Some(&version("2.9"))
+    );
+
+    let dir = temp_project(&format!(
+        "{}{TORCH}\n[torch.stable-abi]\ncuda = \"2.10\"\nmetal = \"2.11\"\n",
+        general("[\"cuda\", \"cpu\"]", true)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    let Framework::Torch(torch) = &p.framework else {
+        panic!("expected [torch]")
+    };
+    let abi = torch.stable_abi.as_ref().unwrap();
+    assert_eq!(abi.for_backend(Backend::Cuda), Some(&version("2.10")));
+    assert_eq!(abi.for_backend(Backend::Metal), Some(&version("2.11")));
+    assert_eq!(abi.for_backend(Backend::Cpu), None, "unlisted: full ABI");
+}
+
+#[test]
+fn bounds_are_versions_that_compare_numerically() {
+    let dir = temp_project(&format!(
+        "{}\n[general.cuda]\nminver = \"12.8\"\nmaxver = \"13.0\"\n{TORCH}minver = \"2.9\"\n\
+         maxver = \"2.12\"\n\n[kernel.k]\nbackend = \"cuda\"\ndepends = []\n\
+         src = [\"kernels/k.cu\"]\ncuda-minver = \"12.9\"\n",
+        general("[\"cuda\"]", false)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    let Framework::Torch(torch) = &p.framework else {
+        panic!("expected [torch]")
+    };
+    let (tmin, tmax) = (torch.minver.clone().unwrap(), torch.maxver.clone().unwrap());
+    assert!(tmin < version("2.10") && version("2.10") < tmax);
+    assert_eq!(tmax.to_string(), "2.12", "shown as written");
+    let cuda = &p.general.cuda;
+    assert_eq!(cuda.maxver, Some(version("13")));
+    assert!(cuda.minver.as_ref().unwrap() < p.kernels[0].cuda_minver.as_ref().unwrap());
+}
+
+#[test]
+fn kernel_depends_of_general_and_backend_tables_combine_per_backend() {
+    let dir = temp_project(&format!(
+        "{}python-depends = [\"einops\"]\n\
+         kernel-depends = [{{ repo-id = \"org/base\", version = 0 }}]\n\n\
+         [general.cuda]\nkernel-depends = [{{ repo-id = \"org/cuda-only\", revision = \"abc1\" }}]\n\
+         python-depends = [\"nvidia-cutlass-dsl\"]\n\n\
+         [general.neuron]\npython-depends = [\"nki\"]\n\
+         kernel-depends = [{{ repo-id = \"org/neuron-only\", version = 2 }}]\n\n\
+         [general.xpu]\npython-depends = [\"onednn\"]\n{TORCH}",
+        general("[\"cuda\", \"cpu\", \"neuron\", \"xpu\"]", true)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    let ids = |b| -> Vec<String> {
+        p.general
+            .kernel_depends_for(b)
+            .into_iter()
+            .map(|d| d.repo_id)
+            .collect()
+    };
+    assert_eq!(ids(Backend::Cuda), ["org/base", "org/cuda-only"]);
+    assert_eq!(ids(Backend::Cpu), ["org/base"]);
+    assert_eq!(ids(Backend::Neuron), ["org/base", "org/neuron-only"]);
+    assert_eq!(p.general.kernel_depends[0].pin, KernelPin::Version(0));
+    assert_eq!(
+        p.general.python_depends_for(Backend::Cuda),
+        ["einops", "nvidia-cutlass-dsl"]
+    );
+    assert_eq!(
+        p.general.python_depends_for(Backend::Xpu),
+        ["einops", "onednn"]
+    );
+    assert_eq!(p.general.neuron.python_depends, ["nki"]);
+}
+
+#[test]
+fn pyext_defaults_to_py_and_pyi_and_keeps_what_is_written() {
+    let dir = temp_project(&format!("{}{TORCH}", general("[\"cpu\"]", false)));
+    let p = config::load(dir.path()).unwrap();
+    let Framework::Torch(torch) = &p.framework else {
+        panic!("expected [torch]")
+    };
+    assert_eq!(torch.pyext, None);
+    assert_eq!(torch.python_extensions(), ["py", "pyi"]);
+
+    let dir = temp_project(&format!(
+        "{}{TORCH}pyext = [\"py\", \"json\", \"cuh\"]\n",
+        general("[\"cpu\"]", false)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    let Framework::Torch(torch) = &p.framework else {
+        panic!("expected [torch]")
+    };
+    assert_eq!(torch.python_extensions(), ["py", "json", "cuh"]);
+}
+
+#[test]
+fn cutlass_depends_carry_their_release() {
+    let dir = temp_project(&format!(
+        "{}{TORCH}\n[kernel.k]\nbackend = \"cuda\"\ndepends = [\"torch\", \"cutlass_3_9\", \
+         \"cutlass_4_4\"]\nsrc = [\"kernels/k.cu\"]\n",
+        general("[\"cuda\"]", true)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    use config::Dependency::*;
+    assert_eq!(
+        p.kernels[0].depends,
+        [
+            Torch,
+            Cutlass { major: 3, minor: 9 },
+            Cutlass { major: 4, minor: 4 }
+        ]
+    );
+}
+
+#[test]
+fn capability_no_gpu_has_is_dropped_with_a_warning_and_old_ones_are_kept() {
+    let dir = temp_project(&format!(
+        "{}{TORCH}\n[kernel.k]\nbackend = \"cuda\"\ndepends = []\nsrc = [\"kernels/k.cu\"]\n\
+         cuda-capabilities = [\"5.0\", \"8.0\", \"11.8\", \"9.0a\", \"8.0\"]\n",
+        general("[\"cuda\"]", false)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    assert_eq!(
+        p.kernels[0].cuda_capabilities,
+        Some(vec![cap("5.0"), cap("8.0"), cap("9.0a")])
+    );
+    let cols: Vec<usize> = p.kernels[0]
+        .capability_locations
+        .iter()
+        .map(|l| l.column)
+        .collect();
+    assert_eq!(cols, [22, 29, 44]);
+    insta::assert_snapshot!(check_config_stderr(dir.path()));
+}
+
+#[test]
+fn torch_table_without_sources_and_with_cxx_flags_is_valid_v4() {
+    let dir = temp_project(&format!(
+        "{}\n[torch]\nsrc = []\ncxx-flags = [\"-O2\"]\n\n[kernel.k]\nbackend = \"cuda\"\n\
+         depends = []\nsrc = [\"kernels/k.cu\"]\n",
+        general("[\"cuda\"]", false)
+    ));
+    let p = config::load(dir.path()).unwrap();
+    let Framework::Torch(torch) = &p.framework else {
+        panic!("expected [torch]")
+    };
+    assert!(torch.src.is_empty());
+    assert_eq!(torch.cxx_flags, ["-O2"]);
 }

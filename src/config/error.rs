@@ -1,9 +1,10 @@
 //! `ConfigError` and the byte-span → `path:line:column` mapping every message goes through.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::model::Location;
+use super::model::{ConfigWarning, Location};
 use crate::hint::Hint;
 
 /// A build.toml problem, located at `path:line:column` where the file could be read.
@@ -83,17 +84,37 @@ impl Hint for ConfigError {
     }
 }
 
-/// The text being read and the name it is shown under: turns spans into errors.
+/// The text being read and the name it is shown under: turns spans into errors and collects
+/// the warnings the readers give on the way.
 pub(crate) struct Source<'s> {
     pub text: &'s str,
     pub file: PathBuf,
+    warnings: RefCell<Vec<ConfigWarning>>,
 }
 
 impl<'s> Source<'s> {
     /// `file` is shown in messages as given, minus a leading `./`.
     pub fn new(text: &'s str, file: &Path) -> Self {
         let file = file.strip_prefix(".").unwrap_or(file).to_path_buf();
-        Source { text, file }
+        Source {
+            text,
+            file,
+            warnings: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Record something HF's kernel-builder accepts but that is probably a mistake.
+    pub fn warn(&self, span: &Range<usize>, message: String, hint: String) {
+        self.warnings.borrow_mut().push(ConfigWarning {
+            location: self.location(span.start),
+            message,
+            hint: Some(hint),
+        });
+    }
+
+    /// The warnings recorded so far, in the order they were given.
+    pub fn take_warnings(&self) -> Vec<ConfigWarning> {
+        self.warnings.take()
     }
 
     /// 1-based line and character column of a byte offset.

@@ -5,9 +5,11 @@ use std::ops::Range;
 use toml::de::DeValue;
 
 use super::error::{ConfigError, ErrorKind};
-use super::model::{Backend, CudaGeneral, Edition, General, Hub, KernelDependency, KernelPin};
+use super::model::{
+    Backend, BackendGeneral, CudaGeneral, Edition, General, Hub, KernelDependency, KernelPin,
+};
 use super::reader::{KeySpec, Sp, Table, key, key_v5};
-use super::schema::{spec, version_string};
+use super::schema::{spec, version};
 use super::suggest;
 
 const GENERAL: &[KeySpec<'static>] = &[
@@ -23,7 +25,6 @@ const GENERAL: &[KeySpec<'static>] = &[
     key("neuron", "[general.neuron]"),
     key("xpu", "[general.xpu]"),
     key("edition", "edition = 5"),
-    key_v5("minver", "minver = \"0.17.0\""),
     key_v5(
         "kernel-depends",
         "kernel-depends = [{ repo-id = \"org/kernel\", version = 1 }]",
@@ -57,7 +58,7 @@ const OTHER_BACKEND_GENERAL: &[KeySpec<'static>] = &[
     ),
 ];
 
-const TPU_GENERAL: &[KeySpec<'static>] = &[key("python-depends", "python-depends = [\"...\"]")];
+const TPU_GENERAL: &[KeySpec<'static>] = &[key("python-depends", "python-depends = []")];
 
 const KERNEL_DEP: &[KeySpec<'static>] = &[
     key("repo-id", "repo-id = \"org/kernel\""),
@@ -65,13 +66,25 @@ const KERNEL_DEP: &[KeySpec<'static>] = &[
     key("revision", "revision = \"<git revision>\""),
 ];
 
-/// `python-depends` that HF's kernel-builder resolves, in `[general]` and `[general.cuda]`.
 const MISSING_BACKENDS: &str = ": the backends this kernel supports (a build.toml without it \
                                 predates the v4 format: migrate it with HF's `kernel-builder \
                                 update-build`)";
 
+/// `python-depends` that HF's kernel-builder resolves (kernels-data's python_dependencies.json),
+/// in `[general]` and in each backend's table.
 pub(crate) const GENERAL_PYTHON_DEPENDS: &[&str] = &["einops", "helion", "tvm-ffi"];
 pub(crate) const CUDA_PYTHON_DEPENDS: &[&str] = &["nvidia-cutlass-dsl"];
+const NEURON_PYTHON_DEPENDS: &[&str] = &["nki"];
+const XPU_PYTHON_DEPENDS: &[&str] = &["onednn"];
+const TPU_PYTHON_DEPENDS: &[&str] = &[];
+
+/// Every backend-specific dependency list, to say where a misplaced one belongs.
+const BACKEND_PYTHON_DEPENDS: [(&str, &[&str]); 4] = [
+    ("cuda", CUDA_PYTHON_DEPENDS),
+    ("neuron", NEURON_PYTHON_DEPENDS),
+    ("xpu", XPU_PYTHON_DEPENDS),
+    ("tpu", TPU_PYTHON_DEPENDS),
+];
 
 pub(crate) fn read_edition(general: &Table<'_, '_>) -> Result<Edition, ConfigError> {
     let spec = spec(GENERAL, "edition");
@@ -119,20 +132,17 @@ pub(crate) fn read_general(
     let version = t
         .integer(g("version"))?
         .ok_or_else(|| t.missing(g("version"), ": the kernel's major version (branch `v1`)"))?;
-    let version = u32::try_from(version.v)
-        .ok()
-        .filter(|v| *v > 0)
-        .ok_or_else(|| {
-            t.invalid(
-                &version.span,
-                format!(
-                    "`version` must be a positive integer, found `{}`",
-                    version.v
-                ),
-                "write e.g. `version = 1`: the major version, published to the branch `v1`"
-                    .to_string(),
-            )
-        })?;
+    let version = u32::try_from(version.v).map_err(|_| {
+        t.invalid(
+            &version.span,
+            format!(
+                "`version` must be a whole number from 0 to {}, found `{}`",
+                u32::MAX,
+                version.v
+            ),
+            "write e.g. `version = 1`: the major version, published to the branch `v1`".to_string(),
+        )
+    })?;
     let license = t.required_string(g("license"), ": a Hub license identifier")?;
     if license.v.trim().is_empty() {
         return Err(t.invalid(
@@ -143,27 +153,32 @@ pub(crate) fn read_general(
     }
     let upstream = git_url(t, g("upstream"))?;
     let source = git_url(t, g("source"))?;
-    let backends = read_backends(t, g("backends"), v5)?;
+    let backends = read_backends(t, g("backends"))?;
     let hub = match t.table(g("hub"))? {
         Some(h) => read_hub(&h)?,
         None => Hub::default(),
     };
-    let python_depends = python_depends(t, g("python-depends"), GENERAL_PYTHON_DEPENDS)?;
+    let general_python = python_depends(t, g("python-depends"), GENERAL_PYTHON_DEPENDS)?;
     let cuda = match t.table(g("cuda"))? {
         Some(c) => read_cuda_general(&c, v5)?,
         None => CudaGeneral::default(),
     };
-    for other in ["neuron", "xpu"] {
-        if let Some(o) = t.table(g(other))? {
-            o.check_keys(OTHER_BACKEND_GENERAL, v5)?;
-            o.unique_strings(&OTHER_BACKEND_GENERAL[0], "dependency")?;
-            kernel_depends(&o, &OTHER_BACKEND_GENERAL[1])?;
-        }
-    }
-    if let Some(tpu) = t.table(g("tpu"))? {
-        tpu.check_keys(TPU_GENERAL, v5)?;
-        tpu.unique_strings(&TPU_GENERAL[0], "dependency")?;
-    }
+    let backend_general = |name: &'static str, keys: &[KeySpec<'static>], valid: &[&str]| {
+        let Some(o) = t.table(g(name))? else {
+            return Ok(BackendGeneral::default());
+        };
+        o.check_keys(keys, v5)?;
+        Ok::<_, ConfigError>(BackendGeneral {
+            python_depends: python_depends(&o, &keys[0], valid)?,
+            kernel_depends: match keys.get(1) {
+                Some(k) => kernel_depends(&o, k)?,
+                None => Vec::new(),
+            },
+        })
+    };
+    let neuron = backend_general("neuron", OTHER_BACKEND_GENERAL, NEURON_PYTHON_DEPENDS)?;
+    let xpu = backend_general("xpu", OTHER_BACKEND_GENERAL, XPU_PYTHON_DEPENDS)?;
+    let tpu = backend_general("tpu", TPU_GENERAL, TPU_PYTHON_DEPENDS)?;
     let general = General {
         name: name.v,
         version,
@@ -172,21 +187,19 @@ pub(crate) fn read_general(
         source,
         backends,
         hub,
-        python_depends,
+        python_depends: general_python,
         kernel_depends: kernel_depends(t, g("kernel-depends"))?,
-        minver: version_string(t, g("minver"))?,
         cuda,
+        neuron,
+        xpu,
+        tpu,
     };
     Ok((general, name.span))
 }
 
-fn read_backends(
-    t: &Table<'_, '_>,
-    s: &KeySpec<'_>,
-    v5: bool,
-) -> Result<Vec<Backend>, ConfigError> {
+fn read_backends(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<Backend>, ConfigError> {
     let list = t
-        .unique_strings(s, "backend")?
+        .deduped_strings(s, "backend")?
         .ok_or_else(|| t.missing(s, MISSING_BACKENDS))?;
     if list.v.is_empty() {
         return Err(t.invalid(
@@ -198,24 +211,13 @@ fn read_backends(
     let mut out = Vec::new();
     for item in &list.v {
         let backend = item.v.parse::<Backend>().map_err(|e| {
-            let names: Vec<&str> = Backend::ALL
-                .iter()
-                .filter(|b| v5 || **b != Backend::Tpu)
-                .map(|b| b.as_str())
-                .collect();
+            let names: Vec<&str> = Backend::ALL.iter().map(|b| b.as_str()).collect();
             t.invalid(
                 &item.span,
                 e.to_string(),
                 suggest::did_you_mean(&item.v, &names, "backends"),
             )
         })?;
-        if backend == Backend::Tpu && !v5 {
-            return Err(t.invalid(
-                &item.span,
-                "backend `tpu` needs edition 5".to_string(),
-                "add `edition = 5` to `[general]`".to_string(),
-            ));
-        }
         out.push(backend);
     }
     Ok(out)
@@ -249,8 +251,8 @@ fn read_hub(t: &Table<'_, '_>) -> Result<Hub, ConfigError> {
 fn read_cuda_general(t: &Table<'_, '_>, v5: bool) -> Result<CudaGeneral, ConfigError> {
     t.check_keys(CUDA_GENERAL, v5)?;
     Ok(CudaGeneral {
-        minver: version_string(t, &CUDA_GENERAL[0])?,
-        maxver: version_string(t, &CUDA_GENERAL[1])?,
+        minver: version(t, &CUDA_GENERAL[0])?,
+        maxver: version(t, &CUDA_GENERAL[1])?,
         python_depends: python_depends(t, &CUDA_GENERAL[2], CUDA_PYTHON_DEPENDS)?,
         kernel_depends: kernel_depends(t, &CUDA_GENERAL[3])?,
     })
@@ -275,16 +277,20 @@ fn python_depends(
     s: &KeySpec<'_>,
     valid: &[&str],
 ) -> Result<Vec<String>, ConfigError> {
-    let Some(list) = t.unique_strings(s, "dependency")? else {
+    let Some(list) = t.deduped_strings(s, "dependency")? else {
         return Ok(Vec::new());
     };
     for dep in &list.v {
         if valid.contains(&dep.v.as_str()) {
             continue;
         }
-        let hint = if CUDA_PYTHON_DEPENDS.contains(&dep.v.as_str()) {
+        let owner = BACKEND_PYTHON_DEPENDS
+            .iter()
+            .find(|(_, deps)| deps.contains(&dep.v.as_str()));
+        let hint = if let Some((backend, _)) = owner {
             format!(
-                "`{}` is a CUDA dependency: list it under `[general.cuda]` `python-depends`",
+                "`{}` is a {backend} dependency: list it under `[general.{backend}]` \
+                 `python-depends`",
                 dep.v
             )
         } else if GENERAL_PYTHON_DEPENDS.contains(&dep.v.as_str()) {
@@ -292,6 +298,9 @@ fn python_depends(
                 "`{}` is not backend-specific: list it in `[general]` `python-depends`",
                 dep.v
             )
+        } else if valid.is_empty() {
+            "kernel-builder knows no Python dependencies for this backend: remove the entry"
+                .to_string()
         } else {
             suggest::did_you_mean(&dep.v, valid, "dependencies here")
         };
@@ -324,15 +333,13 @@ fn kernel_depends(
         dep.check_keys(KERNEL_DEP, false)?;
         let repo_id = dep.required_string(&KERNEL_DEP[0], ": the Hub repository of the kernel")?;
         let pin = match (dep.integer(&KERNEL_DEP[1])?, dep.string(&KERNEL_DEP[2])?) {
-            (Some(v), None) => {
-                KernelPin::Version(u32::try_from(v.v).ok().filter(|v| *v > 0).ok_or_else(|| {
-                    dep.invalid(
-                        &v.span,
-                        format!("`version` must be a positive integer, found `{}`", v.v),
-                        "write e.g. `version = 1`".to_string(),
-                    )
-                })?)
-            }
+            (Some(v), None) => KernelPin::Version(u64::try_from(v.v).map_err(|_| {
+                dep.invalid(
+                    &v.span,
+                    format!("`version` must be a whole number, found `{}`", v.v),
+                    "write e.g. `version = 1`".to_string(),
+                )
+            })?),
             (None, Some(r)) => KernelPin::Revision(r.v),
             (Some(_), Some(r)) => {
                 return Err(dep.src.error(

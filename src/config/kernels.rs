@@ -5,7 +5,7 @@ use std::ops::Range;
 use toml::de::DeValue;
 
 use super::error::{ConfigError, ErrorKind};
-use super::model::{Backend, Capability, DType, Kernel, Location};
+use super::model::{Backend, Capability, DType, Dependency, Kernel, Location};
 use super::reader::{KeySpec, Sp, Table, article, key};
 use super::schema::{self, PathKind, PathRef};
 use super::suggest;
@@ -17,7 +17,7 @@ pub(crate) struct RawKernel {
     /// The `[kernel.<name>]` header (or inline definition).
     pub span: Range<usize>,
     pub backend_span: Range<usize>,
-    /// `cuda-capabilities` entries with their spans.
+    /// `cuda-capabilities` entries with their spans (real capabilities only).
     pub capabilities: Vec<Sp<Capability>>,
 }
 
@@ -62,20 +62,6 @@ const KERNEL_BACKENDS: [Backend; 5] = [
     Backend::Metal,
     Backend::Rocm,
     Backend::Xpu,
-];
-
-/// Valid `depends` entries: kernels-data 0.16.2's `Dependency` names.
-pub(crate) const DEPENDS: &[&str] = &[
-    "cutlass_2_10",
-    "cutlass_3_5",
-    "cutlass_3_6",
-    "cutlass_3_8",
-    "cutlass_3_9",
-    "cutlass_4_0",
-    "cutlass_4_5",
-    "metal-cpp",
-    "sycl_tla",
-    "torch",
 ];
 
 const MATRIX_KEYS: &[KeySpec<'static>] = &[key(
@@ -175,35 +161,34 @@ fn read_kernel(
     };
     let depends = read_depends(t, spec("depends"))?;
     let src = t
-        .unique_strings(spec("src"), "source")?
+        .strings(spec("src"))?
         .ok_or_else(|| t.missing(spec("src"), ": the kernel's source files and headers"))?;
     let src = schema::path_list(t, spec("src"), src, PathKind::Source, paths)?;
     let include = schema::include_dirs(t, spec("include"), paths)?;
     let mut capabilities = Vec::new();
-    let mut cuda_flags = Vec::new();
-    let mut cuda_minver = None;
     let mut has_caps = false;
-    if backend == Backend::Cuda {
-        if let Some(list) = t.unique_strings(spec("cuda-capabilities"), "capability")? {
-            if list.v.is_empty() {
-                return Err(t.invalid(
-                    &list.span,
-                    format!("`cuda-capabilities` in `{}` is empty", t.name),
-                    "remove the key to build for the project's capabilities, or list some"
-                        .to_string(),
-                ));
-            }
-            has_caps = true;
-            capabilities = self::capabilities(t, list)?;
+    if backend == Backend::Cuda
+        && let Some(list) = t.strings(spec("cuda-capabilities"))?
+    {
+        if list.v.is_empty() {
+            return Err(t.invalid(
+                &list.span,
+                format!("`cuda-capabilities` in `{}` is empty", t.name),
+                "remove the key to build for the project's capabilities, or list some".to_string(),
+            ));
         }
-        cuda_flags = schema::strings(t, spec("cuda-flags"))?;
-        cuda_minver = schema::version_string(t, spec("cuda-minver"))?;
+        has_caps = true;
+        capabilities = self::capabilities(t, spec("cuda-capabilities"), list)?;
     }
-    for (b, k) in BACKEND_KEYS {
-        if *b == backend && *b != Backend::Cuda {
-            t.strings(k)?;
-        }
-    }
+    // Keys of other backends were rejected above, so each of these reads its own backend's key.
+    let backend_strings = |name: &str| match allowed.iter().find(|k| k.name == name) {
+        Some(k) => schema::strings(t, k),
+        None => Ok(Vec::new()),
+    };
+    let cuda_minver = match allowed.iter().find(|k| k.name == "cuda-minver") {
+        Some(k) => schema::version(t, k)?,
+        None => None,
+    };
     let location = t.src.location(t.span.start);
     let capability_locations: Vec<Location> = capabilities
         .iter()
@@ -216,9 +201,18 @@ fn read_kernel(
         include,
         depends,
         cuda_capabilities: has_caps.then(|| capabilities.iter().map(|c| c.v).collect()),
-        cuda_flags,
+        cuda_flags: backend_strings("cuda-flags")?,
         cxx_flags: schema::strings(t, spec("cxx-flags"))?,
         cuda_minver,
+        rocm_archs: match allowed.iter().find(|k| k.name == "rocm-archs") {
+            Some(k) => t
+                .deduped_strings(k, "architecture")?
+                .map(|l| l.v.into_iter().map(|a| a.v).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        },
+        hip_flags: backend_strings("hip-flags")?,
+        sycl_flags: backend_strings("sycl-flags")?,
         location,
         capability_locations,
     };
@@ -257,40 +251,71 @@ fn check_kernel_keys(
     Ok(())
 }
 
-fn read_depends(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<String>, ConfigError> {
-    let list = t.unique_strings(s, "dependency")?.ok_or_else(|| {
+fn read_depends(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<Dependency>, ConfigError> {
+    let list = t.deduped_strings(s, "dependency")?.ok_or_else(|| {
         t.missing(
             s,
             " (or `depends = []`): the C++ libraries the kernel compiles against",
         )
     })?;
-    for dep in &list.v {
-        if !DEPENDS.contains(&dep.v.as_str()) {
-            return Err(t.invalid(
-                &dep.span,
-                format!("unknown dependency `{}` in `{}`", dep.v, t.name),
-                suggest::did_you_mean(&dep.v, DEPENDS, "dependencies"),
-            ));
-        }
-    }
-    Ok(list.v.into_iter().map(|d| d.v).collect())
+    list.v
+        .iter()
+        .map(|dep| {
+            dep.v.parse::<Dependency>().map_err(|e| {
+                t.invalid(
+                    &dep.span,
+                    format!("unknown dependency `{}` in `{}`", dep.v, t.name),
+                    e.hint().unwrap_or_default(),
+                )
+            })
+        })
+        .collect()
 }
 
-/// Parse capability strings, each error at its own string.
+/// Parse a capability list, each error at its own string. Like HF's builder, which intersects
+/// the list with what nvcc supports, entries no GPU has (`11.8`) are dropped, with a warning;
+/// a list with no real capability left is an error (HF's build fails on it too).
 pub(crate) fn capabilities(
     t: &Table<'_, '_>,
+    s: &KeySpec<'_>,
     list: Sp<Vec<Sp<String>>>,
 ) -> Result<Vec<Sp<Capability>>, ConfigError> {
     let mut out: Vec<Sp<Capability>> = Vec::new();
+    let mut first_unreal = None;
     for item in list.v {
-        let cap = parse_capability(t, &item.v, &item.span)?;
-        if let Some(prev) = out.iter().find(|c| c.v == cap) {
-            return Err(duplicate_capability(t, cap, &prev.span, &item.span));
+        let cap = Capability::parse_shape(&item.v)
+            .map_err(|e| t.invalid(&item.span, e.to_string(), e.hint().unwrap_or_default()))?;
+        if let Err(e) = cap.exists() {
+            t.src.warn(
+                &item.span,
+                format!("{e} in `{}`: no GPU has it, so it is ignored", t.name),
+                format!("remove it; {}", e.hint().unwrap_or_default()),
+            );
+            first_unreal.get_or_insert((item, e));
+            continue;
+        }
+        if out.iter().any(|c| c.v == cap) {
+            t.warn_duplicate(&item, s, "capability");
+            continue;
         }
         out.push(Sp {
             v: cap,
             span: item.span,
         });
+    }
+    if out.is_empty()
+        && let Some((item, e)) = first_unreal
+    {
+        return Err(t.invalid(
+            &item.span,
+            format!("{e}: `{}` in `{}` names no real capability", s.name, t.name),
+            format!(
+                "list at least one real capability, or remove `{}` to build for the default \
+                 set; {}",
+                s.name,
+                e.hint().unwrap_or_default()
+            ),
+        ));
     }
     Ok(out)
 }
@@ -387,11 +412,12 @@ pub(crate) fn read_matrix(root: &Table<'_, '_>) -> Result<RawMatrix, ConfigError
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::config::values::DEPENDENCY_NAMES;
 
     #[test]
     fn depends_names_are_the_ones_kernels_data_accepts() {
-        for name in DEPENDS {
+        // `cutlass_4_4` is newer than kernels-data 0.16.2 (kernels-data at HEAD has it).
+        for name in DEPENDENCY_NAMES.iter().filter(|n| **n != "cutlass_4_4") {
             let value = serde_json::Value::String(name.to_string());
             assert!(
                 serde_json::from_value::<kernels_data::config::Dependency>(value).is_ok(),

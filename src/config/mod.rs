@@ -5,13 +5,14 @@
 //! - **v4** (no `edition` key): the format most huggingface/kernels-community projects use:
 //!   `[general]` (`name`, `version`, `license`, `backends`, ...), `[general.hub]`,
 //!   `[general.cuda]`, `[torch]` or `[torch-noarch]`, and `[kernel.<name>]` tables.
-//! - **edition 5** (`[general] edition = 5`): v4 plus `general.minver`, `general.kernel-depends`,
-//!   `general.tpu` (and the `tpu` backend), `general.{cuda,neuron,xpu}.kernel-depends`,
-//!   `torch.cxx-flags` and a per-backend `torch.stable-abi` table. Any other `edition` is an error.
+//! - **edition 5** (`[general] edition = 5`): v4 plus `general.kernel-depends`, `general.tpu`,
+//!   `general.{cuda,neuron,xpu}.kernel-depends` and a per-backend `[torch.stable-abi]` table.
+//!   Any other `edition` is an error.
 //!
-//! Keys follow kernels-data's serde schema, including its spelling of `[torch-noarch]`
-//! `cuda_capabilities` / `rocm_archs` with underscores. `[tvm-ffi]` is rejected: kbuild builds
-//! Torch extensions only.
+//! Keys follow kernels-data's serde schema (at HEAD), including its spelling of `[torch-noarch]`
+//! `cuda_capabilities` / `rocm_archs` with underscores. `[tvm-ffi]` and backends other than cpu
+//! and cuda are valid config that kbuild does not build. Where kbuild is stricter than HF, and
+//! where it warns instead: `docs/config-strictness.md`.
 //!
 //! # kbuild's extension
 //! `[kbuild.cuda-capabilities]` maps each CUDA capability of the project's matrix to the dtypes
@@ -25,10 +26,14 @@
 //!   not an error: kernel-builder ignores such kernels, and its docs recommend commenting a
 //!   backend out of `backends` for testing. Such kernels stay in `Project::kernels`; consumers
 //!   build only the backends listed in `general.backends`.
-//! - Capabilities must be real ones (`values::KNOWN_CAPABILITIES`, suffixes `a` from 9.0 and
-//!   `f` from 10.0); whether the installed nvcc supports them is checked by the planner.
+//! - A kernel's capabilities are kept when some GPU has them (`values::KNOWN_CAPABILITIES`,
+//!   suffixes `a` from 9.0 and `f` from 10.0), dropped with a warning otherwise (HF drops them
+//!   when intersecting with nvcc); a list with none left is an error. Whether the installed nvcc
+//!   supports them is the planner's question. `[kbuild.cuda-capabilities]` takes real ones only.
+//! - A list entry written twice is used once, with a warning (HF accepts duplicates).
 //! - Every path must exist, stay under the project root (after resolving symlinks), and be
-//!   relative; `torch-ext/<python_name>/__init__.py` must exist.
+//!   relative (`.` is a valid include directory); `torch-ext/<python_name>/__init__.py`
+//!   (`tvm-ffi-ext/` for `[tvm-ffi]`) must exist.
 //!
 //! Errors stop at the first problem and point at it as `build.toml:line:column`.
 
@@ -41,13 +46,16 @@ mod schema;
 mod suggest;
 mod validate;
 mod values;
+mod version;
 
 pub use error::{ConfigError, ErrorKind};
 pub use model::*;
 pub use suggest::{closest, edit_distance};
 pub use values::{
-    CapabilityProblem, KNOWN_CAPABILITIES, ParseBackendError, ParseCapabilityError, ParseDTypeError,
+    CapabilityProblem, DEPENDENCY_NAMES, KNOWN_CAPABILITIES, ParseBackendError,
+    ParseCapabilityError, ParseDTypeError, ParseDependencyError,
 };
+pub use version::{ParseVersionError, Version};
 
 use std::path::{Path, PathBuf};
 

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::version::Version;
+
 /// A kernel project: its root directory and its validated build.toml.
 #[derive(Debug, Clone, Serialize)]
 pub struct Project {
@@ -40,6 +42,7 @@ pub enum Edition {
 pub struct General {
     /// Kernel name (`ltx-kernels`): HF's rule, lowercase letters, digits and `-`.
     pub name: String,
+    /// The major version (`0` is allowed, as in HF's schema).
     pub version: u32,
     pub license: String,
     pub upstream: Option<String>,
@@ -50,16 +53,44 @@ pub struct General {
     pub python_depends: Vec<String>,
     /// `kernel-depends` (edition 5): Hub kernels this kernel loads at runtime.
     pub kernel_depends: Vec<KernelDependency>,
-    /// `minver` (edition 5): the minimum version of the `kernels` Python library.
-    pub minver: Option<String>,
     /// `[general.cuda]`.
     pub cuda: CudaGeneral,
+    /// `[general.neuron]`.
+    pub neuron: BackendGeneral,
+    /// `[general.xpu]`.
+    pub xpu: BackendGeneral,
+    /// `[general.tpu]` (edition 5).
+    pub tpu: BackendGeneral,
 }
 
 impl General {
     /// The Python package name: `-` replaced by `_`.
     pub fn python_name(&self) -> String {
         self.name.replace('-', "_")
+    }
+
+    /// `python-depends` of `[general]` followed by those of `backend`'s table, as kernel-builder
+    /// collects them for a variant (it reads the cuda, tpu and xpu tables, not neuron's).
+    pub fn python_depends_for(&self, backend: Backend) -> Vec<String> {
+        let own: &[String] = match backend {
+            Backend::Cuda => &self.cuda.python_depends,
+            Backend::Tpu => &self.tpu.python_depends,
+            Backend::Xpu => &self.xpu.python_depends,
+            _ => &[],
+        };
+        self.python_depends.iter().chain(own).cloned().collect()
+    }
+
+    /// `kernel-depends` of `[general]` followed by those of `backend`'s table, as kernel-builder
+    /// writes them into a variant's metadata (it reads the cuda, neuron and xpu tables).
+    pub fn kernel_depends_for(&self, backend: Backend) -> Vec<KernelDependency> {
+        let own: &[KernelDependency] = match backend {
+            Backend::Cuda => &self.cuda.kernel_depends,
+            Backend::Neuron => &self.neuron.kernel_depends,
+            Backend::Xpu => &self.xpu.kernel_depends,
+            _ => &[],
+        };
+        self.kernel_depends.iter().chain(own).cloned().collect()
     }
 }
 
@@ -73,10 +104,20 @@ pub struct Hub {
 /// `[general.cuda]`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CudaGeneral {
-    pub minver: Option<String>,
-    pub maxver: Option<String>,
+    /// The oldest CUDA toolkit the kernel builds with.
+    pub minver: Option<Version>,
+    /// The newest CUDA toolkit the kernel builds with (inclusive).
+    pub maxver: Option<Version>,
     pub python_depends: Vec<String>,
     /// `kernel-depends` (edition 5) that apply to the CUDA backend only.
+    pub kernel_depends: Vec<KernelDependency>,
+}
+
+/// `[general.neuron]`, `[general.xpu]` or `[general.tpu]`: dependencies of one backend.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BackendGeneral {
+    pub python_depends: Vec<String>,
+    /// `kernel-depends` (edition 5; `[general.tpu]` has none).
     pub kernel_depends: Vec<KernelDependency>,
 }
 
@@ -92,17 +133,41 @@ pub struct KernelDependency {
 #[serde(rename_all = "lowercase")]
 pub enum KernelPin {
     /// `version = N`: the branch `vN`.
-    Version(u32),
+    Version(u64),
     /// `revision = "..."`: a git revision.
     Revision(String),
 }
 
-/// `[torch]` or `[torch-noarch]`.
+/// `[torch]`, `[torch-noarch]` or `[tvm-ffi]`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Framework {
     Torch(Torch),
     TorchNoarch(TorchNoarch),
+    /// Valid build.toml that kbuild does not build (it builds Torch extensions).
+    TvmFfi(TvmFfi),
+}
+
+impl Framework {
+    /// The directory holding the binding and the Python package: `torch-ext` (`tvm-ffi-ext` for
+    /// TVM FFI).
+    pub fn extension_dir(&self) -> &'static str {
+        match self {
+            Framework::Torch(_) | Framework::TorchNoarch(_) => "torch-ext",
+            Framework::TvmFfi(_) => "tvm-ffi-ext",
+        }
+    }
+}
+
+/// The extensions of `torch-ext/<name>/` files packaged when `pyext` is not written.
+pub const DEFAULT_PYEXT: [&str; 2] = ["py", "pyi"];
+
+/// `pyext`, or the default `py` and `pyi` when it is not written.
+fn effective_pyext(pyext: &Option<Vec<String>>) -> Vec<&str> {
+    match pyext {
+        Some(list) => list.iter().map(String::as_str).collect(),
+        None => DEFAULT_PYEXT.to_vec(),
+    }
 }
 
 /// `[torch]`: sources compiled into every backend's extension (the op bindings).
@@ -110,9 +175,12 @@ pub enum Framework {
 pub struct Torch {
     /// Include dirs relative to the root.
     pub include: Vec<PathBuf>,
-    pub minver: Option<String>,
-    pub maxver: Option<String>,
-    pub pyext: Vec<String>,
+    /// The oldest Torch the kernel builds with.
+    pub minver: Option<Version>,
+    /// The newest Torch the kernel builds with (inclusive).
+    pub maxver: Option<Version>,
+    /// `pyext` as written; `None` means `DEFAULT_PYEXT` (see `python_extensions`).
+    pub pyext: Option<Vec<String>>,
     /// Sources relative to the root (headers may be listed; only .cpp/.cc/.cu compile).
     pub src: Vec<PathBuf>,
     pub cxx_flags: Vec<String>,
@@ -120,20 +188,28 @@ pub struct Torch {
     pub stable_abi: Option<StableAbi>,
 }
 
+impl Torch {
+    /// The extensions of the files under `torch-ext/<name>/` that a variant ships.
+    pub fn python_extensions(&self) -> Vec<&str> {
+        effective_pyext(&self.pyext)
+    }
+}
+
 /// `torch.stable-abi`: one Torch version for every backend, or one per backend (edition 5).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum StableAbi {
-    All(String),
-    PerBackend(BTreeMap<Backend, String>),
+    All(Version),
+    /// Backends missing from the table build with the full ABI.
+    PerBackend(BTreeMap<Backend, Version>),
 }
 
 impl StableAbi {
     /// The stable-ABI Torch version for `backend`, or `None` to build it with the full ABI.
-    pub fn for_backend(&self, backend: Backend) -> Option<&str> {
+    pub fn for_backend(&self, backend: Backend) -> Option<&Version> {
         match self {
             StableAbi::All(v) => Some(v),
-            StableAbi::PerBackend(map) => map.get(&backend).map(String::as_str),
+            StableAbi::PerBackend(map) => map.get(&backend),
         }
     }
 }
@@ -141,8 +217,28 @@ impl StableAbi {
 /// `[torch-noarch]`: pure-Python kernels.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TorchNoarch {
-    pub pyext: Vec<String>,
+    /// `pyext` as written; `None` means `DEFAULT_PYEXT`.
+    pub pyext: Option<Vec<String>>,
+    /// Declared (not compiled) capabilities, written to metadata.json.
     pub cuda_capabilities: Vec<Capability>,
+    /// Declared ROCm architectures (`gfx942`), written to metadata.json.
+    pub rocm_archs: Vec<String>,
+}
+
+impl TorchNoarch {
+    /// The extensions of the files under `torch-ext/<name>/` that a variant ships.
+    pub fn python_extensions(&self) -> Vec<&str> {
+        effective_pyext(&self.pyext)
+    }
+}
+
+/// `[tvm-ffi]`: an Apache TVM FFI extension (read and checked, not built by kbuild).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TvmFfi {
+    pub include: Vec<PathBuf>,
+    pub pyext: Option<Vec<String>>,
+    pub src: Vec<PathBuf>,
+    pub cxx_flags: Vec<String>,
 }
 
 /// A `[kernel.<name>]` table.
@@ -154,19 +250,57 @@ pub struct Kernel {
     pub src: Vec<PathBuf>,
     /// Include dirs relative to the root.
     pub include: Vec<PathBuf>,
-    pub depends: Vec<String>,
-    /// `cuda-capabilities`; `None` means the project's matrix.
+    pub depends: Vec<Dependency>,
+    /// `cuda-capabilities` (real capabilities only; entries no GPU has are dropped with a
+    /// warning); `None` means the project's matrix.
     pub cuda_capabilities: Option<Vec<Capability>>,
     pub cuda_flags: Vec<String>,
     pub cxx_flags: Vec<String>,
-    /// `cuda-minver`: the minimum CUDA toolkit for this kernel.
-    pub cuda_minver: Option<String>,
+    /// `cuda-minver`: the oldest CUDA toolkit this kernel builds with (HF skips the kernel on
+    /// older toolkits).
+    pub cuda_minver: Option<Version>,
+    /// `rocm-archs` of a rocm kernel.
+    pub rocm_archs: Vec<String>,
+    /// `hip-flags` of a rocm kernel.
+    pub hip_flags: Vec<String>,
+    /// `sycl-flags` of an xpu kernel.
+    pub sycl_flags: Vec<String>,
     /// Where `[kernel.<name>]` is written, for messages from later stages.
     #[serde(skip)]
     pub location: Location,
     /// Where each entry of `cuda_capabilities` is written (same order; empty when `None`).
     #[serde(skip)]
     pub capability_locations: Vec<Location>,
+}
+
+/// An entry of a kernel's `depends`: a C++ library it compiles against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dependency {
+    /// `torch`: Torch's headers (every Torch extension has them).
+    Torch,
+    /// `cutlass_X_Y`: the CUTLASS headers of release X.Y.
+    Cutlass { major: u32, minor: u32 },
+    /// `metal-cpp`: Apple's C++ bindings for Metal.
+    MetalCpp,
+    /// `sycl_tla`: Intel's SYCL templates for linear algebra.
+    SyclTla,
+}
+
+impl serde::Serialize for Dependency {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl fmt::Display for Dependency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dependency::Torch => f.write_str("torch"),
+            Dependency::Cutlass { major, minor } => write!(f, "cutlass_{major}_{minor}"),
+            Dependency::MetalCpp => f.write_str("metal-cpp"),
+            Dependency::SyclTla => f.write_str("sycl_tla"),
+        }
+    }
 }
 
 /// A kernel backend named in build.toml.

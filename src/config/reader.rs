@@ -84,11 +84,6 @@ impl<'a, 'i> Table<'a, 'i> {
         self.entries.get(key)
     }
 
-    /// The span of the key `key` itself (its name, not its value).
-    pub fn key_span(&self, key: &str) -> Option<Range<usize>> {
-        self.entries.get_key_value(key).map(|(k, _)| k.span())
-    }
-
     /// Reject keys outside `allowed` (and edition-5 keys when `v5` is false), first in file order.
     pub fn check_keys(&self, allowed: &[KeySpec<'_>], v5: bool) -> Result<(), ConfigError> {
         let valid: Vec<&str> = allowed
@@ -235,7 +230,41 @@ impl<'a, 'i> Table<'a, 'i> {
         }))
     }
 
-    /// `strings`, with duplicates rejected (`what` names an element: "source", "dtype").
+    /// `strings` with later duplicates dropped, each with a warning (`what` names an element:
+    /// "backend", "dependency"). HF's schema accepts duplicates; they are never meant.
+    pub fn deduped_strings(
+        &self,
+        spec: &KeySpec<'_>,
+        what: &str,
+    ) -> Result<Option<Sp<Vec<Sp<String>>>>, ConfigError> {
+        let Some(mut list) = self.strings(spec)? else {
+            return Ok(None);
+        };
+        let mut kept: Vec<Sp<String>> = Vec::with_capacity(list.v.len());
+        for item in list.v {
+            if kept.iter().any(|x| x.v == item.v) {
+                self.warn_duplicate(&item, spec, what);
+            } else {
+                kept.push(item);
+            }
+        }
+        list.v = kept;
+        Ok(Some(list))
+    }
+
+    /// Warn that `item` repeats an earlier entry of `spec` and is ignored.
+    pub fn warn_duplicate(&self, item: &Sp<String>, spec: &KeySpec<'_>, what: &str) {
+        self.src.warn(
+            &item.span,
+            format!(
+                "{what} `{}` is listed twice in `{}` of `{}`: kbuild uses it once",
+                item.v, spec.name, self.name
+            ),
+            "remove the second entry".to_string(),
+        );
+    }
+
+    /// `strings`, with duplicates rejected (`what` names an element: "dtype").
     pub fn unique_strings(
         &self,
         spec: &KeySpec<'_>,

@@ -9,9 +9,10 @@ use toml::de::{DeTable, DeValue};
 use super::error::{ConfigError, ErrorKind, Source};
 use super::general::{read_edition, read_general};
 use super::kernels::{self, RawKernel, RawMatrix};
-use super::model::{Backend, Capability, Edition, General, StableAbi, Torch, TorchNoarch};
-use super::reader::{KeySpec, Sp, Table, key, key_v5};
+use super::model::{Backend, Capability, Edition, General, StableAbi, Torch, TorchNoarch, TvmFfi};
+use super::reader::{KeySpec, Sp, Table, key};
 use super::suggest;
+use super::version::Version;
 use crate::hint::Hint;
 
 /// Everything read from build.toml, with the spans that the later checks need.
@@ -28,10 +29,11 @@ pub(crate) struct Raw {
     pub paths: Vec<PathRef>,
 }
 
-/// `[torch]` or `[torch-noarch]`.
+/// `[torch]`, `[torch-noarch]` or `[tvm-ffi]`.
 pub(crate) enum RawFramework {
     Torch(Torch),
     Noarch(TorchNoarch),
+    TvmFfi(TvmFfi),
 }
 
 /// A path written in build.toml: what it should be and where it is written.
@@ -67,7 +69,14 @@ const TORCH: &[KeySpec<'static>] = &[
     key("maxver", "maxver = \"2.11\""),
     key("pyext", "pyext = [\"py\", \"json\"]"),
     key("stable-abi", "stable-abi = \"2.10\""),
-    key_v5("cxx-flags", "cxx-flags = [\"-O3\"]"),
+    key("cxx-flags", "cxx-flags = [\"-O3\"]"),
+];
+
+const TVM_FFI: &[KeySpec<'static>] = &[
+    key("src", "src = [\"tvm-ffi-ext/binding.cpp\"]"),
+    key("include", "include = [\"include\"]"),
+    key("pyext", "pyext = [\"py\", \"json\"]"),
+    key("cxx-flags", "cxx-flags = [\"-O3\"]"),
 ];
 
 // HF's parser reads these two with underscores (its docs spell them with dashes).
@@ -138,60 +147,54 @@ pub(crate) fn spec<'s>(table: &'s [KeySpec<'static>], name: &str) -> &'s KeySpec
 }
 
 /// A dotted version such as `12.4` or `2.10`.
-pub(crate) fn version_string(
-    t: &Table<'_, '_>,
-    s: &KeySpec<'_>,
-) -> Result<Option<String>, ConfigError> {
+pub(crate) fn version(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Option<Version>, ConfigError> {
     let Some(v) = t.string(s)? else {
         return Ok(None);
     };
-    check_version(t, s, &v)?;
-    Ok(Some(v.v))
+    parse_version(t, s, &v).map(Some)
 }
 
-pub(crate) fn check_version(
+fn parse_version(
     t: &Table<'_, '_>,
     s: &KeySpec<'_>,
     v: &Sp<String>,
-) -> Result<(), ConfigError> {
-    if v.v.parse::<kernels_data::version::Version>().is_err() {
-        return Err(t.invalid(
+) -> Result<Version, ConfigError> {
+    v.v.parse::<Version>().map_err(|_| {
+        t.invalid(
             &v.span,
             format!("invalid version `{}` for `{}` in `{}`", v.v, s.name, t.name),
             format!("write numbers separated by dots: `{}`", s.example),
-        ));
-    }
-    Ok(())
+        )
+    })
 }
+
 fn read_framework(
     root: &Table<'_, '_>,
     v5: bool,
     paths: &mut Vec<PathRef>,
 ) -> Result<RawFramework, ConfigError> {
-    if let Some(span) = root.key_span("tvm-ffi") {
+    let mut found = Vec::new();
+    for spec in &TOP[1..4] {
+        if let Some(t) = root.table(spec)? {
+            found.push((spec.name, t));
+        }
+    }
+    found.sort_by_key(|(_, t)| t.span.start);
+    if let [(first, _), (second, later), ..] = &found[..] {
         return Err(root.src.error(
-            &span,
-            ErrorKind::InvalidValue,
-            "`[tvm-ffi]` kernels are not supported: kbuild builds Torch extensions",
-            "build this kernel with HF's kernel-builder, or port it to `[torch]`".to_string(),
+            &later.span,
+            ErrorKind::Conflict,
+            format!("`[{first}]` and `[{second}]` are exclusive"),
+            "keep `[torch]` for compiled kernels, `[torch-noarch]` for pure-Python ones or \
+             `[tvm-ffi]` for TVM FFI ones"
+                .to_string(),
         ));
     }
-    let torch = root.table(&TOP[1])?;
-    let noarch = root.table(&TOP[2])?;
-    match (torch, noarch) {
-        (Some(t), Some(n)) => {
-            let later = if t.span.start > n.span.start { &t } else { &n };
-            Err(root.src.error(
-                &later.span,
-                ErrorKind::Conflict,
-                "`[torch]` and `[torch-noarch]` are exclusive",
-                "keep `[torch]` for compiled kernels or `[torch-noarch]` for pure-Python ones"
-                    .to_string(),
-            ))
-        }
-        (Some(t), None) => Ok(RawFramework::Torch(read_torch(&t, v5, paths)?)),
-        (None, Some(n)) => Ok(RawFramework::Noarch(read_noarch(&n)?)),
-        (None, None) => Err(root.src.error(
+    match found.pop() {
+        Some(("torch", t)) => Ok(RawFramework::Torch(read_torch(&t, v5, paths)?)),
+        Some(("torch-noarch", n)) => Ok(RawFramework::Noarch(read_noarch(&n)?)),
+        Some((_, f)) => Ok(RawFramework::TvmFfi(read_tvm_ffi(&f, paths)?)),
+        None => Err(root.src.error(
             &(0..0),
             ErrorKind::MissingKey,
             "missing table `[torch]` (or `[torch-noarch]`)",
@@ -206,13 +209,16 @@ fn read_torch(t: &Table<'_, '_>, v5: bool, paths: &mut Vec<PathRef>) -> Result<T
     t.check_keys(TORCH, v5)?;
     let s = |name| spec(TORCH, name);
     Ok(Torch {
-        src: match t.unique_strings(s("src"), "source")? {
-            Some(list) => path_list(t, s("src"), list, PathKind::Source, paths)?,
-            None => Vec::new(),
+        // HF's default for `src` is empty: a `[torch]` with kernels only is valid.
+        src: match t.strings(s("src"))? {
+            Some(list) if !list.v.is_empty() => {
+                path_list(t, s("src"), list, PathKind::Source, paths)?
+            }
+            _ => Vec::new(),
         },
         include: include_dirs(t, s("include"), paths)?,
-        minver: version_string(t, s("minver"))?,
-        maxver: version_string(t, s("maxver"))?,
+        minver: version(t, s("minver"))?,
+        maxver: version(t, s("maxver"))?,
         pyext: pyext(t, s("pyext"))?,
         cxx_flags: strings(t, s("cxx-flags"))?,
         stable_abi: stable_abi(t, s("stable-abi"), v5)?,
@@ -221,14 +227,31 @@ fn read_torch(t: &Table<'_, '_>, v5: bool, paths: &mut Vec<PathRef>) -> Result<T
 
 fn read_noarch(t: &Table<'_, '_>) -> Result<TorchNoarch, ConfigError> {
     t.check_keys(NOARCH, false)?;
-    let caps = match t.unique_strings(&NOARCH[1], "capability")? {
-        Some(list) => kernels::capabilities(t, list)?,
+    let caps = match t.strings(&NOARCH[1])? {
+        Some(list) => kernels::capabilities(t, &NOARCH[1], list)?,
         None => Vec::new(),
     };
-    t.strings(&NOARCH[2])?;
     Ok(TorchNoarch {
         pyext: pyext(t, &NOARCH[0])?,
         cuda_capabilities: caps.into_iter().map(|c| c.v).collect::<Vec<Capability>>(),
+        rocm_archs: t
+            .deduped_strings(&NOARCH[2], "architecture")?
+            .map(|l| l.v.into_iter().map(|a| a.v).collect())
+            .unwrap_or_default(),
+    })
+}
+
+fn read_tvm_ffi(t: &Table<'_, '_>, paths: &mut Vec<PathRef>) -> Result<TvmFfi, ConfigError> {
+    t.check_keys(TVM_FFI, false)?;
+    let s = |name| spec(TVM_FFI, name);
+    let src = t
+        .strings(s("src"))?
+        .ok_or_else(|| t.missing(s("src"), ": the extension's source files and headers"))?;
+    Ok(TvmFfi {
+        src: path_list(t, s("src"), src, PathKind::Source, paths)?,
+        include: include_dirs(t, s("include"), paths)?,
+        pyext: pyext(t, s("pyext"))?,
+        cxx_flags: strings(t, s("cxx-flags"))?,
     })
 }
 
@@ -241,7 +264,7 @@ fn stable_abi(
         return Ok(None);
     };
     match value.get_ref() {
-        DeValue::String(_) => Ok(version_string(t, s)?.map(StableAbi::All)),
+        DeValue::String(_) => Ok(version(t, s)?.map(StableAbi::All)),
         DeValue::Table(entries) if v5 => {
             let per = Table::new(t.src, t.child_name(s.name), value.span(), entries);
             let mut map = std::collections::BTreeMap::new();
@@ -255,11 +278,10 @@ fn stable_abi(
                     example: "cuda = \"2.10\"",
                     v5_only: false,
                 };
-                let version = per
+                let written = per
                     .string(&spec)?
                     .ok_or_else(|| per.wrong_type(&spec, v, "a string"))?;
-                check_version(&per, &spec, &version)?;
-                map.insert(backend, version.v);
+                map.insert(backend, parse_version(&per, &spec, &written)?);
             }
             Ok(Some(StableAbi::PerBackend(map)))
         }
@@ -281,9 +303,9 @@ pub(crate) fn strings(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<String>,
         .unwrap_or_default())
 }
 
-fn pyext(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<String>, ConfigError> {
-    let Some(list) = t.unique_strings(s, "extension")? else {
-        return Ok(Vec::new());
+fn pyext(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Option<Vec<String>>, ConfigError> {
+    let Some(list) = t.deduped_strings(s, "extension")? else {
+        return Ok(None);
     };
     for ext in &list.v {
         if ext.v.is_empty() || ext.v.contains(['.', '/', '\\', '*']) {
@@ -294,7 +316,7 @@ fn pyext(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<String>, ConfigError>
             ));
         }
     }
-    Ok(list.v.into_iter().map(|x| x.v).collect())
+    Ok(Some(list.v.into_iter().map(|x| x.v).collect()))
 }
 
 /// `include`: directories relative to the root.
@@ -303,13 +325,14 @@ pub(crate) fn include_dirs(
     s: &KeySpec<'_>,
     paths: &mut Vec<PathRef>,
 ) -> Result<Vec<PathBuf>, ConfigError> {
-    match t.unique_strings(s, "include directory")? {
+    match t.strings(s)? {
         Some(list) => path_list(t, s, list, PathKind::IncludeDir, paths),
         None => Ok(Vec::new()),
     }
 }
 
 /// Check each entry lexically (relative, inside the root), record it for the filesystem check.
+/// An entry naming a path listed before (`a.cu`, `./a.cu`) is dropped with a warning.
 pub(crate) fn path_list(
     t: &Table<'_, '_>,
     s: &KeySpec<'_>,
@@ -327,9 +350,17 @@ pub(crate) fn path_list(
             ),
         ));
     }
-    let mut out = Vec::with_capacity(list.v.len());
+    let what = match kind {
+        PathKind::Source => "source",
+        PathKind::IncludeDir => "include directory",
+    };
+    let mut out: Vec<PathBuf> = Vec::with_capacity(list.v.len());
     for written in list.v {
-        let path = normalize(t, &written)?;
+        let path = normalize(t, &written, kind)?;
+        if out.contains(&path) {
+            t.warn_duplicate(&written, s, what);
+            continue;
+        }
         out.push(path.clone());
         paths.push(PathRef {
             path,
@@ -340,8 +371,13 @@ pub(crate) fn path_list(
     Ok(out)
 }
 
-/// `./a/../b.cu` → `b.cu`; absolute paths and paths above the root are errors.
-fn normalize(t: &Table<'_, '_>, written: &Sp<String>) -> Result<PathBuf, ConfigError> {
+/// `./a/../b.cu` → `b.cu`; absolute paths and paths above the root are errors. The root itself
+/// (`.`) is a valid include directory, written `.` in the model.
+fn normalize(
+    t: &Table<'_, '_>,
+    written: &Sp<String>,
+    kind: PathKind,
+) -> Result<PathBuf, ConfigError> {
     let path_error = |message: String, hint: &str| {
         t.src
             .error(&written.span, ErrorKind::Path, message, hint.to_string())
@@ -381,6 +417,9 @@ fn normalize(t: &Table<'_, '_>, written: &Sp<String>) -> Result<PathBuf, ConfigE
                 ));
             }
         }
+    }
+    if out.as_os_str().is_empty() && kind == PathKind::IncludeDir {
+        return Ok(PathBuf::from("."));
     }
     if out.as_os_str().is_empty() {
         return Err(path_error(

@@ -24,6 +24,7 @@ pub(crate) fn finish(
     let (framework, noarch) = match raw.framework {
         RawFramework::Torch(t) => (Framework::Torch(t), false),
         RawFramework::Noarch(n) => (Framework::TorchNoarch(n), true),
+        RawFramework::TvmFfi(f) => (Framework::TvmFfi(f), false),
     };
     if noarch && let Some(first) = raw.kernels.iter().min_by_key(|k| k.span.start) {
         return Err(src.error(
@@ -68,13 +69,14 @@ pub(crate) fn finish(
     }
     check_python_package(
         src,
+        framework.extension_dir(),
         &raw.general.python_name(),
         &raw.general.name,
         &raw.name_span,
         root,
         &canonical_root,
     )?;
-    let mut warnings = Vec::new();
+    let mut warnings = src.take_warnings();
     for k in &raw.kernels {
         if !raw.general.backends.contains(&k.kernel.backend) {
             let b = k.kernel.backend;
@@ -220,16 +222,18 @@ fn missing_hint(root: &Path, path: &Path) -> String {
     }
 }
 
-/// `torch-ext/<python_name>/__init__.py` holds the kernel's Python API; every variant copies it.
+/// `torch-ext/<python_name>/__init__.py` (`tvm-ffi-ext/` for TVM FFI) holds the kernel's Python
+/// API; every variant copies it.
 fn check_python_package(
     src: &Source<'_>,
+    ext_dir: &str,
     python_name: &str,
     name: &str,
     name_span: &Range<usize>,
     root: &Path,
     canonical_root: &Path,
 ) -> Result<(), ConfigError> {
-    let rel = Path::new("torch-ext").join(python_name).join("__init__.py");
+    let rel = Path::new(ext_dir).join(python_name).join("__init__.py");
     let full = root.join(&rel);
     if !full.is_file() {
         return Err(src.error(
@@ -240,7 +244,7 @@ fn check_python_package(
                 rel.display()
             ),
             format!(
-                "create `{}` (it may start empty): the kernel's Python API lives in `torch-ext/{python_name}/`",
+                "create `{}` (it may start empty): the kernel's Python API lives in `{ext_dir}/{python_name}/`",
                 rel.display()
             ),
         ));

@@ -1,4 +1,5 @@
-//! Parsing of the enumerated values of build.toml: CUDA capabilities, dtypes and backends.
+//! Parsing of the enumerated values of build.toml: CUDA capabilities, dtypes, backends and
+//! kernel `depends`.
 //!
 //! These are pure: whether *this* nvcc can target a capability is the planner's question
 //! (`nvcc --list-gpu-arch`), not config's.
@@ -6,18 +7,28 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::model::{Backend, Capability, DType};
+use super::model::{Backend, Capability, DType, Dependency};
 use super::suggest;
 use crate::hint::Hint;
 
-/// Every real CUDA compute capability kbuild accepts (Volta and newer), as `(major, minor)`.
-pub const KNOWN_CAPABILITIES: [(u32, u32); 14] = [
+/// Every real CUDA compute capability (Kepler's 3.5 and newer), as `(major, minor)`. Whether the
+/// installed nvcc still targets one is the planner's question.
+pub const KNOWN_CAPABILITIES: [(u32, u32); 23] = [
+    (3, 5),
+    (3, 7),
+    (5, 0),
+    (5, 2),
+    (5, 3),
+    (6, 0),
+    (6, 1),
+    (6, 2),
     (7, 0),
     (7, 2),
     (7, 5),
     (8, 0),
     (8, 6),
     (8, 7),
+    (8, 8),
     (8, 9),
     (9, 0),
     (10, 0),
@@ -115,7 +126,7 @@ fn split_capability(s: &str) -> Option<(u32, u32, Option<char>)> {
         Some(m) => (m, rest.chars().last()),
         None => (rest, None),
     };
-    let digits = |t: &str| !t.is_empty() && t.len() <= 3 && t.bytes().all(|b| b.is_ascii_digit());
+    let digits = |t: &str| !t.is_empty() && t.len() <= 9 && t.bytes().all(|b| b.is_ascii_digit());
     if !digits(major) || !digits(minor) {
         return None;
     }
@@ -140,11 +151,11 @@ fn from_nvcc_name(s: &str) -> Option<String> {
     Some(format!("{}.{minor}{suffix}", major.trim_start_matches('0')))
 }
 
-impl FromStr for Capability {
-    type Err = ParseCapabilityError;
-
-    /// Parse `9.0`, `9.0a` or `10.0f`; only real capabilities (`KNOWN_CAPABILITIES`) pass.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
+impl Capability {
+    /// Parse the shape `major.minor[a|f]` only: `11.8` passes, `sm_90` does not. HF's builder
+    /// keeps such entries and drops them when it intersects the list with nvcc's, so a kernel
+    /// list may hold them; `exists` tells them apart.
+    pub fn parse_shape(s: &str) -> Result<Capability, ParseCapabilityError> {
         let err = |reason| ParseCapabilityError {
             input: s.to_string(),
             reason,
@@ -162,19 +173,41 @@ impl FromStr for Capability {
                 None => CapabilityProblem::Syntax,
             }));
         };
-        let cap = Capability {
+        Ok(Capability {
             major,
             minor,
             suffix,
+        })
+    }
+
+    /// Whether some GPU has this capability: known `major.minor`, and a suffix it can carry.
+    pub fn exists(&self) -> Result<(), ParseCapabilityError> {
+        let err = |reason| ParseCapabilityError {
+            input: self.to_string(),
+            reason,
         };
-        if !cap.is_known() {
+        if !self.is_known() {
             return Err(err(CapabilityProblem::Unknown));
         }
-        match suffix {
-            Some('a') if major < 9 => Err(err(CapabilityProblem::Suffix)),
-            Some('f') if major < 10 => Err(err(CapabilityProblem::Suffix)),
-            _ => Ok(cap),
+        match self.suffix {
+            Some('a') if self.major < 9 => Err(err(CapabilityProblem::Suffix)),
+            Some('f') if self.major < 10 => Err(err(CapabilityProblem::Suffix)),
+            _ => Ok(()),
         }
+    }
+}
+
+impl FromStr for Capability {
+    type Err = ParseCapabilityError;
+
+    /// Parse `9.0`, `9.0a` or `10.0f`; only real capabilities (`KNOWN_CAPABILITIES`) pass.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let cap = Capability::parse_shape(s)?;
+        cap.exists().map_err(|e| ParseCapabilityError {
+            input: s.to_string(),
+            ..e
+        })?;
+        Ok(cap)
     }
 }
 
@@ -274,6 +307,65 @@ impl FromStr for Backend {
     }
 }
 
+/// Every `depends` name kernel-builder knows (kernels-data at HEAD).
+pub const DEPENDENCY_NAMES: [&str; 11] = [
+    "cutlass_2_10",
+    "cutlass_3_5",
+    "cutlass_3_6",
+    "cutlass_3_8",
+    "cutlass_3_9",
+    "cutlass_4_0",
+    "cutlass_4_4",
+    "cutlass_4_5",
+    "metal-cpp",
+    "sycl_tla",
+    "torch",
+];
+
+/// A `depends` entry that is not in `DEPENDENCY_NAMES`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dependency `{input}`")]
+pub struct ParseDependencyError {
+    pub input: String,
+}
+
+impl Hint for ParseDependencyError {
+    fn hint(&self) -> Option<String> {
+        Some(suggest::did_you_mean(
+            &self.input,
+            &DEPENDENCY_NAMES,
+            "dependencies",
+        ))
+    }
+}
+
+impl FromStr for Dependency {
+    type Err = ParseDependencyError;
+
+    /// Parse a name of `DEPENDENCY_NAMES` (`cutlass_4_5`, `torch`, ...).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParseDependencyError {
+            input: s.to_string(),
+        };
+        if !DEPENDENCY_NAMES.contains(&s) {
+            return Err(err());
+        }
+        Ok(match s {
+            "torch" => Dependency::Torch,
+            "metal-cpp" => Dependency::MetalCpp,
+            "sycl_tla" => Dependency::SyclTla,
+            cutlass => {
+                let version = cutlass.strip_prefix("cutlass_").ok_or_else(err)?;
+                let (major, minor) = version.split_once('_').ok_or_else(err)?;
+                Dependency::Cutlass {
+                    major: major.parse().map_err(|_| err())?,
+                    minor: minor.parse().map_err(|_| err())?,
+                }
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,11 +429,37 @@ mod tests {
 
     #[test]
     fn capability_rejects_capabilities_no_gpu_has() {
-        assert_eq!(problem("5.2"), CapabilityProblem::Unknown);
+        assert_eq!(problem("11.8"), CapabilityProblem::Unknown);
+        assert_eq!(problem("99999.0"), CapabilityProblem::Unknown);
         assert_eq!(problem("9.5"), CapabilityProblem::Unknown);
         assert_eq!(problem("8.0a"), CapabilityProblem::Suffix);
         assert_eq!(problem("9.0f"), CapabilityProblem::Suffix);
         assert!(cap("10.0f").is_known());
+    }
+
+    #[test]
+    fn parse_shape_accepts_capabilities_no_gpu_has() {
+        let c = Capability::parse_shape("11.8").unwrap();
+        assert_eq!(c.exists().unwrap_err().reason, CapabilityProblem::Unknown);
+        assert!(Capability::parse_shape("5.0").unwrap().exists().is_ok());
+        assert!(Capability::parse_shape("sm_90").is_err());
+    }
+
+    #[test]
+    fn dependency_names_round_trip_and_cutlass_carries_its_release() {
+        for name in DEPENDENCY_NAMES {
+            assert_eq!(name.parse::<Dependency>().unwrap().to_string(), name);
+        }
+        assert_eq!(
+            "cutlass_4_5".parse::<Dependency>(),
+            Ok(Dependency::Cutlass { major: 4, minor: 5 })
+        );
+        let err = "cutlass_4.5".parse::<Dependency>().unwrap_err();
+        assert!(
+            err.hint()
+                .unwrap()
+                .starts_with("did you mean `cutlass_4_5`?")
+        );
     }
 
     #[test]

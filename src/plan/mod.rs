@@ -162,6 +162,8 @@ pub enum PlanError {
         nvcc: String,
         supported: String,
     },
+    #[error("`[tvm-ffi]` kernels are not built by kbuild: it builds Torch extensions")]
+    TvmFfiUnsupported,
     #[error("nothing to build: no backend of build.toml can be built here ({reasons})")]
     NothingToBuild { reasons: String },
     #[error("cannot read `{}` to compute the source hash", path.display())]
@@ -184,6 +186,9 @@ impl Hint for PlanError {
             ),
             PlanError::CapabilityUnsupported { .. } => {
                 "remove the capability from build.toml or use an nvcc that supports it".into()
+            }
+            PlanError::TvmFfiUnsupported => {
+                "build this kernel with HF's kernel-builder, or port it to `[torch]`".into()
             }
             PlanError::NothingToBuild { .. } => {
                 "add `cpu` or `cuda` to `backends` in build.toml, or install the missing toolchain"

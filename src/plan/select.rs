@@ -41,6 +41,9 @@ pub fn select_backends(
     torch: Option<&TorchInfo>,
     requested: &[String],
 ) -> Result<Selection, PlanError> {
+    if matches!(project.framework, Framework::TvmFfi(_)) {
+        return Err(PlanError::TvmFfiUnsupported);
+    }
     let listed: Vec<Backend> = project.general.backends.clone();
     let mut chosen = Vec::new();
     let mut skipped = Vec::new();
