@@ -1,7 +1,7 @@
 {
   description = "kbuild: build GPU kernels for the Hugging Face Kernel Hub, and the ltx_kernels it ships";
 
-  # nixpkgs is pinned to the commit huggingface/kernels pins (see nix/README.md): its CUDA and
+  # nixpkgs is pinned to the commit huggingface/kernels pins (see docs/ci.md): its CUDA and
   # torch are the ones HF's own kernel builds are known to work with.
   inputs = {
     nixpkgs.url = "github:NixOS/nixpkgs/ec1a11210589d294f0ac99d3290a27e6c73dfa1d";
