@@ -1,7 +1,5 @@
 //! Snapshots of the files kbuild generates, and the behaviour of the generated Python.
 
-mod support;
-
 use std::collections::BTreeMap;
 
 use kbuild::config::{Backend, Capability, DType};
@@ -112,7 +110,7 @@ print("ok")
 "#,
         module = module.display().to_string()
     );
-    let out = support::python_ok(&code, &[]);
+    let out = crate::common::kbuild::python_ok(&code, &[]);
     assert!(out.trim().ends_with("ok"), "{out}");
 }
 

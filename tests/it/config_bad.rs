@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::SystemTime;
 
 /// `[general]` and `[torch]` of a valid project; cases append kernels or replace it.
@@ -97,7 +97,7 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, SystemTime)> {
 }
 
 fn kbuild(project: &Path, cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kbuild"))
+    crate::common::kbuild::bin()
         .arg("-C")
         .arg(project)
         .args(args)

@@ -1,9 +1,8 @@
 //! `kbuild publish` against the local Hub server: what it uploads, deletes, skips and refuses.
 
-mod publish_support;
-
-use publish_support::{
-    CPU_VARIANT, Hub, TOKEN, VariantSpec, project_with_variant, redigest, write_variant,
+use crate::common::hub::{Hub, TOKEN};
+use crate::common::variant::{
+    CPU_VARIANT, VariantSpec, project_with_variant, redigest, write_variant,
 };
 use serde_json::json;
 

@@ -1,10 +1,8 @@
 //! `command_for`: the exact command lines for nvcc and the host compiler.
 
-mod compile_support;
-
 use std::path::{Path, PathBuf};
 
-use compile_support::gencode;
+use crate::common::fake_cc::gencode;
 use kbuild::compile::command_for;
 use kbuild::plan::{CompileJob, Lang};
 

@@ -1,14 +1,10 @@
 //! What a user reads when kbuild fails: the message, each cause once, then the hint.
 
-mod support;
-
-use std::process::Command;
-
-use support::{fixture, run};
+use crate::common::kbuild::{fixture, run};
 
 /// stderr of `kbuild ARGS…`, which must fail.
 fn failing(args: &[&str]) -> String {
-    let out = run(Command::new(env!("CARGO_BIN_EXE_kbuild"))
+    let out = run(crate::common::kbuild::bin()
         .args(args)
         .env_remove("VIRTUAL_ENV"));
     assert!(!out.status.success());

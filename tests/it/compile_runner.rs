@@ -1,14 +1,12 @@
 //! The runner: parallel units under a jobs limit, first failure stops the rest, spawn errors.
 
-mod compile_support;
-
 use std::convert::Infallible;
 use std::error::Error as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use compile_support::{FakeCompiler, job, write};
+use crate::common::fake_cc::{FakeCompiler, job, write};
 use kbuild::compile::{CompileError, CompileSettings, compile_all};
 use kbuild::hint::Hint;
 use kbuild::jobs::{JobError, Unit, run_jobs};
@@ -142,7 +140,7 @@ fn compiler_without_depfile_support_is_reported() {
         "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && touch \"$2\"; shift; done\n",
     )
     .unwrap();
-    compile_support::make_executable(&cc);
+    crate::common::fake_cc::make_executable(&cc);
     let err = compile_all(
         &[job(root, &cc, "a.cpp")],
         &settings(root, 1),

@@ -1,9 +1,8 @@
 //! kbuild-hub-server's fidelity, proven by both real clients: what Python's `huggingface_hub`
 //! writes, kbuild (hf-hub crate) reads back identically, and the reverse.
 
-mod publish_support;
-
-use publish_support::{CPU_VARIANT, Hub, project_with_variant};
+use crate::common::hub::Hub;
+use crate::common::variant::{CPU_VARIANT, project_with_variant};
 
 #[test]
 fn python_lfs_upload_is_recognised_as_unchanged_by_kbuild() {

@@ -1,5 +1,4 @@
-//! Helpers shared by the integration tests: the kbuild binary, the project's Python, fixtures.
-#![allow(dead_code)]
+//! The kbuild binary, the project's Python, fixtures: the one place a `kbuild` command is built.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -36,9 +35,14 @@ pub fn cuda_bin() -> PathBuf {
     PathBuf::from(site).join("nvidia/cu13/bin")
 }
 
-/// A `kbuild` command using the test Python.
+/// The `kbuild` binary under test, with nothing set.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kbuild"))
+}
+
+/// A `kbuild -C <project>` command using the test Python.
 pub fn kbuild(project: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kbuild"));
+    let mut cmd = bin();
     cmd.arg("-C").arg(project);
     cmd.env("KBUILD_PYTHON", python());
     cmd.env_remove("VIRTUAL_ENV");

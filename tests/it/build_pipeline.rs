@@ -1,11 +1,9 @@
 //! End to end: `kbuild build` on fixture projects with the real PyPI toolchain, loaded by the
 //! real `kernels` package.
 
-mod support;
-
 use std::path::Path;
 
-use support::{cuda_bin, fixture, kbuild, python_ok, run, stdout_json};
+use crate::common::kbuild::{cuda_bin, fixture, kbuild, python_ok, run, stdout_json};
 
 const CPU_VARIANT_CHECK: &str = r#"
 import pathlib, sys, torch, kernels

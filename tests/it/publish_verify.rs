@@ -1,9 +1,7 @@
 //! Variant verification before publishing (`package::BuiltVariant::read`).
 
-mod publish_support;
-
+use crate::common::variant::{CPU_VARIANT, VariantSpec, redigest, write_variant};
 use kbuild::package::{BuiltVariant, PackageError};
-use publish_support::{CPU_VARIANT, VariantSpec, redigest, write_variant};
 use serde_json::json;
 
 fn variant(spec: VariantSpec<'_>) -> (tempfile::TempDir, std::path::PathBuf) {

@@ -1,6 +1,5 @@
 //! Helpers shared by the compile tests: a fake compiler that records its argv, and job builders.
 // Each test crate uses a different subset.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 

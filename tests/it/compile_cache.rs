@@ -1,10 +1,8 @@
 //! The object cache through a fake compiler: which units run a compiler on a rebuild.
 
-mod compile_support;
-
 use std::path::Path;
 
-use compile_support::{FakeCompiler, job, write};
+use crate::common::fake_cc::{FakeCompiler, job, write};
 use kbuild::compile::{CompileSettings, CompileSummary, compile_all};
 use kbuild::plan::CompileJob;
 use kbuild::report::Recorder;

@@ -1,13 +1,12 @@
 //! End to end: a real CPU kernel is published with `kbuild publish` to the local Hub server,
 //! then a fresh Python process with an empty `HF_HOME` loads it with `kernels.get_kernel`.
 
-mod publish_support;
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 
-use publish_support::{Hub, VariantSpec, python_bin, write_variant};
+use crate::common::hub::Hub;
+use crate::common::kbuild::python;
+use crate::common::variant::{VariantSpec, write_variant};
 
 /// A minimal CPU relu extension: a TORCH_LIBRARY op plus a limited-API `PyInit_<id>`, like the
 /// `.abi3.so` `kbuild build` produces.
@@ -42,7 +41,7 @@ extern "C" PyObject* KB_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) { return PyModu
 
 /// Compile the relu extension as `<id>.abi3.so` with g++ against the test Python's torch.
 fn compile_relu(id: &str, dir: &Path) -> Vec<u8> {
-    let paths = Command::new(python_bin())
+    let paths = Command::new(python())
         .args([
             "-c",
             "import sysconfig, torch.utils.cpp_extension as c\n\
@@ -147,17 +146,17 @@ fn fixture_built_by_kbuild_publishes_and_loads() {
     // A copy outside the git checkout: a dirty checkout would (rightly) need --allow-dirty.
     let out = tempfile::tempdir().unwrap();
     let fixture = out.path().join("relu");
-    support::copy_dir(
+    crate::common::kbuild::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/relu-v5"),
         &fixture,
     );
     let build = out.path().join("build");
-    let status = Command::new(env!("CARGO_BIN_EXE_kbuild"))
+    let status = crate::common::kbuild::bin()
         .arg("-C")
         .arg(&fixture)
         .args(["build", "--backend", "cpu", "--out-dir"])
         .arg(&build)
-        .env("KBUILD_PYTHON", python_bin())
+        .env("KBUILD_PYTHON", python())
         .status()
         .expect("run kbuild build");
     assert!(status.success(), "kbuild build of the fixture failed");

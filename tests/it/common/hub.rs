@@ -1,6 +1,4 @@
-//! Shared pieces of the publish tests: the local Hub server, hand-made build variants, the
-//! kbuild binary and the Python interpreter with `huggingface_hub` and `kernels`.
-#![allow(dead_code)] // each test binary uses a subset
+//! The local Hub server (`kbuild-hub-server`) for the publish tests, and a finished run's output.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -8,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use kernels_data::digest::{Digest, DigestAlgorithm};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The token tests publish with; every test checks it never shows up in output.
 pub const TOKEN: &str = "hf_kbuildTestSecretToken0123456789";
@@ -47,20 +44,6 @@ pub fn server_bin() -> &'static Path {
         assert!(bin.is_file(), "{} missing after build", bin.display());
         bin
     })
-}
-
-/// Python with torch, huggingface_hub and kernels: `KBUILD_TEST_PYTHON`, else
-/// `<repo>/.venv/bin/python`.
-pub fn python_bin() -> PathBuf {
-    let python = std::env::var("KBUILD_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-    assert!(
-        python.is_file(),
-        "no Python at {}: set KBUILD_TEST_PYTHON to a python with torch, huggingface_hub and kernels",
-        python.display()
-    );
-    python
 }
 
 /// A running kbuild-hub-server on a fresh root; killed on drop.
@@ -147,7 +130,7 @@ impl Hub {
 
     pub fn python_with(&self, script: &str, env: &[(&str, &str)]) -> Output {
         let home = tempfile::tempdir().expect("HF_HOME");
-        let out = Command::new(python_bin())
+        let out = Command::new(super::kbuild::python())
             .arg("-c")
             .arg(script)
             .envs(env.iter().copied())
@@ -174,7 +157,7 @@ impl Hub {
 
     pub fn publish_with(&self, build_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
         let project = build_dir.parent().expect("build dir has a parent");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kbuild"));
+        let mut cmd = super::kbuild::bin();
         cmd.arg("-C")
             .arg(project)
             .arg("publish")
@@ -244,105 +227,4 @@ impl Run {
             "the token leaked into the output"
         );
     }
-}
-
-/// Name of the CPU variant for the installed torch (`torch215-cxx11-cpu-x86_64-linux`).
-pub const CPU_VARIANT: &str = "torch215-cxx11-cpu-x86_64-linux";
-
-/// The Python API of the test kernel: `relu(x)` over the `relu(out, input)` op.
-const INIT_PY: &str = r#"import torch
-
-from ._ops import ops
-
-
-def relu(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
-    ops.relu(out, x)
-    return out
-
-
-__all__ = ["relu"]
-"#;
-
-/// A hand-made variant (what `kbuild build` writes): `__init__.py`, `_ops.py`, the extension
-/// and metadata.json with its digest.
-pub struct VariantSpec<'a> {
-    pub dir_name: &'a str,
-    pub kernel_name: &'a str,
-    pub id: &'a str,
-    pub version: usize,
-    pub backend: &'a str,
-    /// Extension bytes (`<id>.abi3.so`); `None` writes a stand-in binary.
-    pub so: Option<Vec<u8>>,
-    pub extra_metadata: Value,
-}
-
-impl Default for VariantSpec<'_> {
-    fn default() -> Self {
-        VariantSpec {
-            dir_name: CPU_VARIANT,
-            kernel_name: "relu",
-            id: "_relu_cpu_abc1234",
-            version: 1,
-            backend: "cpu",
-            so: None,
-            extra_metadata: json!({}),
-        }
-    }
-}
-
-pub fn write_variant(build_dir: &Path, spec: &VariantSpec<'_>) -> PathBuf {
-    let dir = build_dir.join(spec.dir_name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let id = spec.id;
-    std::fs::write(dir.join("__init__.py"), INIT_PY).unwrap();
-    std::fs::write(
-        dir.join("_ops.py"),
-        format!(
-            "import torch\nfrom . import {id}\nops = torch.ops.{id}\n\n\ndef add_op_namespace_prefix(op_name: str):\n    \
-             return f\"{id}::{{op_name}}\"\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("_capabilities.py"),
-        "CAPABILITY_DTYPES: dict[str, tuple[str, ...]] = {}\nPTX_CAPABILITY = None\n",
-    )
-    .unwrap();
-    let so = spec
-        .so
-        .clone()
-        .unwrap_or_else(|| format!("\x7fELF stand-in for {id}\0\0").into_bytes());
-    std::fs::write(dir.join(format!("{id}.abi3.so")), so).unwrap();
-    let mut metadata = json!({
-        "name": spec.kernel_name,
-        "id": id,
-        "version": spec.version,
-        "license": "apache-2.0",
-        "python-depends": [],
-        "backend": {"type": spec.backend},
-    });
-    if let (Some(m), Some(extra)) = (metadata.as_object_mut(), spec.extra_metadata.as_object()) {
-        m.extend(extra.clone());
-    }
-    std::fs::write(dir.join("metadata.json"), metadata.to_string()).unwrap();
-    redigest(&dir);
-    dir
-}
-
-/// Recompute metadata.json's digest after changing a variant's files (what a rebuild does).
-pub fn redigest(dir: &Path) {
-    let path = dir.join("metadata.json");
-    let mut metadata: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let digest = Digest::hash_variant(DigestAlgorithm::SHA256, dir).unwrap();
-    metadata["digest"] = serde_json::to_value(&digest).unwrap();
-    std::fs::write(&path, serde_json::to_string_pretty(&metadata).unwrap()).unwrap();
-}
-
-/// A project directory holding `build/` with one CPU variant.
-pub fn project_with_variant() -> (tempfile::TempDir, PathBuf) {
-    let project = tempfile::tempdir().unwrap();
-    let build = project.path().join("build");
-    write_variant(&build, &VariantSpec::default());
-    (project, build)
 }

@@ -2,11 +2,10 @@
 //! (in a variant, in `benchmarks/`, or as either directory itself) or a FIFO is an error that
 //! names the path, raised before anything is sent to the Hub, with or without `--dry-run`.
 
-mod publish_support;
-
 use std::path::{Path, PathBuf};
 
-use publish_support::{CPU_VARIANT, Hub, Run, project_with_variant, redigest};
+use crate::common::hub::{Hub, Run};
+use crate::common::variant::{CPU_VARIANT, project_with_variant, redigest};
 
 const REPO: &str = "org/relu";
 /// What the fake token file outside the project holds; it must never reach the Hub or the output.

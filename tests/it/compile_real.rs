@@ -1,11 +1,9 @@
 //! The real compilers: g++ (always present here) and the pip nvcc (skipped when absent).
 
-mod compile_support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use compile_support::{gencode, job, write};
+use crate::common::fake_cc::{gencode, job, write};
 use kbuild::compile::{CompileSettings, CompileSummary, compile_all};
 use kbuild::plan::{CompileJob, Lang};
 use kbuild::process::{self, CommandSpec};

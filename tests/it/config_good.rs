@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use kbuild::config::{
     self, Backend, Capability, DType, Edition, Framework, KernelDependency, KernelPin, StableAbi,
@@ -26,7 +26,7 @@ fn version(s: &str) -> Version {
 }
 
 fn kbuild(project: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kbuild"))
+    crate::common::kbuild::bin()
         .arg("-C")
         .arg(project)
         .args(args)
@@ -187,7 +187,7 @@ fn check_config_prints_a_one_line_summary() {
 
 #[test]
 fn check_config_shows_the_manifest_relative_to_the_working_directory() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kbuild"))
+    let out = crate::common::kbuild::bin()
         .arg("check-config")
         .current_dir(fixture("v4"))
         .output()
@@ -358,7 +358,7 @@ const TORCH: &str = "\n[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n";
 
 /// `kbuild check-config` stderr with the temp dir replaced, for warning snapshots.
 fn check_config_stderr(dir: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kbuild"))
+    let out = crate::common::kbuild::bin()
         .arg("check-config")
         .current_dir(dir)
         .env("NO_COLOR", "1")
@@ -485,7 +485,7 @@ fn build_refuses_a_tvm_ffi_project_with_one_error() {
             ("tvm-ffi-ext/tiny/__init__.py", ""),
         ],
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_kbuild"))
+    let out = crate::common::kbuild::bin()
         .args(["build", "--dry-run"])
         .current_dir(dir.path())
         .env("NO_COLOR", "1")

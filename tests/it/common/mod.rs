@@ -1,0 +1,7 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)] // each test module uses a subset
+
+pub mod fake_cc;
+pub mod hub;
+pub mod kbuild;
+pub mod variant;

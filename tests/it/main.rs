@@ -1,0 +1,19 @@
+//! kbuild's integration tests: one crate, one binary; `common` holds what they share.
+
+mod common;
+
+mod build_pipeline;
+mod compile_cache;
+mod compile_command;
+mod compile_real;
+mod compile_runner;
+mod config_bad;
+mod config_good;
+mod error_output;
+mod generated_files;
+mod module_graph;
+mod publish_cli;
+mod publish_e2e;
+mod publish_links;
+mod publish_server;
+mod publish_verify;
