@@ -56,8 +56,11 @@ __device__ __forceinline__ float round_to(float f) {
 // ---- q/k RMSNorm + RoPE ------------------------------------------------------------------
 // Block (s, chunk): token s, batch entries 2 * chunk and 2 * chunk + 1. Row slot r: tensor
 // r & 1 (q, k), batch entry r >> 1. Each thread owns VPT vectors of every row.
+// At most 512 threads: four rows of VPT vectors plus the table stay in registers.
+constexpr int kQkMaxThreads = 512;
+
 template <typename T, typename C, int VPT>
-__global__ void __launch_bounds__(1024) qk_norm_rope_kernel(const QkNormRopeParams p) {
+__global__ void __launch_bounds__(kQkMaxThreads) qk_norm_rope_kernel(const QkNormRopeParams p) {
   constexpr int N = kVec<T>;
   constexpr int R = 4;
   __shared__ float scratch[32 * R];
@@ -206,9 +209,9 @@ void launch_qk_typed(const QkNormRopeParams& p, cudaStream_t stream) {
                    p.q_seq_stride % N == 0 && p.k_batch_stride % N == 0 && p.k_seq_stride % N == 0;
   const dim3 grid(static_cast<unsigned>(p.seq), static_cast<unsigned>((p.batch + 1) / 2));
   auto threads_for = [&](int vpt) { return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32); };
-  if (vec && nvec <= 1024) {
+  if (vec && nvec <= kQkMaxThreads) {
     qk_norm_rope_kernel<T, C, 1><<<grid, threads_for(1), 0, stream>>>(p);
-  } else if (vec && nvec <= 2048) {
+  } else if (vec && nvec <= 2 * kQkMaxThreads) {
     qk_norm_rope_kernel<T, C, 2><<<grid, threads_for(2), 0, stream>>>(p);
   } else {
     const dim3 sgrid(static_cast<unsigned>(p.seq), static_cast<unsigned>(2 * p.batch));
@@ -242,9 +245,12 @@ __global__ void __launch_bounds__(kFlatThreads) residual_flat_kernel(const Resid
   store16(static_cast<T*>(p.h_out) + static_cast<int64_t>(e) * N, pack<T>(h));
 }
 
-// AdaLn: one block per row, VPT vectors per thread kept in registers across the reduction.
+// AdaLn: one block per row, VPT vectors per thread kept in registers across the reduction
+// (VPT 8: up to 256 threads, so that the register cap leaves room for three rows of 8).
+constexpr int residual_max_threads(int vpt) { return vpt < 8 ? kResidualRowThreads : 256; }
+
 template <typename T, int VPT>
-__global__ void __launch_bounds__(1024) residual_adaln_kernel(const ResidualParams p) {
+__global__ void __launch_bounds__(residual_max_threads(VPT)) residual_adaln_kernel(const ResidualParams p) {
   constexpr int N = kVec<T>;
   __shared__ float scratch[32];
   const uint32_t row = blockIdx.x;
@@ -374,7 +380,7 @@ void launch_residual_typed(const ResidualParams& p, cudaStream_t stream) {
     residual_adaln_kernel<T, 2><<<rows, threads_for(2), 0, stream>>>(p);
   } else if (vec && nvec <= 4 * kResidualRowThreads) {
     residual_adaln_kernel<T, 4><<<rows, threads_for(4), 0, stream>>>(p);
-  } else if (vec && nvec <= 8 * 1024) {
+  } else if (vec && nvec <= 8 * residual_max_threads(8)) {
     residual_adaln_kernel<T, 8><<<rows, threads_for(8), 0, stream>>>(p);
   } else {
     residual_scalar_kernel<T><<<rows, 256, 0, stream>>>(p);
