@@ -18,6 +18,7 @@ full`) or of each transformer block (`--compile regional`, diffusers' compile_re
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -87,9 +88,14 @@ def mochi_model_and_inputs(batch):
     from diffusers import MochiTransformer3DModel
 
     torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = MochiTransformer3DModel()
-    model = model.to(torch.bfloat16).eval()
+    # 10 B parameters: built in bf16 on the GPU directly (no float32 copy).
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("cuda"):
+            model = MochiTransformer3DModel()
+    finally:
+        torch.set_default_dtype(torch.float32)
+    model = model.eval()
     f, h, w = MOCHI_LATENT
     g = torch.Generator(device="cuda").manual_seed(1)
     inputs = dict(
@@ -120,6 +126,9 @@ def uncompile(blocks):
 
 
 def run_model(name, lk, args):
+    torch._dynamo.reset()
+    gc.collect()
+    torch.cuda.empty_cache()
     model, inputs, blocks = MODELS[name](args.batch)
     params = sum(p.numel() for p in model.parameters()) / 1e9
     iters = args.iters if name == "ltx" else args.mochi_iters
@@ -136,13 +145,32 @@ def run_model(name, lk, args):
                          first_call_s=first_s, out=out))
         print(f"  {name} {label}: {rows[-1]['ms']:.2f} ms (first call {first_s:.1f} s)", flush=True)
 
+    def profile(label, fn):
+        if not args.profile:
+            return
+        from torch.profiler import ProfilerActivity, profile as prof
+
+        with torch.no_grad(), prof(activities=[ProfilerActivity.CUDA]) as p:
+            fn(**inputs)
+            torch.cuda.synchronize()
+        table = p.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=90)
+        with open(args.profile, "a") as f:
+            f.write(f"\n=== {name} {label}: one forward\n{table}\n")
+
+    how = args.compile if name == "ltx" else args.mochi_compile
     measure("eager", model)
-    measure("torch.compile", compile_model(model, blocks, args.compile))
+    profile("eager", model)
+    compiled = compile_model(model, blocks, how)
+    measure("torch.compile", compiled)
+    profile("torch.compile", compiled)
     uncompile(blocks)
     counts = lk.patch_transformer(model)
     print(f"  {name} patch_transformer: {counts}", flush=True)
     measure("eager + kernels", model)
-    measure("torch.compile + kernels", compile_model(model, blocks, args.compile))
+    profile("eager + kernels", model)
+    compiled = compile_model(model, blocks, how)
+    measure("torch.compile + kernels", compiled)
+    profile("torch.compile + kernels", compiled)
     uncompile(blocks)
 
     eager = rows[0]
@@ -154,30 +182,43 @@ def run_model(name, lk, args):
     eager.pop("out")
     del model
     torch.cuda.empty_cache()
-    return dict(model=name, params_b=params, counts=counts, rows=rows)
+    return dict(model=name, params_b=params, counts=counts, rows=rows, compile=how)
 
 
 # ---- the LTX block's pieces on their own -------------------------------------------------------
 
 
-def time_rounds(impls, rounds=15, iters=20, warmup=3, seed=0):
-    """{name: fn} -> {name: median ms per call}, rounds interleaved in shuffled order."""
+def time_rounds(impls, rounds=15, replays=5, calls=10, seed=0):
+    """{name: fn} -> {name: median ms per call}. Each fn is captured `calls` times into a CUDA
+    graph (device time only: a compiled function's guard checks and every Python launch cost
+    stay out), then the graphs are replayed in interleaved rounds of shuffled order."""
+    graphs = {}
+    for n, fn in impls.items():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                fn()
+        graphs[n] = g
     rng = random.Random(seed)
     names = list(impls)
     times = {n: [] for n in names}
     for _ in range(rounds):
         rng.shuffle(names)
         for n in names:
-            fn = impls[n]
-            for _ in range(warmup):
-                fn()
+            graphs[n].replay()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
-            for _ in range(iters):
-                fn()
+            for _ in range(replays):
+                graphs[n].replay()
             b.record()
             b.synchronize()
-            times[n].append(a.elapsed_time(b) / iters)
+            times[n].append(a.elapsed_time(b) / (replays * calls))
     return {n: statistics.median(t) for n, t in times.items()}
 
 
@@ -279,7 +320,8 @@ def ltx_pieces(lk, batch):
 
 
 def print_table(result):
-    print(f"\n### {result['model']} ({result['params_b']:.2f} B parameters), patched: {result['counts']}")
+    print(f"\n### {result['model']} ({result['params_b']:.2f} B parameters, compile: {result['compile']}), "
+          f"patched: {result['counts']}")
     print("| configuration | ms / step (median) | min | vs eager | vs torch.compile | rel err vs eager |")
     print("|---|---|---|---|---|---|")
     for r in result["rows"]:
@@ -296,8 +338,11 @@ def main():
     ap.add_argument("--mochi-iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--compile", choices=["full", "regional"], default="full")
+    ap.add_argument("--mochi-compile", choices=["full", "regional"], default="regional",
+                    help="Mochi's attention breaks the graph (torch.nonzero) in every block anyway")
     ap.add_argument("--ops", action="store_true", help="time the LTX block's pieces first")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--profile", type=Path, default=None, help="append a kernel profile of one forward per configuration")
     args = ap.parse_args()
 
     import kernels
