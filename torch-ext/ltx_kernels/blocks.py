@@ -13,8 +13,8 @@ LTX-Video (``LTXVideoTransformerBlock``), per block:
 - feed-forward ``proj`` + GELU-tanh: :func:`linear_gelu_tanh` (the GELU in the GEMM epilogue);
 - ``h + ff * gate_mlp``: :func:`gated_residual`.
 
-``LTXVideoRotaryPosEmbed`` is patched to compute its tables for one batch entry and expand
-them (stride 0) when every entry's grid is the same, so the tables are built and read once.
+``LTXVideoRotaryPosEmbed`` is patched to compute its tables for one batch entry when every
+entry's grid is the same, so the tables are built once and read once per token.
 
 Mochi (``MochiTransformerBlock``): both residual tanh-gated RMSNorms of each stream are
 :func:`fused_residual_gated_rms_norm`, and the modulated RMSNorms of ``norm1``/``norm3`` (no
@@ -251,20 +251,21 @@ def ltx_rope_forward(
     rope_interpolation_scale=None,
     video_coords=None,
 ):
-    """``LTXVideoRotaryPosEmbed.forward`` for one batch entry, expanded over the batch: without
-    ``video_coords`` every entry's grid is the same (scalar interpolation scales)."""
-    batch = hidden_states.size(0)
+    """``LTXVideoRotaryPosEmbed.forward`` for one batch entry: without ``video_coords`` every
+    entry's grid is the same (scalar interpolation scales), so the ``[1, S, D]`` tables are
+    returned as they are. They broadcast wherever diffusers applies them, and left unexpanded
+    torch.compile keeps them one buffer (an expanded view made inductor copy the table for
+    its consumers)."""
     scalar_scale = rope_interpolation_scale is None or all(
         not torch.is_tensor(v) or v.dim() == 0 for v in rope_interpolation_scale
     )
-    if video_coords is not None or batch == 1 or not scalar_scale:
+    if video_coords is not None or not scalar_scale:
         return self._ltx_unpatched_forward(
             hidden_states, num_frames, height, width, rope_interpolation_scale, video_coords
         )
-    cos, sin = self._ltx_unpatched_forward(
+    return self._ltx_unpatched_forward(
         hidden_states[:1], num_frames, height, width, rope_interpolation_scale, None
     )
-    return cos.expand(batch, -1, -1), sin.expand(batch, -1, -1)
 
 
 def _patch_ltx_rope(module: nn.Module) -> bool:
