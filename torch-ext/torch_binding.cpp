@@ -504,6 +504,11 @@ at::Tensor linear_gelu_tanh(const at::Tensor& x, const at::Tensor& weight,
   return at::gelu(at::mm(x2, weight.t()), "tanh").view(shape);
 }
 
+// A contiguous copy of x. As a registered op it is opaque to torch.compile: the copy is one
+// buffer that every consumer reads, where inductor would otherwise recompute a cheap view
+// chain (e.g. LTX's RoPE tables: cat + repeat_interleave) once per consumer.
+at::Tensor materialize(const at::Tensor& x) { return x.clone(at::MemoryFormat::Contiguous); }
+
 }  // namespace ltx_binding
 
 #if defined(CUDA_KERNEL)
@@ -544,6 +549,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
       "residual_adaln(Tensor h, Tensor y, Tensor? gate, Tensor scale, Tensor shift, "
       "Tensor? weight, float eps) -> (Tensor, Tensor)");
   ops.def("linear_gelu_tanh(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
+  ops.def("materialize(Tensor x) -> Tensor");
 
   ops.impl("rms_norm", LTX_DEVICE, &rms_norm);
   ops.impl("rms_norm_out", LTX_DEVICE, &rms_norm_out);
@@ -561,6 +567,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("gated_residual", LTX_DEVICE, &gated_residual);
   ops.impl("residual_adaln", LTX_DEVICE, &residual_adaln);
   ops.impl("linear_gelu_tanh", LTX_DEVICE, &linear_gelu_tanh);
+  ops.impl("materialize", LTX_DEVICE, &materialize);
 }
 
 REGISTER_EXTENSION(TORCH_EXTENSION_NAME)

@@ -52,5 +52,6 @@ std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at:
                                                   double eps);
 at::Tensor linear_gelu_tanh(const at::Tensor& x, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias);
+at::Tensor materialize(const at::Tensor& x);
 
 }  // namespace ltx_binding

@@ -49,6 +49,7 @@ def cases(m, dev):
             (x, res, gate, gate),
         ),
         "linear_gelu_tanh": (lambda a, b: m.linear_gelu_tanh(a, b, w[:128]) + 1, (x, lin_w)),
+        "materialize": (lambda c: m.materialize(c.repeat_interleave(2, -1)) * 2, (cos,)),
     }
 
 
@@ -69,6 +70,7 @@ def cases(m, dev):
         "gated_residual",
         "residual_adaln",
         "linear_gelu_tanh",
+        "materialize",
     ],
 )
 def test_op_compiles_fullgraph_and_matches_eager(lk, name):

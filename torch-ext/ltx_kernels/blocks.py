@@ -40,6 +40,7 @@ from .functional import (
     fused_residual_gated_rms_norm,
     gated_residual,
     linear_gelu_tanh,
+    materialize,
     qk_norm_rope,
     residual_adaln,
     rms_norm,
@@ -253,9 +254,9 @@ def ltx_rope_forward(
 ):
     """``LTXVideoRotaryPosEmbed.forward`` for one batch entry: without ``video_coords`` every
     entry's grid is the same (scalar interpolation scales), so the ``[1, S, D]`` tables are
-    returned as they are. They broadcast wherever diffusers applies them, and left unexpanded
-    torch.compile keeps them one buffer (an expanded view made inductor copy the table for
-    its consumers)."""
+    returned unexpanded (they broadcast wherever diffusers applies them) and through
+    :func:`materialize`, so that under torch.compile all blocks read one table (inductor
+    recomputed the table's view chain for each block's :func:`qk_norm_rope`)."""
     scalar_scale = rope_interpolation_scale is None or all(
         not torch.is_tensor(v) or v.dim() == 0 for v in rope_interpolation_scale
     )
@@ -263,9 +264,12 @@ def ltx_rope_forward(
         return self._ltx_unpatched_forward(
             hidden_states, num_frames, height, width, rope_interpolation_scale, video_coords
         )
-    return self._ltx_unpatched_forward(
+    cos, sin = self._ltx_unpatched_forward(
         hidden_states[:1], num_frames, height, width, rope_interpolation_scale, None
     )
+    if not _runs_here(cos):
+        return cos, sin
+    return materialize(cos), materialize(sin)
 
 
 def _patch_ltx_rope(module: nn.Module) -> bool:

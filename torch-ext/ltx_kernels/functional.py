@@ -37,6 +37,7 @@ _qk_norm_rope = ops.qk_norm_rope.default
 _gated_residual = ops.gated_residual.default
 _residual_adaln = ops.residual_adaln.default
 _linear_gelu_tanh = ops.linear_gelu_tanh.default
+_materialize = ops.materialize.default
 
 
 def _check_dtype(x: torch.Tensor, op: str) -> None:
@@ -253,6 +254,12 @@ def linear_gelu_tanh(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     return _linear_gelu_tanh(x, weight, bias)
 
 
+def materialize(x: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of ``x`` that ``torch.compile`` keeps as one buffer: inductor would
+    otherwise recompute a cheap view chain (LTX's RoPE tables) for each custom-op consumer."""
+    return _materialize(x)
+
+
 def rope_3d_tables(
     num_frames: int,
     height: int,
@@ -320,6 +327,7 @@ torch.library.register_fake(add_op_namespace_prefix("qk_norm_rope"))(_two_like)
 torch.library.register_fake(add_op_namespace_prefix("gated_residual"))(_same_shape)
 torch.library.register_fake(add_op_namespace_prefix("residual_adaln"))(_two_like)
 torch.library.register_fake(add_op_namespace_prefix("linear_gelu_tanh"))(_linear_fake)
+torch.library.register_fake(add_op_namespace_prefix("materialize"))(_same_shape)
 
 for _name, _fake in [
     ("rms_norm", _same_shape),
