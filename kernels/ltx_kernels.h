@@ -78,8 +78,64 @@ struct ActParams {
   void* out = nullptr;  // contiguous [rows, d]
 };
 
+// LTX-Video attention prologue: q and k each RMS-normalized across all heads (one row of
+// `width` = heads * head_dim per token, weight of [width]), each rounded to the dtype as the
+// separate norm would, then rotated by the interleaved-pair RoPE with full-width tables.
+// One pass reads q, k and the table row of a token once for every batch that shares it.
+struct QkNormRopeParams {
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::ScalarType table_dtype = c10::ScalarType::Float;
+  int device_index = -1;
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t width = 0;
+  float eps = 1e-5f;
+  const void* q = nullptr;  // row (b, s) at b * q_batch_stride + s * q_seq_stride
+  int64_t q_batch_stride = 0;
+  int64_t q_seq_stride = 0;
+  const void* k = nullptr;
+  int64_t k_batch_stride = 0;
+  int64_t k_seq_stride = 0;
+  const void* q_weight = nullptr;  // contiguous [width] or nullptr
+  const void* k_weight = nullptr;
+  void* q_out = nullptr;  // contiguous [batch, seq, width]
+  void* k_out = nullptr;
+  const void* cos = nullptr;  // contiguous [table_batch, seq, width]
+  const void* sin = nullptr;
+  int64_t table_batch = 1;  // 1 (shared by the batch) or batch
+};
+
+// Residual updates of a transformer block, over rows of a [rows, hidden] view:
+//   h_out = h + y * gate              (gate absent: h + y)
+//   norm_out = rms_norm(h_out) * weight * (1 + scale) + shift    (ResidualAdaLn only)
+// h_out is rounded to the dtype before its statistics are taken, as when the two steps run
+// separately.
+enum class ResidualKind : int {
+  Gated = 0,
+  AdaLn = 1,
+};
+
+struct ResidualParams {
+  ResidualKind kind = ResidualKind::Gated;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  int device_index = -1;
+  int64_t rows = 0;
+  int64_t hidden = 0;
+  float eps = 1e-6f;
+  RowMap h;
+  RowMap y;
+  RowMap gate;  // ptr == nullptr: no gate
+  RowMap scale;  // AdaLn
+  RowMap shift;  // AdaLn
+  const void* weight = nullptr;  // AdaLn: contiguous [hidden] or nullptr
+  void* h_out = nullptr;     // contiguous [rows, hidden]
+  void* norm_out = nullptr;  // AdaLn: contiguous [rows, hidden]
+};
+
 void launch_norm(const NormParams& p);
 void launch_rope(const RopeParams& p);
 void launch_activation(const ActParams& p);
+void launch_qk_norm_rope(const QkNormRopeParams& p);
+void launch_residual(const ResidualParams& p);
 
 }  // namespace ltx

@@ -3,7 +3,11 @@
 // (kernels/ltx_kernels.h) and calls the backend's launch_* (CUDA kernels in the cuda variant,
 // C++ loops in the cpu variant), registered under the matching dispatch key.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/_addmm_activation.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/mm.h>
 #include <torch/library.h>
 
 #include <string>
@@ -335,6 +339,176 @@ at::Tensor gelu_tanh(const at::Tensor& x) {
   return out;
 }
 
+// The [batch, seq, width] layout of a q or k operand: last dim contiguous (else copied).
+struct SeqRows {
+  at::Tensor t;
+  int64_t batch_stride;
+  int64_t seq_stride;
+};
+
+SeqRows seq_rows(const at::Tensor& x) {
+  at::Tensor t = x.stride(-1) == 1 || x.size(-1) <= 1 ? x : x.contiguous();
+  return {t, t.size(0) > 1 ? t.stride(0) : 0, t.size(1) > 1 ? t.stride(1) : 0};
+}
+
+std::tuple<at::Tensor, at::Tensor> qk_norm_rope(const at::Tensor& q, const at::Tensor& k,
+                                                const std::optional<at::Tensor>& q_weight,
+                                                const std::optional<at::Tensor>& k_weight,
+                                                const at::Tensor& cos_in, const at::Tensor& sin_in,
+                                                double eps) {
+  const char* op = "qk_norm_rope";
+  check_x(q, op);
+  check_operand(k, q, op, "k");
+  TORCH_CHECK(q.dim() == 3 && k.sizes() == q.sizes(), "ltx_kernels.qk_norm_rope: q and k must ",
+              "both be [batch, seq, heads * head_dim], got ", q.sizes(), " and ", k.sizes());
+  const int64_t batch = q.size(0);
+  const int64_t seq = q.size(1);
+  const int64_t width = q.size(2);
+  TORCH_CHECK(width % 2 == 0, "ltx_kernels.qk_norm_rope: the width must be even, got ", width);
+  const auto wq = checked_weight(q_weight, q, op);
+  const auto wk = checked_weight(k_weight, q, op);
+  TORCH_CHECK(cos_in.sizes() == sin_in.sizes() && cos_in.scalar_type() == sin_in.scalar_type(),
+              "ltx_kernels.qk_norm_rope: cos and sin must have the same shape and dtype, got ",
+              cos_in.sizes(), " ", cos_in.scalar_type(), " and ", sin_in.sizes(), " ",
+              sin_in.scalar_type());
+  TORCH_CHECK(cos_in.device() == q.device(), "ltx_kernels.qk_norm_rope: cos/sin are on ",
+              cos_in.device(), " but q is on ", q.device());
+  TORCH_CHECK(cos_in.scalar_type() == at::kFloat || cos_in.scalar_type() == q.scalar_type(),
+              "ltx_kernels.qk_norm_rope: cos/sin must be float32 or the dtype of q (",
+              q.scalar_type(), "), got ", cos_in.scalar_type());
+  at::Tensor cos = cos_in.dim() == 2 ? cos_in.unsqueeze(0) : cos_in;
+  at::Tensor sin = sin_in.dim() == 2 ? sin_in.unsqueeze(0) : sin_in;
+  TORCH_CHECK(cos.dim() == 3 && (cos.size(0) == 1 || cos.size(0) == batch) &&
+                  cos.size(1) == seq && cos.size(2) == width,
+              "ltx_kernels.qk_norm_rope: cos/sin of shape ", cos_in.sizes(), " do not fit q of ",
+              "shape ", q.sizes(), " (expected [seq, width] or [batch or 1, seq, width])");
+  // A table expanded over the batch (stride 0) is one shared table.
+  const bool shared = cos.size(0) == 1 || (cos.stride(0) == 0 && sin.stride(0) == 0);
+  if (shared) {
+    cos = cos.select(0, 0).unsqueeze(0);
+    sin = sin.select(0, 0).unsqueeze(0);
+  }
+  cos = cos.contiguous();
+  sin = sin.contiguous();
+
+  at::Tensor q_out = at::empty(q.sizes(), q.options());
+  at::Tensor k_out = at::empty(q.sizes(), q.options());
+  const SeqRows qr = seq_rows(q);
+  const SeqRows kr = seq_rows(k);
+  ltx::QkNormRopeParams p;
+  p.dtype = q.scalar_type();
+  p.table_dtype = cos.scalar_type();
+  p.device_index = device_index(q);
+  p.batch = batch;
+  p.seq = seq;
+  p.width = width;
+  p.eps = static_cast<float>(eps);
+  p.q = qr.t.data_ptr();
+  p.q_batch_stride = qr.batch_stride;
+  p.q_seq_stride = qr.seq_stride;
+  p.k = kr.t.data_ptr();
+  p.k_batch_stride = kr.batch_stride;
+  p.k_seq_stride = kr.seq_stride;
+  p.q_weight = wq.has_value() ? wq->data_ptr() : nullptr;
+  p.k_weight = wk.has_value() ? wk->data_ptr() : nullptr;
+  p.q_out = q_out.data_ptr();
+  p.k_out = k_out.data_ptr();
+  p.cos = cos.data_ptr();
+  p.sin = sin.data_ptr();
+  p.table_batch = cos.size(0) == 1 || batch == 1 ? 1 : batch;
+  ltx::launch_qk_norm_rope(p);
+  return {q_out, k_out};
+}
+
+ltx::ResidualParams residual_params(ltx::ResidualKind kind, const at::Tensor& h_in,
+                                    const at::Tensor& y, const std::optional<at::Tensor>& gate,
+                                    const at::Tensor& h_out, const char* op, at::Tensor (&keep)[3]) {
+  check_x(h_in, op);
+  check_operand(y, h_in, op, "y");
+  TORCH_CHECK(y.sizes() == h_in.sizes(), "ltx_kernels.", op, ": y must have the shape of h ",
+              h_in.sizes(), ", got ", y.sizes());
+  ltx::ResidualParams p;
+  p.kind = kind;
+  p.dtype = h_in.scalar_type();
+  p.device_index = device_index(h_in);
+  p.hidden = h_in.size(-1);
+  p.rows = p.hidden == 0 ? 0 : h_in.numel() / p.hidden;
+  p.h_out = h_out.data_ptr();
+  if (p.rows == 0) return p;
+  keep[0] = h_in;
+  p.h = rows_of(keep[0]);
+  keep[1] = y;
+  p.y = rows_of(keep[1]);
+  if (gate.has_value() && gate->defined()) p.gate = cond_rows(*gate, h_in, op, "gate", keep[2]);
+  return p;
+}
+
+at::Tensor gated_residual(const at::Tensor& h, const at::Tensor& y,
+                          const std::optional<at::Tensor>& gate) {
+  check_x(h, "gated_residual");
+  at::Tensor out = at::empty(h.sizes(), h.options());
+  at::Tensor keep[3];
+  const auto p = residual_params(ltx::ResidualKind::Gated, h, y, gate, out, "gated_residual", keep);
+  ltx::launch_residual(p);
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at::Tensor& y,
+                                                  const std::optional<at::Tensor>& gate,
+                                                  const at::Tensor& scale, const at::Tensor& shift,
+                                                  const std::optional<at::Tensor>& weight,
+                                                  double eps) {
+  const char* op = "residual_adaln";
+  check_x(h, op);
+  at::Tensor h_out = at::empty(h.sizes(), h.options());
+  at::Tensor norm_out = at::empty(h.sizes(), h.options());
+  at::Tensor keep[3];
+  auto p = residual_params(ltx::ResidualKind::AdaLn, h, y, gate, h_out, op, keep);
+  const auto w = checked_weight(weight, h, op);
+  p.norm_out = norm_out.data_ptr();
+  p.weight = w.has_value() ? w->data_ptr() : nullptr;
+  p.eps = static_cast<float>(eps);
+  at::Tensor keep_s, keep_b;
+  if (p.rows > 0) {
+    p.scale = cond_rows(scale, h, op, "scale", keep_s);
+    p.shift = cond_rows(shift, h, op, "shift", keep_b);
+  }
+  ltx::launch_residual(p);
+  return {h_out, norm_out};
+}
+
+// gelu_tanh(x @ weight.T + bias) with the GELU in the GEMM's epilogue: at::_addmm_activation
+// (cuBLASLt's GELU_BIAS epilogue on CUDA; addmm + tanh gelu on CPU). A registered op of its own, so
+// that torch.compile keeps the fused call rather than decomposing it into addmm + gelu.
+at::Tensor linear_gelu_tanh(const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias) {
+  const char* op = "linear_gelu_tanh";
+  check_x(x, op);
+  check_operand(weight, x, op, "weight");
+  TORCH_CHECK(weight.dim() == 2 && weight.size(1) == x.size(-1), "ltx_kernels.linear_gelu_tanh: ",
+              "weight must be [out_features, ", x.size(-1), "], got ", weight.sizes());
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = weight.size(0);
+  const at::Tensor x2 = x.reshape({-1, x.size(-1)});
+  if (bias.has_value() && bias->defined()) {
+    check_operand(*bias, x, op, "bias");
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), "ltx_kernels.",
+                "linear_gelu_tanh: bias must be [", weight.size(0), "], got ", bias->sizes());
+    if (x.is_cuda()) {
+      return at::_addmm_activation(bias->contiguous(), x2, weight.t(), 1, 1, /*use_gelu=*/true)
+          .view(shape);
+    }
+    // The CPU _addmm_activation applies the erf GELU, not the tanh form.
+    return at::gelu(at::addmm(*bias, x2, weight.t()), "tanh").view(shape);
+  }
+  return at::gelu(at::mm(x2, weight.t()), "tanh").view(shape);
+}
+
+// A contiguous copy of x. As a registered op it is opaque to torch.compile: the copy is one
+// buffer that every consumer reads, where inductor would otherwise recompute a cheap view
+// chain (e.g. LTX's RoPE tables: cat + repeat_interleave) once per consumer.
+at::Tensor materialize(const at::Tensor& x) { return x.clone(at::MemoryFormat::Contiguous); }
+
 }  // namespace ltx_binding
 
 #if defined(CUDA_KERNEL)
@@ -367,6 +541,15 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("geglu_out(Tensor(a!) out, Tensor x) -> ()");
   ops.def("gelu_tanh(Tensor x) -> Tensor");
   ops.def("gelu_tanh_out(Tensor(a!) out, Tensor x) -> ()");
+  ops.def(
+      "qk_norm_rope(Tensor q, Tensor k, Tensor? q_weight, Tensor? k_weight, Tensor cos, "
+      "Tensor sin, float eps) -> (Tensor, Tensor)");
+  ops.def("gated_residual(Tensor h, Tensor y, Tensor? gate) -> Tensor");
+  ops.def(
+      "residual_adaln(Tensor h, Tensor y, Tensor? gate, Tensor scale, Tensor shift, "
+      "Tensor? weight, float eps) -> (Tensor, Tensor)");
+  ops.def("linear_gelu_tanh(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
+  ops.def("materialize(Tensor x) -> Tensor");
 
   ops.impl("rms_norm", LTX_DEVICE, &rms_norm);
   ops.impl("rms_norm_out", LTX_DEVICE, &rms_norm_out);
@@ -380,6 +563,11 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("geglu_out", LTX_DEVICE, &geglu_out);
   ops.impl("gelu_tanh", LTX_DEVICE, &gelu_tanh);
   ops.impl("gelu_tanh_out", LTX_DEVICE, &gelu_tanh_out);
+  ops.impl("qk_norm_rope", LTX_DEVICE, &qk_norm_rope);
+  ops.impl("gated_residual", LTX_DEVICE, &gated_residual);
+  ops.impl("residual_adaln", LTX_DEVICE, &residual_adaln);
+  ops.impl("linear_gelu_tanh", LTX_DEVICE, &linear_gelu_tanh);
+  ops.impl("materialize", LTX_DEVICE, &materialize);
 }
 
 REGISTER_EXTENSION(TORCH_EXTENSION_NAME)

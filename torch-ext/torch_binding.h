@@ -6,6 +6,7 @@
 #include <c10/util/string_view.h>
 
 #include <optional>
+#include <tuple>
 
 namespace ltx_binding {
 
@@ -35,5 +36,22 @@ void geglu_out(at::Tensor& out, const at::Tensor& x);
 
 at::Tensor gelu_tanh(const at::Tensor& x);
 void gelu_tanh_out(at::Tensor& out, const at::Tensor& x);
+
+// LTX-Video block fusions (kernels/cuda/block.cu).
+std::tuple<at::Tensor, at::Tensor> qk_norm_rope(const at::Tensor& q, const at::Tensor& k,
+                                                const std::optional<at::Tensor>& q_weight,
+                                                const std::optional<at::Tensor>& k_weight,
+                                                const at::Tensor& cos, const at::Tensor& sin,
+                                                double eps);
+at::Tensor gated_residual(const at::Tensor& h, const at::Tensor& y,
+                          const std::optional<at::Tensor>& gate);
+std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at::Tensor& y,
+                                                  const std::optional<at::Tensor>& gate,
+                                                  const at::Tensor& scale, const at::Tensor& shift,
+                                                  const std::optional<at::Tensor>& weight,
+                                                  double eps);
+at::Tensor linear_gelu_tanh(const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias);
+at::Tensor materialize(const at::Tensor& x);
 
 }  // namespace ltx_binding

@@ -133,6 +133,79 @@ void activation_rows(const ActParams& p) {
   });
 }
 
+// Rounds f to T and back, as a separate op writing T would.
+template <typename T>
+float round_to(float f) {
+  return static_cast<float>(static_cast<T>(f));
+}
+
+template <typename T, typename C>
+void qk_norm_rope_rows(const QkNormRopeParams& p) {
+  const int64_t w = p.width;
+  // Task = (tensor, batch entry, token).
+  at::parallel_for(0, 2 * p.batch * p.seq, grain(w), [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const bool is_k = task / (p.batch * p.seq) == 1;
+      const int64_t r = task % (p.batch * p.seq);
+      const int64_t b = r / p.seq;
+      const int64_t s = r % p.seq;
+      const T* x = is_k ? static_cast<const T*>(p.k) + b * p.k_batch_stride + s * p.k_seq_stride
+                        : static_cast<const T*>(p.q) + b * p.q_batch_stride + s * p.q_seq_stride;
+      const T* wt = static_cast<const T*>(is_k ? p.k_weight : p.q_weight);
+      T* out = static_cast<T*>(is_k ? p.k_out : p.q_out) + r * w;
+      const int64_t toff = ((p.table_batch == 1 ? 0 : b) * p.seq + s) * w;
+      const C* c = static_cast<const C*>(p.cos) + toff;
+      const C* sn = static_cast<const C*>(p.sin) + toff;
+      float acc = 0.0f;
+      for (int64_t i = 0; i < w; ++i) acc += static_cast<float>(x[i]) * static_cast<float>(x[i]);
+      const float rstd = 1.0f / std::sqrt(acc / static_cast<float>(w) + p.eps);
+      for (int64_t i = 0; i < w; i += 2) {
+        float n0 = static_cast<float>(x[i]) * rstd;
+        float n1 = static_cast<float>(x[i + 1]) * rstd;
+        if (wt != nullptr) {
+          n0 *= static_cast<float>(wt[i]);
+          n1 *= static_cast<float>(wt[i + 1]);
+        }
+        n0 = round_to<T>(n0);
+        n1 = round_to<T>(n1);
+        out[i] = static_cast<T>(n0 * static_cast<float>(c[i]) - n1 * static_cast<float>(sn[i]));
+        out[i + 1] = static_cast<T>(n1 * static_cast<float>(c[i + 1]) + n0 * static_cast<float>(sn[i + 1]));
+      }
+    }
+  });
+}
+
+template <typename T>
+void residual_rows(const ResidualParams& p) {
+  const int64_t h = p.hidden;
+  const T* wt = static_cast<const T*>(p.weight);
+  at::parallel_for(0, p.rows, grain(h), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* x = static_cast<const T*>(p.h.ptr) + row_offset(p.h, r);
+      const T* y = static_cast<const T*>(p.y.ptr) + row_offset(p.y, r);
+      const T* g = p.gate.ptr != nullptr ? static_cast<const T*>(p.gate.ptr) + row_offset(p.gate, r) : nullptr;
+      T* hout = static_cast<T*>(p.h_out) + r * h;
+      float acc = 0.0f;
+      for (int64_t i = 0; i < h; ++i) {
+        const float yv = static_cast<float>(y[i]);
+        const float v = round_to<T>(static_cast<float>(x[i]) + (g != nullptr ? yv * static_cast<float>(g[i]) : yv));
+        hout[i] = static_cast<T>(v);
+        acc += v * v;
+      }
+      if (p.kind != ResidualKind::AdaLn) continue;
+      const float rstd = 1.0f / std::sqrt(acc / static_cast<float>(h) + p.eps);
+      const T* sc = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, r);
+      const T* sh = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, r);
+      T* nout = static_cast<T*>(p.norm_out) + r * h;
+      for (int64_t i = 0; i < h; ++i) {
+        float n = static_cast<float>(hout[i]) * rstd;
+        if (wt != nullptr) n *= static_cast<float>(wt[i]);
+        nout[i] = static_cast<T>(n * (1.0f + static_cast<float>(sc[i])) + static_cast<float>(sh[i]));
+      }
+    }
+  });
+}
+
 template <typename F>
 void dispatch(c10::ScalarType dtype, const char* op, F&& f) {
   switch (dtype) {
@@ -173,6 +246,25 @@ void launch_activation(const ActParams& p) {
   if (p.rows == 0 || p.width == 0) return;
   dispatch(p.dtype, p.kind == ActKind::Geglu ? "geglu" : "gelu_tanh",
            [&](auto tag) { activation_rows<decltype(tag)>(p); });
+}
+
+void launch_qk_norm_rope(const QkNormRopeParams& p) {
+  if (p.batch == 0 || p.seq == 0 || p.width == 0) return;
+  const bool fp32_table = p.table_dtype == c10::ScalarType::Float;
+  dispatch(p.dtype, "qk_norm_rope", [&](auto tag) {
+    using T = decltype(tag);
+    if (fp32_table) {
+      qk_norm_rope_rows<T, float>(p);
+    } else {
+      qk_norm_rope_rows<T, T>(p);
+    }
+  });
+}
+
+void launch_residual(const ResidualParams& p) {
+  if (p.rows == 0 || p.hidden == 0) return;
+  dispatch(p.dtype, p.kind == ResidualKind::AdaLn ? "residual_adaln" : "gated_residual",
+           [&](auto tag) { residual_rows<decltype(tag)>(p); });
 }
 
 }  // namespace ltx

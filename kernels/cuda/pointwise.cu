@@ -36,26 +36,6 @@ unsigned blocks_for_rows(int64_t rows, int tpr) {
 }
 
 // ---- rotary embedding ----------------------------------------------------------------------
-// Loads kN table entries starting at p (16-byte aligned) as fp32. kOnce: a table read once
-// by the whole grid (stream16_once); otherwise rows shared across heads/batch, cached in L1.
-template <typename C, int kN, bool kOnce = false>
-__device__ __forceinline__ void load_table(const C* p, float (&f)[kN]) {
-  const auto load = [](const void* q) { return kOnce ? stream16_once(q) : load16(q); };
-  if constexpr (std::is_same_v<C, float>) {
-#pragma unroll
-    for (int i = 0; i < kN / 4; ++i) {
-      const uint4 v = load(p + 4 * i);
-      f[4 * i] = __uint_as_float(v.x);
-      f[4 * i + 1] = __uint_as_float(v.y);
-      f[4 * i + 2] = __uint_as_float(v.z);
-      f[4 * i + 3] = __uint_as_float(v.w);
-    }
-  } else {
-    static_assert(kN == kVec<C>, "a half-precision table is read one 16-byte vector at a time");
-    unpack<C>(load(p), f);
-  }
-}
-
 // out[2i]   = x[2i]   * cos[2i]   - x[2i+1] * sin[2i]
 // out[2i+1] = x[2i+1] * cos[2i+1] + x[2i]   * sin[2i+1]
 // Flat over the output's 16-byte vectors (e < 2^31): kUnroll per thread, loads first.

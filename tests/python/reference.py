@@ -76,3 +76,27 @@ def rope(x, cos, sin):
     real, imag = xf.unflatten(-1, (-1, 2)).unbind(-1)
     rotated = torch.stack([-imag, real], dim=-1).flatten(-2)
     return (xf * c + rotated * sn).reshape(x.shape)
+
+
+def qk_norm_rope(q, k, wq, wk, cos, sin, eps):
+    """Each normalized row is rounded to q's dtype before the rotation, as in diffusers' LTX
+    processor (``norm_q`` then ``apply_rotary_emb``)."""
+    nq = rms_norm(q, wq, eps).to(q.dtype)
+    nk = rms_norm(k, wk, eps).to(k.dtype)
+    return rope(nq, cos, sin), rope(nk, cos, sin)
+
+
+def gated_residual(h, y, gate):
+    g = 1.0 if gate is None else d(per_sample(gate, h))
+    return d(h) + d(y) * g
+
+
+def residual_adaln(h, y, gate, scale, shift, w, eps):
+    """(h_new, norm): the norm is taken of h_new rounded to h's dtype."""
+    h_new = gated_residual(h, y, gate)
+    return h_new, adaln(h_new.to(h.dtype), scale, shift, w, eps, "rms")
+
+
+def linear_gelu_tanh(x, w, b):
+    y = d(x) @ d(w).T
+    return gelu_tanh(y + d(b) if b is not None else y)

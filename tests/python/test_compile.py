@@ -23,6 +23,8 @@ def cases(m, dev):
     w = torch.randn(256, device=dev, dtype=dt)
     q = torch.randn(2, 16, 4, 64, device=dev, dtype=dt)
     cos, sin = torch.randn(16, 64, device=dev), torch.randn(16, 64, device=dev)
+    cos_w, sin_w = torch.randn(1, 16, 256, device=dev), torch.randn(1, 16, 256, device=dev)
+    lin_w = torch.randn(128, 256, device=dev, dtype=dt) * 0.06
     return {
         "rms_norm": (lambda a, b: m.rms_norm(a, b, 1e-6) * 2, (x, w)),
         "rms_norm_no_weight": (lambda a: m.rms_norm(a) + 1, (x,)),
@@ -37,6 +39,17 @@ def cases(m, dev):
         "gelu_tanh": (lambda a: m.gelu_tanh(a), (x,)),
         "rms_norm_out": (lambda a, b: m.rms_norm(a, b, out=torch.empty_like(a)), (x, w)),
         "gelu_tanh_out": (lambda a: m.gelu_tanh(a, out=torch.empty_like(a)) + 1, (x,)),
+        "qk_norm_rope": (
+            lambda a, b, c, s: torch.cat(m.qk_norm_rope(a, b * 2, None, w, c, s, 1e-5), -1),
+            (x, res, cos_w, sin_w),
+        ),
+        "gated_residual": (lambda a, r, g: m.gated_residual(a, r, g) * 2, (x, res, gate)),
+        "residual_adaln": (
+            lambda a, r, s, t: torch.cat(m.residual_adaln(a, r, None, s, t, w, 1e-6), -1),
+            (x, res, gate, gate),
+        ),
+        "linear_gelu_tanh": (lambda a, b: m.linear_gelu_tanh(a, b, w[:128]) + 1, (x, lin_w)),
+        "materialize": (lambda c: m.materialize(c.repeat_interleave(2, -1)) * 2, (cos,)),
     }
 
 
@@ -53,6 +66,11 @@ def cases(m, dev):
         "gelu_tanh",
         "rms_norm_out",
         "gelu_tanh_out",
+        "qk_norm_rope",
+        "gated_residual",
+        "residual_adaln",
+        "linear_gelu_tanh",
+        "materialize",
     ],
 )
 def test_op_compiles_fullgraph_and_matches_eager(lk, name):

@@ -53,10 +53,10 @@ def rel_err(a, b):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_patched_tiny_ltx_transformer_matches_unpatched(lk, dtype):
+def test_module_patch_of_tiny_ltx_transformer_matches_unpatched(lk, dtype):
     base = tiny_ltx(lk.device, dtype)
     patched = copy.deepcopy(base)
-    counts = lk.mod.patch_transformer(patched)
+    counts = lk.mod.patch_transformer(patched, blocks=False)
     # Per block: norm1, norm2 and attn1/attn2 QK norms (6 RMSNorms, weight None for norm1/2)
     # and the feed-forward's diffusers GELU(approximate="tanh"); plus the caption projection's
     # torch.nn.GELU(approximate="tanh").
@@ -68,6 +68,77 @@ def test_patched_tiny_ltx_transformer_matches_unpatched(lk, dtype):
     assert got.shape == expected.shape and got.dtype == expected.dtype
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
     assert rel_err(got, expected) < tol
+
+
+PIECE_SETS = [None, ["adaln"], ["qkv"], ["qk_norm_rope"], ["residual"], ["gelu_linear"], ["adaln", "residual"]]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("pieces", PIECE_SETS, ids=lambda p: "all" if p is None else "+".join(p))
+def test_block_patch_of_tiny_ltx_transformer_matches_unpatched(lk, dtype, pieces):
+    base = tiny_ltx(lk.device, dtype)
+    patched = copy.deepcopy(base)
+    counts = lk.mod.patch_transformer(patched, pieces=pieces)
+    assert counts == {
+        "RMSNorm": 12,
+        "GELU": 3,
+        "LTXVideoTransformerBlock": 2,
+        "LTXVideoRotaryPosEmbed": 1,
+        "MochiTransformerBlock": 0,
+    }, counts
+    inputs = ltx_inputs(lk.device, dtype)
+    with torch.no_grad():
+        expected = base(**inputs)[0]
+        got = patched(**inputs)[0]
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    assert rel_err(got, expected) < tol
+
+
+def test_block_patch_keeps_parameters_and_state_dict(lk):
+    model = tiny_ltx(lk.device, torch.float32)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    names = [n for n, _ in model.named_parameters()]
+    lk.mod.patch_transformer(model)
+    after = model.state_dict()
+    assert [n for n, _ in model.named_parameters()] == names
+    assert after.keys() == before.keys()
+    for key, value in before.items():
+        torch.testing.assert_close(after[key], value, rtol=0, atol=0)
+    attn = model.transformer_blocks[0].attn1
+    # to_q/to_k/to_v are views of the fused weight: a write to one reaches the fused GEMM.
+    with torch.no_grad():
+        attn.to_k.weight.add_(1.0)
+    n = attn.to_q.weight.shape[0]
+    torch.testing.assert_close(attn._ltx_qkv_weight[n : 2 * n], attn.to_k.weight, rtol=0, atol=0)
+
+
+def test_block_patch_rejects_unknown_pieces(lk):
+    with pytest.raises(ValueError, match="unknown pieces"):
+        lk.mod.patch_transformer(tiny_ltx(lk.device, torch.float32), pieces=["qkv", "flash"])
+
+
+def test_patched_ltx_block_compiles_fullgraph_and_matches_eager(lk):
+    """One patched block under torch.compile(fullgraph=True): every op traces through its fake
+    implementation (no graph break) and the compiled block computes what the eager one does."""
+    model = tiny_ltx(lk.device, torch.float32)
+    lk.mod.patch_transformer(model)
+    block = model.transformer_blocks[0]
+    g = torch.Generator().manual_seed(3)
+    b, s, dim = 2, 12, 128
+    hidden = torch.randn(b, s, dim, generator=g).to(lk.device)
+    enc = torch.randn(b, 7, dim, generator=g).to(lk.device)
+    temb = torch.randn(b, 1, 6 * dim, generator=g).to(lk.device)
+    cos, sin = lk.mod.rope_3d_tables(1, 3, 4, dim, batch_size=1, device=lk.device)
+    rotary = (cos.expand(b, -1, -1), sin.expand(b, -1, -1))
+    mask = torch.zeros(b, 1, 7, device=lk.device)
+    args = (hidden, enc, temb, rotary, mask)
+    with torch.no_grad():
+        expected = block(*args)
+        torch._dynamo.reset()
+        backend = "inductor" if lk.backend == "cuda" else "aot_eager"
+        got = torch.compile(block, fullgraph=True, backend=backend)(*args)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
 def test_patch_handles_rms_norm_without_weight_and_both_eps_names(lk):
@@ -102,3 +173,59 @@ def test_rope_3d_matches_diffusers_ltx_apply_rotary_emb(lk, dtype):
     torch.testing.assert_close(got, expected, **tol)
     got4 = lk.mod.rope_3d(q.unflatten(-1, (heads, head_dim)), cos, sin)
     torch.testing.assert_close(got4.flatten(-2), expected, **tol)
+
+
+def test_patched_ltx_block_graph_holds_the_fused_ops(lk):
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    model = tiny_ltx(lk.device, torch.float32)
+    lk.mod.patch_transformer(model)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, fullgraph=True, backend=backend)(**ltx_inputs(lk.device, torch.float32))
+    for op in ["adaln", "qk_norm_rope", "gated_residual", "residual_adaln", "linear_gelu_tanh"]:
+        assert any(f"::{op}" in s or f".{op}." in s for s in seen), (op, sorted(set(seen)))
+
+
+def tiny_mochi(device, dtype):
+    from diffusers import MochiTransformer3DModel
+
+    torch.manual_seed(0)
+    model = MochiTransformer3DModel(
+        patch_size=2,
+        num_attention_heads=2,
+        attention_head_dim=16,
+        num_layers=2,
+        pooled_projection_dim=16,
+        in_channels=4,
+        text_embed_dim=32,
+        time_embed_dim=8,
+        max_sequence_length=8,
+    )
+    return model.to(device=device, dtype=dtype).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_block_patch_of_tiny_mochi_transformer_matches_unpatched(lk, dtype):
+    base = tiny_mochi(lk.device, dtype)
+    patched = copy.deepcopy(base)
+    counts = lk.mod.patch_transformer(patched)
+    assert counts["MochiTransformerBlock"] == 2, counts
+    g = torch.Generator().manual_seed(2)
+    inputs = dict(
+        hidden_states=torch.randn(2, 4, 3, 8, 8, generator=g).to(lk.device, dtype),
+        encoder_hidden_states=torch.randn(2, 8, 32, generator=g).to(lk.device, dtype),
+        timestep=torch.tensor([10, 500]).to(lk.device),
+        encoder_attention_mask=torch.tensor([[1] * 8, [1] * 5 + [0] * 3]).to(lk.device),
+        return_dict=False,
+    )
+    with torch.no_grad():
+        expected = base(**inputs)[0]
+        got = patched(**inputs)[0]
+    assert got.shape == expected.shape
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    assert rel_err(got, expected) < tol

@@ -7,20 +7,28 @@ any leading shape; ``out=`` writes into a contiguous tensor you provide):
 - :func:`rms_norm`, :func:`fused_residual_gated_rms_norm`, :func:`adaln`
 - :func:`rope_3d` (+ :func:`rope_3d_tables` to build LTX-Video's cos/sin tables)
 - :func:`geglu`, :func:`gelu_tanh`
+- LTX-Video block fusions: :func:`qk_norm_rope`, :func:`gated_residual`,
+  :func:`residual_adaln`, :func:`linear_gelu_tanh`
 
 ``layers`` holds stateless layers for ``kernels.kernelize``; :func:`patch_transformer` swaps
-them into a diffusers transformer by class name.
+them, and whole LTX-Video / Mochi block forwards (``blocks``), into a diffusers transformer by
+class name.
 """
 
-from . import layers
+from . import blocks, layers
 from .diffusers_patch import patch_transformer
 from .functional import (
     BACKEND,
     adaln,
     fused_residual_gated_rms_norm,
+    gated_residual,
     geglu,
     gelu_tanh,
+    linear_gelu_tanh,
+    materialize,
+    qk_norm_rope,
     reset_dtype_check_cache,
+    residual_adaln,
     rms_norm,
     rope_3d,
     rope_3d_tables,
@@ -30,11 +38,17 @@ __all__ = [
     "BACKEND",
     "adaln",
     "fused_residual_gated_rms_norm",
+    "blocks",
+    "gated_residual",
     "geglu",
     "gelu_tanh",
     "layers",
+    "linear_gelu_tanh",
+    "materialize",
     "patch_transformer",
+    "qk_norm_rope",
     "reset_dtype_check_cache",
+    "residual_adaln",
     "rms_norm",
     "rope_3d",
     "rope_3d_tables",

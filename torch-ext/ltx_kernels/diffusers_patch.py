@@ -4,25 +4,52 @@ import: works with any version that keeps the class names).
 Call it after ``model.to("cuda")`` (the CUDA variant's ops only take CUDA tensors; on other
 devices the patched forwards fall back to plain PyTorch) and before
 ``pipe.enable_model_cpu_offload()`` / ``enable_sequential_cpu_offload()``: offloading wraps
-``forward`` with its hooks, and patching afterwards would bypass them.
+``forward`` with its hooks, and patching afterwards would bypass them. The LTX block patch
+concatenates each self-attention's q/k/v weights once and leaves ``to_q``/``to_k``/``to_v``
+with views of the result; a later ``model.to(...)`` keeps both in step (buffers move with the
+parameters) but ends the sharing, so patch after moving.
 """
 
 from __future__ import annotations
 
 import types
-from typing import Dict
+from typing import Collection, Dict, Optional
 
 from torch import nn
 
+from . import blocks as _blocks
 from . import layers
 
 
-def patch_transformer(model: nn.Module, *, rms_norm: bool = True, gelu: bool = True) -> Dict[str, int]:
-    """Replace the ``forward`` of every ``RMSNorm`` (``type(m).__name__ == "RMSNorm"``, with or
-    without weight, ``eps`` or ``variance_epsilon``) and every tanh-approximate GELU (diffusers'
-    ``GELU(approximate="tanh")`` with its ``proj``, and ``torch.nn.GELU(approximate="tanh")``)
-    in ``model``. Returns how many modules of each kind were patched."""
+def patch_transformer(
+    model: nn.Module,
+    *,
+    rms_norm: bool = True,
+    gelu: bool = True,
+    blocks: bool = True,
+    pieces: Optional[Collection[str]] = None,
+) -> Dict[str, int]:
+    """Patch ``model`` in place; returns how many modules of each kind were patched.
+
+    - ``rms_norm``: every ``RMSNorm`` (diffusers' or ``torch.nn.RMSNorm``, by class name; with or
+      without weight, ``eps`` or ``variance_epsilon``) runs :func:`rms_norm`.
+    - ``gelu``: every tanh-approximate GELU (diffusers' ``GELU(approximate="tanh")`` with its
+      ``proj``, and ``torch.nn.GELU(approximate="tanh")``) runs :func:`gelu_tanh`.
+    - ``blocks``: whole-block forwards (``ltx_kernels.blocks``) for
+      ``LTXVideoTransformerBlock`` and ``MochiTransformerBlock``, and the batch-shared RoPE tables
+      of ``LTXVideoRotaryPosEmbed``. ``pieces`` limits the LTX block to a subset of
+      ``blocks.LTX_PIECES`` (all by default), to measure each fusion on its own.
+    """
+    pieces = _blocks.LTX_PIECES if pieces is None else frozenset(pieces)
+    unknown = set(pieces) - _blocks.LTX_PIECES
+    if unknown:
+        raise ValueError(
+            f"ltx_kernels.patch_transformer: unknown pieces {sorted(unknown)}; "
+            f"valid: {sorted(_blocks.LTX_PIECES)}"
+        )
     counts = {"RMSNorm": 0, "GELU": 0}
+    if blocks:
+        counts.update({name: 0 for name in _blocks.PATCHERS})
     for module in model.modules():
         name = type(module).__name__
         if rms_norm and name == "RMSNorm":
@@ -32,4 +59,6 @@ def patch_transformer(model: nn.Module, *, rms_norm: bool = True, gelu: bool = T
             layer = layers.GELU if hasattr(module, "proj") else layers.GELUTanh
             module.forward = types.MethodType(layer.forward, module)
             counts["GELU"] += 1
+        elif blocks and name in _blocks.PATCHERS:
+            counts[name] += int(_blocks.PATCHERS[name](module, pieces))
     return counts

@@ -33,6 +33,11 @@ _geglu = ops.geglu.default
 _geglu_out = ops.geglu_out.default
 _gelu = ops.gelu_tanh.default
 _gelu_out = ops.gelu_tanh_out.default
+_qk_norm_rope = ops.qk_norm_rope.default
+_gated_residual = ops.gated_residual.default
+_residual_adaln = ops.residual_adaln.default
+_linear_gelu_tanh = ops.linear_gelu_tanh.default
+_materialize = ops.materialize.default
 
 
 def _check_dtype(x: torch.Tensor, op: str) -> None:
@@ -183,6 +188,78 @@ def gelu_tanh(x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.T
     return out
 
 
+def qk_norm_rope(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: Optional[torch.Tensor],
+    k_weight: Optional[torch.Tensor],
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    eps: float = 1e-5,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """LTX-Video's attention prologue in one pass over q and one over k::
+
+        q = rope(rms_norm(q, q_weight, eps), cos, sin)      # RMSNorm across all heads
+        k = rope(rms_norm(k, k_weight, eps), cos, sin)
+
+    with the interleaved-pair rotation of :func:`rope_3d` and LTX's full-width tables.
+    Reference: diffusers ``LTXVideoAttnProcessor``: ``attn.norm_q(query)`` (``torch.nn.RMSNorm``
+    over ``heads * head_dim``), then ``apply_rotary_emb(query, image_rotary_emb)``; the normalized
+    value is rounded to q's dtype before the rotation, as there.
+
+    ``q``, ``k``: ``[batch, seq, width]`` with the last dim contiguous (strided rows, e.g. column
+    slices of a fused QKV projection, are read in place). ``cos``/``sin``: ``[seq, width]`` or
+    ``[1 or batch, seq, width]``, float32 or q's dtype; a table expanded over the batch (stride 0)
+    or of batch 1 is read once per token for all batch entries. Returns contiguous (q, k).
+    """
+    _check_dtype(q, "qk_norm_rope")
+    return _qk_norm_rope(q, k, q_weight, k_weight, cos, sin, float(eps))
+
+
+def gated_residual(h: torch.Tensor, y: torch.Tensor, gate: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``h + y * gate`` (``h + y`` without a gate), computed in float32 and rounded once.
+
+    ``y`` has h's shape (strided rows read in place); ``gate`` broadcasts like :func:`adaln`'s
+    scale (``[B, H]`` with 3-D h is per sample). LTX-Video: ``hidden_states + attn * gate_msa``.
+    """
+    _check_dtype(h, "gated_residual")
+    return _gated_residual(h, y, gate)
+
+
+def residual_adaln(
+    h: torch.Tensor,
+    y: torch.Tensor,
+    gate: Optional[torch.Tensor],
+    scale: torch.Tensor,
+    shift: torch.Tensor,
+    weight: Optional[torch.Tensor] = None,
+    eps: float = 1e-6,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """A residual update and the next AdaLN-RMS in one pass, both results returned::
+
+        h_new = h + y * gate                  # h + y when gate is None; rounded to h's dtype
+        norm = rms_norm(h_new, weight, eps) * (1 + scale) + shift
+
+    LTX-Video: ``hidden_states = hidden_states + attn2_out`` then
+    ``norm2(hidden_states) * (1 + scale_mlp) + shift_mlp``.
+    """
+    _check_dtype(h, "residual_adaln")
+    return _residual_adaln(h, y, gate, scale, shift, weight, float(eps))
+
+
+def linear_gelu_tanh(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``gelu(x @ weight.T + bias, approximate="tanh")`` with the bias and GELU applied in the
+    matrix product's epilogue (cuBLASLt ``GELU_BIAS`` through ``torch._addmm_activation``), kept
+    as one op under ``torch.compile``. LTX-Video's feed-forward ``proj`` + GELU."""
+    return _linear_gelu_tanh(x, weight, bias)
+
+
+def materialize(x: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of ``x`` that ``torch.compile`` keeps as one buffer: inductor would
+    otherwise recompute a cheap view chain (LTX's RoPE tables) for each custom-op consumer."""
+    return _materialize(x)
+
+
 def rope_3d_tables(
     num_frames: int,
     height: int,
@@ -237,6 +314,20 @@ def _no_result(*args):
 def _geglu_fake(x):
     return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
 
+
+def _two_like(x, *args):
+    return x.new_empty(x.shape), x.new_empty(x.shape)
+
+
+def _linear_fake(x, weight, bias):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+torch.library.register_fake(add_op_namespace_prefix("qk_norm_rope"))(_two_like)
+torch.library.register_fake(add_op_namespace_prefix("gated_residual"))(_same_shape)
+torch.library.register_fake(add_op_namespace_prefix("residual_adaln"))(_two_like)
+torch.library.register_fake(add_op_namespace_prefix("linear_gelu_tanh"))(_linear_fake)
+torch.library.register_fake(add_op_namespace_prefix("materialize"))(_same_shape)
 
 for _name, _fake in [
     ("rms_norm", _same_shape),

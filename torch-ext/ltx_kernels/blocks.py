@@ -1,0 +1,381 @@
+"""Block-level forwards for diffusers' LTX-Video and Mochi transformers, patched in by class
+name (duck-typed: no diffusers import).
+
+LTX-Video (``LTXVideoTransformerBlock``), per block:
+
+- norm1 + modulation: one :func:`adaln` pass;
+- self-attention: one QKV matrix product (the three projections' weights concatenated once at
+  patch time; ``to_q``/``to_k``/``to_v`` keep views of it, so no memory is added), then
+  :func:`qk_norm_rope` (RMSNorm across heads + RoPE for q and k in one pass, each table row
+  read once for the batch when the rotary module is patched too);
+- ``h + attn * gate_msa``: :func:`gated_residual`;
+- ``h + attn2`` and norm2 + modulation: one :func:`residual_adaln` pass;
+- feed-forward ``proj`` + GELU-tanh: :func:`linear_gelu_tanh` (the GELU in the GEMM epilogue);
+- ``h + ff * gate_mlp``: :func:`gated_residual`.
+
+``LTXVideoRotaryPosEmbed`` is patched to compute its tables for one batch entry when every
+entry's grid is the same, so the tables are built once and read once per token.
+
+Mochi (``MochiTransformerBlock``): both residual tanh-gated RMSNorms of each stream are
+:func:`fused_residual_gated_rms_norm`, and the modulated RMSNorms of ``norm1``/``norm3`` (no
+shift) are :func:`adaln` with a zero shift.
+
+Blocks whose structure differs from what these forwards assume are left alone (and not
+counted); inputs on another device or of another dtype take the original forward.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Collection, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .functional import (
+    BACKEND,
+    adaln,
+    fused_residual_gated_rms_norm,
+    gated_residual,
+    linear_gelu_tanh,
+    materialize,
+    qk_norm_rope,
+    residual_adaln,
+    rms_norm,
+)
+
+# The pieces of the LTX block forward; each can be left out (bench/e2e.py measures them).
+LTX_PIECES = frozenset({"adaln", "qkv", "qk_norm_rope", "residual", "gelu_linear"})
+
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _runs_here(x: torch.Tensor) -> bool:
+    return x.device.type == BACKEND and x.dtype in _DTYPES
+
+
+def _plain_rms_norm(module: nn.Module) -> bool:
+    """A diffusers/torch RMSNorm without bias whose eps is set."""
+    return (
+        type(module).__name__ == "RMSNorm"
+        and getattr(module, "bias", None) is None
+        and getattr(module, "eps", None) is not None
+    )
+
+
+def _norm_eps(module: nn.Module) -> float:
+    return float(module.eps)
+
+
+# ---- LTX-Video --------------------------------------------------------------------------------
+
+
+def _ltx_attention_ok(attn: nn.Module) -> bool:
+    return (
+        _plain_rms_norm(attn.norm_q)
+        and _plain_rms_norm(attn.norm_k)
+        and attn.norm_q.eps == attn.norm_k.eps
+        and all(isinstance(getattr(attn, n, None), nn.Linear) for n in ("to_q", "to_k", "to_v"))
+        and isinstance(attn.to_out[0], nn.Linear)
+    )
+
+
+def _ltx_block_ok(block: nn.Module) -> bool:
+    try:
+        ff = block.ff.net
+        act = ff[0]
+        return (
+            _plain_rms_norm(block.norm1)
+            and _plain_rms_norm(block.norm2)
+            and _ltx_attention_ok(block.attn1)
+            and getattr(act, "approximate", None) == "tanh"
+            and isinstance(getattr(act, "proj", None), nn.Linear)
+            and block.scale_shift_table.shape[0] == 6
+        )
+    except (AttributeError, IndexError, TypeError):
+        return False
+
+
+def _fuse_qkv(attn: nn.Module) -> None:
+    """Concatenate to_q/to_k/to_v into one weight (and bias) and let the three Linears keep
+    views of it: one GEMM reads the input once, and the parameters keep their identity (a later
+    ``load_state_dict`` writes through the views into the fused weight)."""
+    linears = [attn.to_q, attn.to_k, attn.to_v]
+    sizes = [lin.out_features for lin in linears]
+    with torch.no_grad():
+        weight = torch.cat([lin.weight for lin in linears])
+        has_bias = all(lin.bias is not None for lin in linears)
+        bias = torch.cat([lin.bias for lin in linears]) if has_bias else None
+        for lin, w, b in zip(
+            linears, weight.split(sizes), bias.split(sizes) if has_bias else [None] * 3
+        ):
+            lin.weight.data = w
+            if b is not None:
+                lin.bias.data = b
+    attn.register_buffer("_ltx_qkv_weight", weight, persistent=False)
+    attn.register_buffer("_ltx_qkv_bias", bias, persistent=False)
+    attn._ltx_qkv_sizes = sizes
+
+
+def _attention_fn(attn: nn.Module):
+    """diffusers' attention dispatcher from the attention module's own module (honours
+    ``set_attention_backend``), or None for plain SDPA."""
+    return getattr(sys.modules.get(type(attn).__module__), "dispatch_attention_fn", None)
+
+
+def _sdpa(attn, q, k, v):
+    """Attention over [B, S, H, D] q/k/v, as diffusers' LTX processor calls it."""
+    proc = attn.processor
+    fn = attn._ltx_dispatch
+    if fn is not None:
+        return fn(
+            q,
+            k,
+            v,
+            attn_mask=None,
+            dropout_p=0.0,
+            is_causal=False,
+            backend=getattr(proc, "_attention_backend", None),
+            parallel_config=getattr(proc, "_parallel_config", None),
+        )
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    return out.transpose(1, 2)
+
+
+def _ltx_self_attention(block, x, image_rotary_emb):
+    attn = block.attn1
+    if block._ltx_qkv:
+        qkv = F.linear(x, attn._ltx_qkv_weight, attn._ltx_qkv_bias)
+        q, k, v = qkv.split(attn._ltx_qkv_sizes, dim=-1)
+    else:
+        q, k, v = attn.to_q(x), attn.to_k(x), attn.to_v(x)
+    eps = _norm_eps(attn.norm_q)
+    if image_rotary_emb is not None and block._ltx_qk_norm_rope:
+        cos, sin = image_rotary_emb
+        q, k = qk_norm_rope(q, k, attn.norm_q.weight, attn.norm_k.weight, cos, sin, eps)
+    else:
+        q = rms_norm(q, attn.norm_q.weight, eps)
+        k = rms_norm(k, attn.norm_k.weight, eps)
+        if image_rotary_emb is not None:
+            rotate = getattr(sys.modules.get(type(block).__module__), "apply_rotary_emb")
+            q, k = rotate(q, image_rotary_emb), rotate(k, image_rotary_emb)
+    heads = attn.heads
+    out = _sdpa(attn, q.unflatten(2, (heads, -1)), k.unflatten(2, (heads, -1)), v.unflatten(2, (heads, -1)))
+    out = out.flatten(2, 3).to(q.dtype)
+    out = attn.to_out[0](out)
+    return attn.to_out[1](out)
+
+
+def ltx_block_forward(
+    self,
+    hidden_states: torch.Tensor,
+    encoder_hidden_states: torch.Tensor,
+    temb: torch.Tensor,
+    image_rotary_emb=None,
+    encoder_attention_mask: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """``LTXVideoTransformerBlock.forward`` through the fused ops (module docstring)."""
+    if not _runs_here(hidden_states) or temb.dtype != hidden_states.dtype:
+        return self._ltx_unpatched_forward(
+            hidden_states, encoder_hidden_states, temb, image_rotary_emb, encoder_attention_mask
+        )
+    batch_size = hidden_states.size(0)
+    ada = self.scale_shift_table[None, None].to(temb.device) + temb.reshape(
+        batch_size, temb.size(1), self.scale_shift_table.shape[0], -1
+    )
+    shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = ada.unbind(dim=2)
+
+    w1, eps1 = self.norm1.weight, _norm_eps(self.norm1)
+    if self._ltx_adaln:
+        norm_hidden_states = adaln(hidden_states, scale_msa, shift_msa, w1, eps1, "rms")
+    else:
+        norm_hidden_states = self.norm1(hidden_states) * (1 + scale_msa) + shift_msa
+
+    attn_hidden_states = _ltx_self_attention(self, norm_hidden_states, image_rotary_emb)
+    if self._ltx_residual:
+        hidden_states = gated_residual(hidden_states, attn_hidden_states, gate_msa)
+    else:
+        hidden_states = hidden_states + attn_hidden_states * gate_msa
+
+    attn_hidden_states = self.attn2(
+        hidden_states,
+        encoder_hidden_states=encoder_hidden_states,
+        image_rotary_emb=None,
+        attention_mask=encoder_attention_mask,
+    )
+    w2, eps2 = self.norm2.weight, _norm_eps(self.norm2)
+    if self._ltx_residual and self._ltx_adaln:
+        hidden_states, norm_hidden_states = residual_adaln(
+            hidden_states, attn_hidden_states, None, scale_mlp, shift_mlp, w2, eps2
+        )
+    else:
+        hidden_states = hidden_states + attn_hidden_states
+        norm_hidden_states = self.norm2(hidden_states) * (1 + scale_mlp) + shift_mlp
+
+    net = self.ff.net
+    if self._ltx_gelu_linear:
+        ff_output = linear_gelu_tanh(norm_hidden_states, net[0].proj.weight, net[0].proj.bias)
+    else:
+        ff_output = net[0](norm_hidden_states)
+    for module in net[1:]:
+        ff_output = module(ff_output)
+    if self._ltx_residual:
+        return gated_residual(hidden_states, ff_output, gate_mlp)
+    return hidden_states + ff_output * gate_mlp
+
+
+def _patch_ltx_block(block: nn.Module, pieces: Collection[str]) -> bool:
+    if not _ltx_block_ok(block):
+        return False
+    if getattr(block, "_ltx_unpatched_forward", None) is None:
+        block._ltx_unpatched_forward = block.forward
+    block._ltx_adaln = "adaln" in pieces
+    block._ltx_qkv = "qkv" in pieces
+    block._ltx_qk_norm_rope = "qk_norm_rope" in pieces
+    block._ltx_residual = "residual" in pieces
+    block._ltx_gelu_linear = "gelu_linear" in pieces
+    if block._ltx_qkv and not hasattr(block.attn1, "_ltx_qkv_weight"):
+        _fuse_qkv(block.attn1)
+    block.attn1._ltx_dispatch = _attention_fn(block.attn1)
+    block.forward = types.MethodType(ltx_block_forward, block)
+    return True
+
+
+def ltx_rope_forward(
+    self,
+    hidden_states: torch.Tensor,
+    num_frames=None,
+    height=None,
+    width=None,
+    rope_interpolation_scale=None,
+    video_coords=None,
+):
+    """``LTXVideoRotaryPosEmbed.forward`` for one batch entry: without ``video_coords`` every
+    entry's grid is the same (scalar interpolation scales), so the ``[1, S, D]`` tables are
+    returned unexpanded (they broadcast wherever diffusers applies them) and through
+    :func:`materialize`, so that under torch.compile all blocks read one table (inductor
+    recomputed the table's view chain for each block's :func:`qk_norm_rope`)."""
+    scalar_scale = rope_interpolation_scale is None or all(
+        not torch.is_tensor(v) or v.dim() == 0 for v in rope_interpolation_scale
+    )
+    if video_coords is not None or not scalar_scale:
+        return self._ltx_unpatched_forward(
+            hidden_states, num_frames, height, width, rope_interpolation_scale, video_coords
+        )
+    cos, sin = self._ltx_unpatched_forward(
+        hidden_states[:1], num_frames, height, width, rope_interpolation_scale, None
+    )
+    if not _runs_here(cos):
+        return cos, sin
+    return materialize(cos), materialize(sin)
+
+
+def _patch_ltx_rope(module: nn.Module) -> bool:
+    if getattr(module, "_ltx_unpatched_forward", None) is None:
+        module._ltx_unpatched_forward = module.forward
+    module.forward = types.MethodType(ltx_rope_forward, module)
+    return True
+
+
+# ---- Mochi --------------------------------------------------------------------------------
+
+
+def _modulated(norm: nn.Module, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``rms_norm(x) * (1 + scale)`` (MochiRMSNormZero's / norm3's modulated RMSNorm)."""
+    if scale.dtype != x.dtype:
+        scale = scale.to(x.dtype)
+    return adaln(x, scale, torch.zeros_like(scale), None, float(norm.eps), "rms")
+
+
+def _gated(norm: nn.Module, x: torch.Tensor, residual: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    """``residual + norm(x, tanh(gate))`` (MochiModulatedRMSNorm after the residual add)."""
+    if gate.dtype != x.dtype:
+        gate = gate.to(x.dtype)
+    return fused_residual_gated_rms_norm(x, residual, gate, None, float(norm.eps))
+
+
+def mochi_block_forward(
+    self,
+    hidden_states: torch.Tensor,
+    encoder_hidden_states: torch.Tensor,
+    temb: torch.Tensor,
+    encoder_attention_mask: torch.Tensor,
+    image_rotary_emb=None,
+):
+    """``MochiTransformerBlock.forward`` with the fused gated-residual norms (module docstring)."""
+    if not _runs_here(hidden_states) or encoder_hidden_states.dtype != hidden_states.dtype:
+        return self._ltx_unpatched_forward(
+            hidden_states, encoder_hidden_states, temb, encoder_attention_mask, image_rotary_emb
+        )
+    n1 = self.norm1
+    emb = n1.linear(n1.silu(temb))
+    scale_msa, gate_msa, scale_mlp, gate_mlp = emb.chunk(4, dim=1)
+    norm_hidden_states = _modulated(n1.norm, hidden_states, scale_msa)
+
+    if not self.context_pre_only:
+        nc = self.norm1_context
+        enc_emb = nc.linear(nc.silu(temb))
+        enc_scale_msa, enc_gate_msa, enc_scale_mlp, enc_gate_mlp = enc_emb.chunk(4, dim=1)
+        norm_encoder_hidden_states = _modulated(nc.norm, encoder_hidden_states, enc_scale_msa)
+    else:
+        norm_encoder_hidden_states = self.norm1_context(encoder_hidden_states, temb)
+
+    attn_hidden_states, context_attn_hidden_states = self.attn1(
+        hidden_states=norm_hidden_states,
+        encoder_hidden_states=norm_encoder_hidden_states,
+        image_rotary_emb=image_rotary_emb,
+        attention_mask=encoder_attention_mask,
+    )
+
+    hidden_states = _gated(self.norm2, attn_hidden_states, hidden_states, gate_msa)
+    norm_hidden_states = _modulated(self.norm3, hidden_states, scale_mlp)
+    ff_output = self.ff(norm_hidden_states)
+    hidden_states = _gated(self.norm4, ff_output, hidden_states, gate_mlp)
+
+    if not self.context_pre_only:
+        encoder_hidden_states = _gated(
+            self.norm2_context, context_attn_hidden_states, encoder_hidden_states, enc_gate_msa
+        )
+        norm_encoder_hidden_states = _modulated(self.norm3_context, encoder_hidden_states, enc_scale_mlp)
+        context_ff_output = self.ff_context(norm_encoder_hidden_states)
+        encoder_hidden_states = _gated(
+            self.norm4_context, context_ff_output, encoder_hidden_states, enc_gate_mlp
+        )
+    return hidden_states, encoder_hidden_states
+
+
+def _mochi_block_ok(block: nn.Module) -> bool:
+    names = ["norm2", "norm3", "norm4"]
+    if not block.context_pre_only:
+        names += ["norm2_context", "norm3_context", "norm4_context"]
+    try:
+        norms = [getattr(block, n) for n in names]
+        zero = block.norm1
+        ok = type(zero).__name__ == "MochiRMSNormZero" and zero.norm.weight is None
+        if not block.context_pre_only:
+            ctx = block.norm1_context
+            ok = ok and type(ctx).__name__ == "MochiRMSNormZero" and ctx.norm.weight is None
+        return ok and all(
+            type(n).__name__ == "MochiModulatedRMSNorm" and getattr(n.norm, "weight", None) is None
+            for n in norms
+        ) and all(getattr(n, "eps", None) is not None for n in norms + [zero.norm])
+    except AttributeError:
+        return False
+
+
+def _patch_mochi_block(block: nn.Module) -> bool:
+    if not _mochi_block_ok(block):
+        return False
+    if getattr(block, "_ltx_unpatched_forward", None) is None:
+        block._ltx_unpatched_forward = block.forward
+    block.forward = types.MethodType(mochi_block_forward, block)
+    return True
+
+
+PATCHERS = {
+    "LTXVideoTransformerBlock": _patch_ltx_block,
+    "LTXVideoRotaryPosEmbed": lambda m, pieces: _patch_ltx_rope(m),
+    "MochiTransformerBlock": lambda m, pieces: _patch_mochi_block(m),
+}
