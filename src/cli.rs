@@ -59,6 +59,13 @@ pub enum Command {
     /// runs no compiler. Each variant is staged and renamed into place: a failed build never
     /// leaves a half-written variant and never removes the previous one.
     Build(BuildArgs),
+    /// Build, then write one wheel per variant into dist/.
+    ///
+    /// `pip install dist/<name>-<version>+<variant>-cp39-abi3-linux_x86_64.whl` makes the kernel
+    /// importable under its package name. The local version (`1+torch215.cxx11.cu132`) keeps
+    /// variants apart; METADATA pins torch to the major.minor the variant was built for.
+    /// Wheels are byte-for-byte reproducible from the same build.
+    Wheel(BuildArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
     /// Print the build variants this toolchain would produce.
@@ -110,6 +117,12 @@ pub struct BuildArgs {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Also write one wheel per variant (see `kbuild wheel`).
+    #[arg(long)]
+    pub wheel: bool,
+    /// Where wheels and artifacts go [default: <project>/dist].
+    #[arg(long, value_name = "DIR")]
+    pub dist_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
