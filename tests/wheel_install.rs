@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sha2::Digest as _;
-use support::{fixture, kbuild, python, run};
+use support::{fixture, kbuild, run, venv_seeing_toolchain};
 
 fn wheels_in(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -23,31 +23,6 @@ fn wheels_in(dir: &Path) -> Vec<PathBuf> {
 
 fn sha256(path: &Path) -> String {
     hex::encode(sha2::Sha256::digest(std::fs::read(path).unwrap()))
-}
-
-/// A venv of its own (its own site-packages, where pip installs) that sees the toolchain venv's
-/// packages (torch, pip) through a `.pth`. `venv --system-site-packages` would not do: made from
-/// a venv's python, it exposes the base interpreter's packages, not the venv's.
-fn venv_seeing_toolchain(dir: &Path) -> (PathBuf, PathBuf) {
-    let out = run(Command::new(python())
-        .args(["-m", "venv", "--without-pip"])
-        .arg(dir));
-    assert!(out.status.success());
-    let purelib = |py: &Path| {
-        let out = run(Command::new(py).args([
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ]));
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    };
-    let venv_python = dir.join("bin/python");
-    let site = purelib(&venv_python);
-    std::fs::write(
-        site.join("_kbuild_toolchain.pth"),
-        format!("{}\n", purelib(&python()).display()),
-    )
-    .unwrap();
-    (venv_python, site)
 }
 
 fn pip(venv_python: &Path, args: &[&str]) -> String {

@@ -2,6 +2,7 @@
 
 pub mod build;
 pub mod check_config;
+pub mod develop;
 pub mod list_variants;
 pub mod publish;
 pub mod wheel;
@@ -27,6 +28,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             build::run(&project, args, &printer)?;
         }
+        Command::Develop(args) => develop::run(&project, args, &Printer::new(verbosity, false))?,
         Command::Wheel(args) => {
             let printer = Printer::new(verbosity, args.json);
             wheel::run(&project, args, &printer)?;
