@@ -59,6 +59,20 @@ pub enum Command {
     /// runs no compiler. Each variant is staged and renamed into place: a failed build never
     /// leaves a half-written variant and never removes the previous one.
     Build(BuildArgs),
+    /// Build, then write one wheel per variant into dist/.
+    ///
+    /// `pip install dist/<name>-<version>+<variant>-cp39-abi3-linux_x86_64.whl` makes the kernel
+    /// importable under its package name. The local version (`1+torch215.cxx11.cu132`) keeps
+    /// variants apart; METADATA pins torch to the major.minor the variant was built for.
+    /// Wheels are byte-for-byte reproducible from the same build.
+    Wheel(BuildArgs),
+    /// Build, then make the variant importable in a virtual environment under its package name.
+    ///
+    /// Like `maturin develop`: afterwards `import <package>` (a kernel's own `pytest tests/`)
+    /// runs the fresh build. A `.pth` in the environment points at build/.kbuild/develop, which
+    /// links to build/<variant>: later `kbuild build`s are picked up without running develop
+    /// again. The environment is `--python`'s, else the active one (`VIRTUAL_ENV`), else ./.venv.
+    Develop(DevelopArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
     /// Print the build variants this toolchain would produce.
@@ -110,6 +124,27 @@ pub struct BuildArgs {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Also write one wheel per variant (see `kbuild wheel`).
+    #[arg(long)]
+    pub wheel: bool,
+    /// Where wheels and artifacts go [default: <project>/dist].
+    #[arg(long, value_name = "DIR")]
+    pub dist_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DevelopArgs {
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+    /// The backend to build and install, when build.toml has several this machine can build.
+    #[arg(long = "backend", value_name = "NAME")]
+    pub backend: Option<String>,
+    /// Parallel compile jobs [default: from cores and memory].
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Output directory [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

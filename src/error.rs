@@ -5,7 +5,9 @@ use thiserror::Error;
 
 use crate::build::BuildError;
 use crate::config::ConfigError;
+use crate::develop::DevelopError;
 use crate::hint::Hint;
+use crate::package::PackageError;
 use crate::publish::PublishError;
 
 /// Any failure of a kbuild command.
@@ -17,6 +19,13 @@ pub enum Error {
     Build(Box<BuildError>),
     #[error(transparent)]
     Publish(Box<PublishError>),
+    #[error(transparent)]
+    Develop(Box<DevelopError>),
+    #[error(transparent)]
+    Package(Box<PackageError>),
+    /// `develop` installs exactly one variant; the build made another number.
+    #[error("`kbuild develop` installs one variant, but the build made {}: [{}]", variants.len(), variants.join(", "))]
+    NotOneVariant { variants: Vec<String> },
     /// A command's result could not be encoded for `--json`.
     #[error("cannot encode {what} as JSON")]
     Json {
@@ -44,6 +53,11 @@ impl Hint for Error {
             Error::Config(e) => e.hint(),
             Error::Build(e) => e.hint(),
             Error::Publish(e) => e.hint(),
+            Error::Develop(e) => e.hint(),
+            Error::Package(e) => e.hint(),
+            Error::NotOneVariant { .. } => {
+                Some("choose one with `--backend` (e.g. `--backend cpu`)".into())
+            }
             Error::Json { .. } => Some("this is a kbuild bug: please report it".into()),
             Error::Stdout { .. } | Error::Runtime { .. } => None,
         }
@@ -65,6 +79,8 @@ from_boxed! {
     Config => ConfigError,
     Build => BuildError,
     Publish => PublishError,
+    Develop => DevelopError,
+    Package => PackageError,
 }
 
 /// Result with the crate's error.

@@ -38,6 +38,15 @@ pub struct BuildSettings {
     pub out_dir: Option<PathBuf>,
     /// Op namespace suffix instead of the source identity's hash.
     pub unique_id: Option<String>,
+    /// What to write besides `build/<variant>/`.
+    pub outputs: Outputs,
+}
+
+/// Formats written from each built variant, besides its directory.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    /// One wheel per variant into this directory.
+    pub wheel_dir: Option<PathBuf>,
 }
 
 /// A build that failed, at the stage that failed.
@@ -111,6 +120,9 @@ pub struct VariantReport {
     pub capabilities: Vec<String>,
     /// `false` when an identical variant was already in place and left untouched.
     pub written: bool,
+    /// The wheel written from it, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<PathBuf>,
 }
 
 /// What a build did (`kbuild build --json` prints it).
@@ -252,11 +264,19 @@ impl<'r> Builder<'r> {
                     link::link(job, &format!("{}.abi3.so", variant.id), reporter)?;
                 }
                 let metadata = package::metadata_for(project, variant, kernel_git.clone());
-                let installed = package::install_variant(variant, &plan.out_dir, metadata)?.outcome;
-                let written = installed == Installed::Written;
+                let install = package::install_variant(variant, &plan.out_dir, metadata)?;
+                let written = install.outcome == Installed::Written;
                 let path = plan.out_dir.join(&variant.name);
                 let stage = if written { "Packaged" } else { "Fresh" };
                 reporter.stage(stage, &path.display().to_string());
+                let wheel = match &self.settings.outputs.wheel_dir {
+                    Some(dir) => {
+                        let wheel = package::write_wheel(&install.variant, dir)?;
+                        reporter.stage("Wheel", &wheel.path.display().to_string());
+                        Some(wheel.path)
+                    }
+                    None => None,
+                };
                 variants.push(VariantReport {
                     name: variant.name.clone(),
                     path,
@@ -268,6 +288,7 @@ impl<'r> Builder<'r> {
                         .map(ToString::to_string)
                         .collect(),
                     written,
+                    wheel,
                 });
             }
         }

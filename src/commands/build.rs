@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::print_json;
-use crate::build::{BuildSettings, Builder};
+use crate::build::{BuildSettings, Builder, Outputs};
 use crate::cli::{BuildArgs, ToolchainArgs};
 use crate::compile::command_for;
 use crate::error::Result;
@@ -23,7 +23,19 @@ pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
         budget: JobBudget::for_machine(args.jobs),
         out_dir: args.out_dir.clone(),
         unique_id: args.unique_id.clone(),
+        outputs: Outputs {
+            wheel_dir: args.wheel.then(|| dist_dir(project_dir, args)),
+        },
     }
+}
+
+/// `--dist-dir`, else `<project>/dist`; absolute, as it is printed.
+fn dist_dir(project_dir: &Path, args: &BuildArgs) -> std::path::PathBuf {
+    let dir = args
+        .dist_dir
+        .clone()
+        .unwrap_or_else(|| project_dir.join("dist"));
+    std::path::absolute(&dir).unwrap_or(dir)
 }
 
 /// Where to look for Python and nvcc.

@@ -63,6 +63,7 @@ pub fn run(project_dir: &Path, args: ListVariantsArgs, printer: &Printer) -> Res
         budget: JobBudget::for_machine(None),
         out_dir: None,
         unique_id: None,
+        outputs: Default::default(),
     };
     let prepared = Builder::new(settings, printer).prepare()?;
     let listing = VariantListing {

@@ -2,8 +2,10 @@
 
 pub mod build;
 pub mod check_config;
+pub mod develop;
 pub mod list_variants;
 pub mod publish;
+pub mod wheel;
 
 use std::process::ExitCode;
 
@@ -25,6 +27,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Build(args) => {
             let printer = Printer::new(verbosity, args.json);
             build::run(&project, args, &printer)?;
+        }
+        Command::Develop(args) => develop::run(&project, args, &Printer::new(verbosity, false))?,
+        Command::Wheel(args) => {
+            let printer = Printer::new(verbosity, args.json);
+            wheel::run(&project, args, &printer)?;
         }
         Command::ListVariants(args) => {
             let printer = Printer::new(verbosity, args.json);

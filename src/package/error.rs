@@ -46,6 +46,16 @@ pub enum PackageError {
         dir: PathBuf,
         violations: Vec<String>,
     },
+    /// A wheel cannot be made for this variant.
+    #[error("cannot make a wheel of variant `{variant}`: {reason}")]
+    WheelUnsupported { variant: String, reason: String },
+    /// Writing a zip archive (a wheel) failed.
+    #[error("cannot write the zip archive `{}`", path.display())]
+    Zip {
+        path: PathBuf,
+        #[source]
+        source: zip::result::ZipError,
+    },
     /// The extension or `_ops.py` uses another op namespace than metadata `id`.
     #[error("`{}` uses op namespace `{found}`, but metadata.json says `{expected}`", path.display())]
     Namespace {
@@ -66,6 +76,14 @@ impl Hint for PackageError {
                  directory has free space"
                     .into(),
             ),
+            PackageError::WheelUnsupported { .. } => Some(
+                "publish this variant to the Hub instead (`kbuild publish`), or load it with \
+                 `kernels.get_local_kernel`"
+                    .into(),
+            ),
+            PackageError::Zip { .. } => {
+                Some("check permissions and free space of the wheel directory".into())
+            }
             PackageError::Template { .. } => Some("this is a kbuild bug: please report it".into()),
             PackageError::Read { .. } => Some(
                 "check the build directory's permissions, or rebuild it with `kbuild build`".into(),

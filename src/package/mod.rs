@@ -1,14 +1,17 @@
 //! Hub variant writer and reader: generated files, metadata.json with digest, staged and renamed
-//! into place; [`BuiltVariant`] is a variant on disk, read back and verified.
+//! into place; [`BuiltVariant`] is a variant on disk, read back and verified; wheels and
+//! artifacts are written from a `BuiltVariant`.
 
 mod digest;
 mod error;
 mod generate;
 mod inspect;
 mod metadata;
+pub mod name;
 mod stage;
 pub mod tree;
 mod variant;
+mod wheel;
 
 pub use digest::{VariantDigest, open_regular};
 pub use error::PackageError;
@@ -18,6 +21,7 @@ pub use metadata::{
 };
 pub use stage::{Stage, write_if_changed};
 pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};
+pub use wheel::{Wheel, write_wheel};
 
 use crate::plan::VariantPlan;
 

@@ -97,3 +97,29 @@ pub fn python_ok(code: &str, envs: &[(&str, &str)]) -> String {
 pub fn stdout_json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
+
+/// A venv of its own (its own site-packages, where pip installs) that sees the toolchain venv's
+/// packages (torch, pip, pytest) through a `.pth`; returns its python and site-packages.
+/// `venv --system-site-packages` would not do: made from a venv's python, it exposes the base
+/// interpreter's packages, not the venv's.
+pub fn venv_seeing_toolchain(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = run(Command::new(python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(dir));
+    assert!(out.status.success());
+    let purelib = |py: &Path| {
+        let out = run(Command::new(py).args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ]));
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    };
+    let venv_python = dir.join("bin/python");
+    let site = purelib(&venv_python);
+    std::fs::write(
+        site.join("_kbuild_toolchain.pth"),
+        format!("{}\n", purelib(&python()).display()),
+    )
+    .unwrap();
+    (venv_python, site)
+}

@@ -1,0 +1,133 @@
+//! `kbuild develop`: make a built variant importable under its package name in a Python
+//! environment, so that `import <package>` (a kernel's own tests) runs the fresh build.
+//!
+//! The environment gets one `.pth` naming a directory in the build's work area,
+//! `<out>/.kbuild/develop/`, which holds a single symbolic link `<package>` to the variant
+//! directory `<out>/<variant>/`. A rebuild renames a new variant into that same path, so it is
+//! picked up without running `develop` again; a `develop` for another variant swaps the link
+//! atomically (a new link renamed over the old one).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::hint::Hint;
+use crate::package::BuiltVariant;
+use crate::process::{self, CommandFailure, CommandSpec};
+
+/// Why a variant could not be made importable.
+#[derive(Debug, thiserror::Error)]
+pub enum DevelopError {
+    /// Asking the interpreter for its environment failed.
+    #[error("cannot ask `{}` where its packages go", python.display())]
+    Python {
+        python: PathBuf,
+        #[source]
+        source: CommandFailure,
+    },
+    /// The interpreter is not in a virtual environment.
+    #[error("`{}` is not a virtual environment's Python", python.display())]
+    NotAVenv { python: PathBuf },
+    /// The package is installed in the environment already, which would shadow the build.
+    #[error("`{}` already exists: an installed `{package}` would be imported instead of the build", path.display())]
+    Shadowed { package: String, path: PathBuf },
+    #[error("cannot write `{}`", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Hint for DevelopError {
+    fn hint(&self) -> Option<String> {
+        Some(match self {
+            DevelopError::Python { .. } => "check that the interpreter runs on its own".into(),
+            DevelopError::NotAVenv { .. } => "create one (`python -m venv .venv`) and activate \
+                 it, or pass `--python <venv>/bin/python`"
+                .into(),
+            DevelopError::Shadowed { package, .. } => {
+                format!("uninstall it first: `pip uninstall {package}`")
+            }
+            DevelopError::Io { .. } => {
+                "check the permissions of the environment and the build directory".into()
+            }
+        })
+    }
+}
+
+/// What `develop` set up.
+#[derive(Debug, Clone, Serialize)]
+pub struct Developed {
+    /// The import name (`relu`).
+    pub package: String,
+    pub variant: String,
+    /// The `.pth` in the environment's site-packages.
+    pub pth: PathBuf,
+    /// The link the `.pth` makes importable.
+    pub link: PathBuf,
+}
+
+/// Make `variant` importable as its package in the environment of `python`.
+pub fn develop(variant: &BuiltVariant, python: &Path) -> Result<Developed, DevelopError> {
+    let site = site_packages(python)?;
+    let package = variant.kernel_name.replace('-', "_");
+    for shadow in [site.join(&package), site.join(format!("{package}.py"))] {
+        if std::fs::symlink_metadata(&shadow).is_ok() {
+            return Err(DevelopError::Shadowed {
+                package: package.clone(),
+                path: shadow,
+            });
+        }
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DevelopError::Io { path, source }
+    };
+    let out_dir = variant.dir.parent().unwrap_or(Path::new("."));
+    let out_dir = std::path::absolute(out_dir).map_err(io(out_dir))?;
+    let dir = out_dir.join(".kbuild").join("develop");
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let link = dir.join(&package);
+    // Relative, so that the link survives moving the whole build directory.
+    let target = Path::new("../..").join(&variant.name);
+    let tmp = dir.join(format!(".{package}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(&target, &tmp).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &link).map_err(io(&link))?;
+
+    let pth = site.join(format!("kbuild_develop_{package}.pth"));
+    let line = format!("{}\n", dir.display());
+    if std::fs::read_to_string(&pth).ok().as_deref() != Some(line.as_str()) {
+        std::fs::write(&pth, line).map_err(io(&pth))?;
+    }
+    Ok(Developed {
+        package,
+        variant: variant.name.clone(),
+        pth,
+        link,
+    })
+}
+
+/// The environment's `purelib`, after checking it is a virtual environment.
+fn site_packages(python: &Path) -> Result<PathBuf, DevelopError> {
+    let mut spec = CommandSpec::new(python);
+    spec.args([
+        "-c",
+        "import sys, sysconfig\n\
+         print(sys.prefix != sys.base_prefix)\n\
+         print(sysconfig.get_paths()['purelib'])",
+    ]);
+    let out = process::run(&spec).map_err(|source| DevelopError::Python {
+        python: python.to_path_buf(),
+        source,
+    })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    if lines.next() != Some("True") {
+        return Err(DevelopError::NotAVenv {
+            python: python.to_path_buf(),
+        });
+    }
+    Ok(PathBuf::from(lines.next().unwrap_or_default().trim()))
+}
