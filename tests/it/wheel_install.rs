@@ -2,14 +2,13 @@
 //! imports, runs, passes `pip check` and uninstalls without a trace; the same build gives the
 //! same bytes.
 
-mod support;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sha2::Digest as _;
-use support::{fixture, kbuild, run, venv_seeing_toolchain};
+use crate::common::kbuild::{fixture, kbuild, run, venv_seeing_toolchain};
 
 fn wheels_in(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -48,7 +47,7 @@ fn cpu_wheel_installs_imports_runs_an_op_and_uninstalls_cleanly() {
         names,
         ["relu-1+torch215.cxx11.cpu-cp39-abi3-linux_x86_64.whl"]
     );
-    let report = support::stdout_json(&out);
+    let report = crate::common::kbuild::stdout_json(&out);
     assert_eq!(
         report["variants"][0]["wheel"].as_str().map(PathBuf::from),
         Some(wheels[0].clone())

@@ -1,11 +1,10 @@
 //! `kbuild develop`: the relu fixture's own `tests/` (which `import relu`) pass under pytest in
 //! a fresh venv, and a later plain `kbuild build` is picked up without another develop.
 
-mod support;
 
 use std::process::Command;
 
-use support::{fixture, kbuild, run, venv_seeing_toolchain};
+use crate::common::kbuild::{fixture, kbuild, run, venv_seeing_toolchain};
 
 #[test]
 fn develop_makes_the_package_importable_for_the_kernels_own_pytest_and_rebuilds_show_up() {
