@@ -1,10 +1,12 @@
 //! `kbuild publish`: resolve settings (CLI > build.toml > environment), publish, print.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, PublishArgs, RepoTypeArg};
 use crate::error::Result;
 use crate::publish::plan::BatchLimits;
+use crate::publish::retry::RetryPolicy;
 use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, publish_blocking};
 use crate::report::{Printer, Verbosity};
 
@@ -12,7 +14,7 @@ use crate::report::{Printer, Verbosity};
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 pub fn run(global: &GlobalArgs, args: &PublishArgs, verbosity: Verbosity) -> Result<ExitCode> {
-    let settings = resolve(global, args, |k| std::env::var(k).ok())?;
+    let settings = resolve(global, args, |k| std::env::var_os(k))?;
     let printer = Printer::new(verbosity, args.json);
     let result = publish_blocking(&settings, &printer);
     printer.finish();
@@ -26,11 +28,13 @@ pub fn run(global: &GlobalArgs, args: &PublishArgs, verbosity: Verbosity) -> Res
 }
 
 /// Settings from the command line, build.toml (when the project has one) and the environment.
+/// The environment is read raw: a token that is not UTF-8 is an error, not "no token".
 pub fn resolve(
     global: &GlobalArgs,
     args: &PublishArgs,
-    env: impl Fn(&str) -> Option<String>,
+    env_os: impl Fn(&str) -> Option<OsString>,
 ) -> Result<PublishSettings> {
+    let env = |k: &str| env_os(k).and_then(|v| v.into_string().ok());
     let project = &global.project;
     let config = if project.join("build.toml").is_file() {
         Some(crate::config::load(project)?)
@@ -54,7 +58,12 @@ pub fn resolve(
     let benchmarks = project.join("benchmarks");
     Ok(PublishSettings {
         endpoint,
-        token: auth::resolve_token(&env),
+        token: auth::resolve_token(&env_os).map_err(|(source_name, problem)| {
+            PublishError::BadToken {
+                source_name,
+                problem,
+            }
+        })?,
         repo_id,
         repo_type: match args.repo_type {
             RepoTypeArg::Kernel => RepoTypeAny::Kernel,
@@ -76,6 +85,7 @@ pub fn resolve(
         dry_run: args.dry_run,
         allow_dirty: args.allow_dirty,
         limits: BatchLimits::from_env(&env),
+        retry: RetryPolicy::from_env(&env),
     })
 }
 
