@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::publish::plan::BatchLimits;
 use crate::publish::retry::RetryPolicy;
 use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, publish_blocking};
-use crate::report::{Printer, Verbosity};
+use crate::report::{Printer, Reporter, Verbosity};
 
 /// Hub used when `HF_ENDPOINT` is not set.
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -19,12 +19,25 @@ pub fn run(global: &GlobalArgs, args: &PublishArgs, verbosity: Verbosity) -> Res
     let result = publish_blocking(&settings, &printer);
     printer.finish();
     let summary = result?;
-    if args.json {
-        println!("{}", summary.to_json());
+    // The commits are made before the summary is printed: a closed stdout cannot undo them,
+    // so it ends the command non-zero with a note on stderr that the publish itself completed.
+    let printed = if args.json {
+        super::print(&format!("{}\n", summary.to_json()))
     } else if args.dry_run {
-        print!("{}", summary.dry_run_report());
+        super::print(&summary.dry_run_report())
+    } else {
+        Ok(())
+    };
+    if let Err(crate::error::Error::Stdout { source }) = &printed
+        && !args.dry_run
+        && !summary.commits.is_empty()
+    {
+        printer.warn(&format!(
+            "published to `{}` branch `{}`, but the summary could not be written to stdout: {source}",
+            summary.repo, summary.branch
+        ));
     }
-    Ok(ExitCode::SUCCESS)
+    printed.map(|()| ExitCode::SUCCESS)
 }
 
 /// Settings from the command line, build.toml (when the project has one) and the environment.
