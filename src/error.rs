@@ -45,7 +45,10 @@ impl Hint for Error {
             Error::Build(e) => e.hint(),
             Error::Publish(e) => e.hint(),
             Error::Json { .. } => Some("this is a kbuild bug: please report it".into()),
-            Error::Stdout { .. } | Error::Runtime { .. } => None,
+            Error::Stdout { .. } => Some(
+                "stdout goes to a full disk or a file that cannot take more: redirect it elsewhere, or free space".into(),
+            ),
+            Error::Runtime { .. } => None,
         }
     }
 }

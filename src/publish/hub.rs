@@ -336,10 +336,9 @@ impl<'r> Remote<'r> {
     fn hf_failure(&self, e: HFError) -> Failure {
         let message = self.redactor.redact(&e.to_string());
         match &e {
-            HFError::Request { source, .. } => Failure {
-                message,
-                ..transport_failure(source, self.policy.upload_timeout, &self.redactor)
-            },
+            HFError::Request { source, .. } => {
+                transport_failure(source, self.policy.upload_timeout, &self.redactor)
+            }
             HFError::RateLimited { retry_after, .. } => Failure {
                 kind: FailureKind::Status(429),
                 message,
