@@ -80,7 +80,8 @@ fn a_failure_between_commits_leaves_the_branch_at_the_old_build_and_a_rerun_move
 
     let run = hub.publish_with(&build, &["--repo", REPO], &env).success();
     assert!(
-        run.stderr.contains("Resuming from branch `kbuild-staging-v1-"),
+        run.stderr
+            .contains("Resuming from branch `kbuild-staging-v1-"),
         "{}",
         run.stderr
     );
@@ -89,9 +90,17 @@ fn a_failure_between_commits_leaves_the_branch_at_the_old_build_and_a_rerun_move
         serde_json::from_slice(&std::fs::read(variant.join("metadata.json")).unwrap()).unwrap();
     assert_eq!(metadata["digest"], local["digest"]);
     let tree = get_json(&hub, "/api/kernels/org/relu/tree/v1/build?recursive=true");
-    let files = tree.as_array().unwrap().iter().filter(|e| e["type"] == "file");
+    let files = tree
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "file");
     assert_eq!(files.count(), 10, "{tree}");
-    assert_eq!(branches(&hub), ["main", "v1"], "the staging branch is removed");
+    assert_eq!(
+        branches(&hub),
+        ["main", "v1"],
+        "the staging branch is removed"
+    );
 }
 
 #[test]
@@ -110,7 +119,11 @@ fn a_server_that_never_answers_times_out_with_a_line_per_retry_naming_the_endpoi
     );
     assert!(!run.ok);
     run.assert_no_token();
-    assert!(started.elapsed() < Duration::from_secs(40), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "took {:?}",
+        started.elapsed()
+    );
     let retries = run
         .stderr
         .lines()
@@ -140,8 +153,16 @@ fn the_deadline_ends_the_retries_of_a_step() {
     let started = Instant::now();
     let run = hub.publish_with(&build, &["--repo", REPO], &env);
     assert!(!run.ok);
-    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
-    assert!(run.stderr.contains("timed out after 1 s ("), "{}", run.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        run.stderr.contains("timed out after 1 s ("),
+        "{}",
+        run.stderr
+    );
     assert!(!run.stderr.contains("(5 attempts)"), "{}", run.stderr);
 }
 
@@ -150,7 +171,9 @@ fn a_hung_commit_is_retried_after_the_upload_timeout_and_lands_once() {
     let hub = Hub::start(&["--fail", "commit:hang,for=20s"]);
     let (_project, build) = project_with_variant();
     let env = [("HF_TOKEN", TOKEN), ("KBUILD_HUB_UPLOAD_TIMEOUT", "1")];
-    let run = hub.publish_with(&build, &["--repo", REPO, "--json"], &env).success();
+    let run = hub
+        .publish_with(&build, &["--repo", REPO, "--json"], &env)
+        .success();
     assert!(run.stderr.contains("timed out after 1 s"), "{}", run.stderr);
     assert_eq!(hub.commits_made(), 2, "{:?}", hub.log());
 }
@@ -174,10 +197,18 @@ fn a_commit_whose_answer_was_lost_is_found_on_the_branch_and_not_sent_again() {
     let hub = Hub::start(&["--fail", "commit:lose-response"]);
     let (_project, build) = project_with_variant();
     let run = hub.publish(&build, &["--repo", REPO, "--json"]).success();
-    assert!(run.stderr.contains("was lost, but the commit landed"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("was lost, but the commit landed"),
+        "{}",
+        run.stderr
+    );
     let log = hub.log();
     let commits: Vec<&String> = log.iter().filter(|l| l.contains("/commit/")).collect();
-    assert_eq!(commits.len(), 2, "one commit to `v1`, one card: {commits:?}");
+    assert_eq!(
+        commits.len(),
+        2,
+        "one commit to `v1`, one card: {commits:?}"
+    );
     assert!(commits[0].contains("[response lost] -> 200"), "{commits:?}");
     let refs = get_json(&hub, "/api/kernels/org/relu/refs");
     let v1 = refs["branches"]
@@ -240,7 +271,12 @@ fn tokens_with_control_or_non_ascii_characters_are_refused_saying_what_is_wrong(
     );
     let with_quote = format!("\u{201c}hf_{secret}\u{201d}");
     let run = hub.publish_with(&build, &["--repo", REPO], &[("HF_TOKEN", &with_quote)]);
-    assert_refused_token(&hub, &run, "it holds a non-ASCII character at position 1", secret);
+    assert_refused_token(
+        &hub,
+        &run,
+        "it holds a non-ASCII character at position 1",
+        secret,
+    );
 }
 
 #[test]
@@ -252,7 +288,10 @@ fn a_token_file_with_a_non_ascii_character_is_named() {
     std::fs::write(home.join("token"), "hf_kbuild\u{a0}TestSecret\n").unwrap();
     let home_str = home.to_string_lossy().into_owned();
     let run = hub.publish_with(&build, &["--repo", REPO], &[("HF_HOME", &home_str)]);
-    let says = format!("the Hub token from `{}` cannot be sent", home.join("token").display());
+    let says = format!(
+        "the Hub token from `{}` cannot be sent",
+        home.join("token").display()
+    );
     assert_refused_token(&hub, &run, &says, "TestSecret");
 }
 
@@ -268,7 +307,10 @@ fn a_non_utf8_hf_token_is_an_error_not_a_missing_token() {
         .arg(&build)
         .env("HF_ENDPOINT", &hub.url)
         .env("HF_HOME", project.path().join(".hf-home-empty"))
-        .env("HF_TOKEN", std::ffi::OsStr::from_bytes(b"hf_kbuildTestSecret\xff"))
+        .env(
+            "HF_TOKEN",
+            std::ffi::OsStr::from_bytes(b"hf_kbuildTestSecret\xff"),
+        )
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -107,7 +107,8 @@ fn publish_json_into_a_closed_pipe_commits_then_exits_141_saying_it_published() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(141), "{stderr}");
     assert!(
-        stderr.contains("published to `org/relu` branch `v1`, but the summary could not be written"),
+        stderr
+            .contains("published to `org/relu` branch `v1`, but the summary could not be written"),
         "{stderr}"
     );
     assert!(!stderr.contains(TOKEN));

@@ -97,8 +97,8 @@ pub fn resolve(
         create_pr: args.create_pr,
         dry_run: args.dry_run,
         allow_dirty: args.allow_dirty,
-        limits: BatchLimits::from_env(&env),
-        retry: RetryPolicy::from_env(&env),
+        limits: BatchLimits::from_env(env),
+        retry: RetryPolicy::from_env(env),
     })
 }
 

@@ -153,12 +153,14 @@ impl Api {
     /// Create the repository; one that exists already is fine.
     pub async fn create_repo(&self, private: bool) -> Result<(), Failure> {
         let (org, name) = self.repo_id.split_once('/').unwrap_or(("", &self.repo_id));
-        let url = Url::parse(&format!("{}/api/repos/create", self.endpoint)).map_err(|e| Failure {
-            kind: FailureKind::Other,
-            message: e.to_string(),
-            retry_after: None,
-        })?;
-        let body = json!({"name": name, "organization": org, "type": self.singular, "private": private});
+        let url =
+            Url::parse(&format!("{}/api/repos/create", self.endpoint)).map_err(|e| Failure {
+                kind: FailureKind::Other,
+                message: e.to_string(),
+                retry_after: None,
+            })?;
+        let body =
+            json!({"name": name, "organization": org, "type": self.singular, "private": private});
         let answer = self.send(Method::POST, url, Some(body)).await?;
         match answer.status {
             200..=299 | 409 => Ok(()),
@@ -226,7 +228,13 @@ impl Api {
             }
             let entries: Vec<Entry> = self.json(&answer)?;
             for e in entries.into_iter().filter(|e| e.kind == "file") {
-                out.insert(e.path, RemoteFile { oid: e.oid, size: e.size });
+                out.insert(
+                    e.path,
+                    RemoteFile {
+                        oid: e.oid,
+                        size: e.size,
+                    },
+                );
             }
             next = next_page(&answer.headers);
         }

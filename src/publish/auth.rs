@@ -88,10 +88,10 @@ fn check_token(raw: &[u8]) -> Result<Option<Token>, TokenProblem> {
 pub fn resolve_token(
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<Option<(Token, TokenSource)>, (TokenSource, TokenProblem)> {
-    if let Some(raw) = env("HF_TOKEN") {
-        if let Some(t) = check_token(raw.as_bytes()).map_err(|p| (TokenSource::Env, p))? {
-            return Ok(Some((t, TokenSource::Env)));
-        }
+    if let Some(raw) = env("HF_TOKEN")
+        && let Some(t) = check_token(raw.as_bytes()).map_err(|p| (TokenSource::Env, p))?
+    {
+        return Ok(Some((t, TokenSource::Env)));
     }
     let home = env("HF_HOME")
         .map(PathBuf::from)
@@ -202,13 +202,22 @@ mod tests {
             move |k: &str| (k == "HF_TOKEN").then(|| OsString::from_vec(raw.to_vec()))
         };
         let problem = |raw: &'static [u8]| resolve_token(env_with(raw)).unwrap_err();
-        assert_eq!(problem(b"hf_ab\x1bcd"), (TokenSource::Env, TokenProblem::Control(6)));
-        assert_eq!(problem(b"hf_ab cd"), (TokenSource::Env, TokenProblem::Space(6)));
+        assert_eq!(
+            problem(b"hf_ab\x1bcd"),
+            (TokenSource::Env, TokenProblem::Control(6))
+        );
+        assert_eq!(
+            problem(b"hf_ab cd"),
+            (TokenSource::Env, TokenProblem::Space(6))
+        );
         assert_eq!(
             problem("hf_\u{201c}abc".as_bytes()),
             (TokenSource::Env, TokenProblem::NonAscii(4))
         );
-        assert_eq!(problem(b"hf_\xff\xfe"), (TokenSource::Env, TokenProblem::NotUtf8));
+        assert_eq!(
+            problem(b"hf_\xff\xfe"),
+            (TokenSource::Env, TokenProblem::NotUtf8)
+        );
         let (token, _) = resolve_token(env_with(b"  hf_ok\n")).unwrap().unwrap();
         assert_eq!(token.expose(), "hf_ok");
     }
@@ -221,7 +230,10 @@ mod tests {
         let err = resolve_token(|k| (k == "HF_HOME").then(|| home.clone().into())).unwrap_err();
         assert_eq!(
             err,
-            (TokenSource::File(dir.path().join("token")), TokenProblem::Control(4))
+            (
+                TokenSource::File(dir.path().join("token")),
+                TokenProblem::Control(4)
+            )
         );
     }
 }

@@ -100,7 +100,14 @@ async fn staged(
     let batches = work.batches(s.limits);
     let mut done = Vec::new();
     for (i, batch) in batches.iter().enumerate() {
-        let request = request(&staging, batch, message, (i, batches.len()), Some(&head), false);
+        let request = request(
+            &staging,
+            batch,
+            message,
+            (i, batches.len()),
+            Some(&head),
+            false,
+        );
         let landed = match commit_batch(remote, reporter, &request, batch).await {
             Ok(landed) => landed,
             Err(e) => {
@@ -117,7 +124,10 @@ async fn staged(
         done.push(summary(branch, batch, landed));
     }
 
-    reporter.stage("Moving", &format!("branch `{branch}` to the staged commits"));
+    reporter.stage(
+        "Moving",
+        &format!("branch `{branch}` to the staged commits"),
+    );
     let moving = |branch_gone, e| PublishError::Moving {
         branch: branch.to_string(),
         staging: staging.clone(),

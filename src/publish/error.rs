@@ -95,7 +95,9 @@ pub enum PublishError {
         source: Box<PublishError>,
     },
     /// A multi-commit publish stopped before `branch` moved: it still holds what it held.
-    #[error("nothing changed on `{branch}`: {committed} of {total} commits are staged on `{staging}`, then publishing failed")]
+    #[error(
+        "nothing changed on `{branch}`: {committed} of {total} commits are staged on `{staging}`, then publishing failed"
+    )]
     Staged {
         branch: String,
         staging: String,

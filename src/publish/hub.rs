@@ -167,7 +167,11 @@ impl<'r> Remote<'r> {
     }
 
     /// Create `branch` at `start` (`main` when `None`).
-    pub async fn create_branch(&self, branch: &str, start: Option<&str>) -> Result<(), PublishError> {
+    pub async fn create_branch(
+        &self,
+        branch: &str,
+        start: Option<&str>,
+    ) -> Result<(), PublishError> {
         self.metadata(&format!("creating branch `{branch}`"), || {
             self.api.create_branch(branch, start)
         })

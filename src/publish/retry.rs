@@ -244,8 +244,14 @@ mod tests {
         assert_eq!(out.unwrap(), 7);
         let events = rec.take();
         assert_eq!(events.len(), 2, "{events:?}");
-        assert!(events[0].starts_with("warn listing: retrying in "), "{events:?}");
-        assert!(events[0].ends_with("status 503 (attempt 2 of 5)"), "{events:?}");
+        assert!(
+            events[0].starts_with("warn listing: retrying in "),
+            "{events:?}"
+        );
+        assert!(
+            events[0].ends_with("status 503 (attempt 2 of 5)"),
+            "{events:?}"
+        );
     }
 
     #[test]
@@ -301,7 +307,10 @@ mod tests {
         let p = RetryPolicy::from_env(|k| (k == "KBUILD_HUB_TIMEOUT").then(|| "1.5".into()));
         assert_eq!(p.request_timeout, Duration::from_millis(1500));
         assert_eq!(p.deadline, RetryPolicy::default().deadline);
-        assert_eq!(RetryPolicy::from_env(|_| Some("-3".into())), RetryPolicy::default());
+        assert_eq!(
+            RetryPolicy::from_env(|_| Some("-3".into())),
+            RetryPolicy::default()
+        );
     }
 
     #[test]
