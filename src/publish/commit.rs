@@ -37,8 +37,8 @@ pub(super) struct Message<'a> {
     pub description: &'a str,
 }
 
-/// Commit `plan` to `target`: directly when it fits one commit (or goes to a pull request),
-/// staged and moved in one step otherwise.
+/// Commit `plan` to `target`: directly when it fits one commit (or goes to a pull request, or
+/// to `main`, which the Hub never lets go), staged and moved in one step otherwise.
 pub(super) async fn commit_plan(
     remote: &Remote<'_>,
     reporter: &dyn Reporter,
@@ -49,7 +49,7 @@ pub(super) async fn commit_plan(
 ) -> Result<Vec<CommitSummary>, PublishError> {
     let several = plan.batches(s.limits).len() > 1;
     match &target.head {
-        Some(base) if several && !s.create_pr => {
+        Some(base) if several && !s.create_pr && target.branch != "main" => {
             let base = base.clone();
             staged(remote, reporter, s, plan, &target, &base, message).await
         }
