@@ -59,7 +59,10 @@ impl Hint for Error {
                 Some("choose one with `--backend` (e.g. `--backend cpu`)".into())
             }
             Error::Json { .. } => Some("this is a kbuild bug: please report it".into()),
-            Error::Stdout { .. } | Error::Runtime { .. } => None,
+            Error::Stdout { .. } => Some(
+                "stdout goes to a full disk or a file that cannot take more: redirect it elsewhere, or free space".into(),
+            ),
+            Error::Runtime { .. } => None,
         }
     }
 }

@@ -10,6 +10,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match kbuild::commands::run(cli) {
         Ok(code) => code,
+        Err(kbuild::error::Error::Stdout { source })
+            if kbuild::report::is_closed_stdout(&source) =>
+        {
+            ExitCode::from(kbuild::report::CLOSED_STDOUT_EXIT)
+        }
         Err(err) => {
             eprintln!("error: {err}");
             let mut source = std::error::Error::source(&err);

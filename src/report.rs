@@ -1,9 +1,29 @@
-//! The one output seam: progress bars, quiet/verbose and `--json` all go through a `Reporter`.
+//! The one output seam: progress bars, quiet/verbose and `--json` all go through a `Reporter`;
+//! a command's result goes to stdout through [`stdout`].
 
+use std::io::Write as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+/// Exit status when stdout's reader went away (`| head -0`): what a shell reports for a
+/// process that a closed pipe stopped (128 + SIGPIPE), without a message.
+pub const CLOSED_STDOUT_EXIT: u8 = 141;
+
+/// Write a command's result to stdout: the only place kbuild writes there. A closed reader
+/// (`EPIPE`) or a full disk (`ENOSPC`) comes back as an error, never a panic; see
+/// [`is_closed_stdout`] for how the caller tells them apart.
+pub fn stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// The reader of stdout is gone: the output is unwanted, not failed.
+pub fn is_closed_stdout(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::BrokenPipe
+}
 
 /// How a compile unit ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

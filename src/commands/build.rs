@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use super::print_json;
+use super::{print, print_json};
 use crate::build::{BuildSettings, Builder, Outputs};
 use crate::cli::{BuildArgs, ToolchainArgs};
 use crate::compile::command_for;
@@ -76,22 +76,25 @@ fn print_plan(plan: &BuildPlan, json: bool) -> Result<()> {
     if json {
         return print_json("the plan", plan);
     }
-    println!("output: {}", plan.out_dir.display());
+    use std::fmt::Write as _;
+    // Writing to a String cannot fail.
+    let mut t = String::new();
+    let _ = writeln!(t, "output: {}", plan.out_dir.display());
     for s in &plan.skipped {
-        println!("skipped backend {}: {}", s.backend, s.reason);
+        let _ = writeln!(t, "skipped backend {}: {}", s.backend, s.reason);
     }
     for variant in &plan.variants {
-        println!("\nvariant {} (id {})", variant.name, variant.id);
+        let _ = writeln!(t, "\nvariant {} (id {})", variant.name, variant.id);
         for (cap, dtypes) in &variant.dtypes {
             let names: Vec<&str> = dtypes.iter().map(|d| d.as_str()).collect();
-            println!("  capability {cap}: {}", names.join(", "));
+            let _ = writeln!(t, "  capability {cap}: {}", names.join(", "));
         }
         for job in &variant.compile {
-            println!("  compile {}\n    {}", job.label, command_for(job));
+            let _ = writeln!(t, "  compile {}\n    {}", job.label, command_for(job));
         }
         if let Some(job) = &variant.link {
-            println!("  link\n    {}", link_command(job, &job.output));
+            let _ = writeln!(t, "  link\n    {}", link_command(job, &job.output));
         }
     }
-    Ok(())
+    print(&t)
 }

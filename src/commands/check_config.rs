@@ -1,6 +1,5 @@
 //! `kbuild check-config`: validate build.toml without building anything.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -33,13 +32,8 @@ pub fn run(
     } else {
         return Ok(ExitCode::SUCCESS);
     };
-    // A closed pipe (`| head`) is not an error of the check.
-    match writeln!(std::io::stdout().lock(), "{out}") {
-        Err(source) if source.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(Error::Stdout { source })
-        }
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    super::print(&format!("{out}\n"))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `ok: build.toml (edition 5): kernel `ltx-kernels` v1, 3 kernels, backends cuda, cpu`.

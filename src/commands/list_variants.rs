@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::build::toolchain_settings;
-use super::print_json;
+use super::{print, print_json};
 use crate::build::{BuildSettings, Builder};
 use crate::cli::ListVariantsArgs;
 use crate::config::Backend;
@@ -83,15 +83,17 @@ pub fn run(project_dir: &Path, args: ListVariantsArgs, printer: &Printer) -> Res
     if args.json {
         return print_json("the variant listing", &listing);
     }
+    let mut text = String::new();
     for v in &listing.variants {
         if v.capabilities.is_empty() {
-            println!("{}", v.name);
+            text.push_str(&format!("{}\n", v.name));
         } else {
-            println!("{}  (capabilities {})", v.name, v.capabilities.join(", "));
+            let caps = v.capabilities.join(", ");
+            text.push_str(&format!("{}  (capabilities {caps})\n", v.name));
         }
     }
     for s in &listing.skipped {
-        println!("skipped: {} ({})", s.backend, s.reason);
+        text.push_str(&format!("skipped: {} ({})\n", s.backend, s.reason));
     }
-    Ok(())
+    print(&text)
 }

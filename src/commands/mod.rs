@@ -44,7 +44,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Publish(args) => return publish::run(&cli.global, &args, verbosity),
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(args.shell, &mut cmd, "kbuild", &mut std::io::stdout());
+            // Generated into memory: clap_complete panics when its writer fails.
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut cmd, "kbuild", &mut script);
+            print(&String::from_utf8_lossy(&script))?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -54,6 +57,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 fn print_json(what: &'static str, value: &impl serde::Serialize) -> Result<()> {
     let json = serde_json::to_string_pretty(value)
         .map_err(|source| crate::error::Error::Json { what, source })?;
-    println!("{json}");
-    Ok(())
+    print(&format!("{json}\n"))
+}
+
+/// Print a command's result on stdout (through the seam in `report`).
+fn print(text: &str) -> Result<()> {
+    crate::report::stdout(text).map_err(|source| crate::error::Error::Stdout { source })
 }

@@ -1,36 +1,53 @@
 //! `kbuild publish`: resolve settings (CLI > build.toml > environment), publish, print.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, PublishArgs, RepoTypeArg};
 use crate::error::Result;
 use crate::publish::plan::BatchLimits;
+use crate::publish::retry::RetryPolicy;
 use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, publish_blocking};
-use crate::report::{Printer, Verbosity};
+use crate::report::{Printer, Reporter, Verbosity};
 
 /// Hub used when `HF_ENDPOINT` is not set.
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 pub fn run(global: &GlobalArgs, args: &PublishArgs, verbosity: Verbosity) -> Result<ExitCode> {
-    let settings = resolve(global, args, |k| std::env::var(k).ok())?;
+    let settings = resolve(global, args, |k| std::env::var_os(k))?;
     let printer = Printer::new(verbosity, args.json);
     let result = publish_blocking(&settings, &printer);
     printer.finish();
     let summary = result?;
-    if args.json {
-        println!("{}", summary.to_json());
+    // The commits are made before the summary is printed: a closed stdout cannot undo them,
+    // so it ends the command non-zero with a note on stderr that the publish itself completed.
+    let printed = if args.json {
+        super::print(&format!("{}\n", summary.to_json()))
     } else if args.dry_run {
-        print!("{}", summary.dry_run_report());
+        super::print(&summary.dry_run_report())
+    } else {
+        Ok(())
+    };
+    if let Err(crate::error::Error::Stdout { source }) = &printed
+        && !args.dry_run
+        && !summary.commits.is_empty()
+    {
+        printer.warn(&format!(
+            "published to `{}` branch `{}`, but the summary could not be written to stdout: {source}",
+            summary.repo, summary.branch
+        ));
     }
-    Ok(ExitCode::SUCCESS)
+    printed.map(|()| ExitCode::SUCCESS)
 }
 
 /// Settings from the command line, build.toml (when the project has one) and the environment.
+/// The environment is read raw: a token that is not UTF-8 is an error, not "no token".
 pub fn resolve(
     global: &GlobalArgs,
     args: &PublishArgs,
-    env: impl Fn(&str) -> Option<String>,
+    env_os: impl Fn(&str) -> Option<OsString>,
 ) -> Result<PublishSettings> {
+    let env = |k: &str| env_os(k).and_then(|v| v.into_string().ok());
     let project = &global.project;
     let config = if project.join("build.toml").is_file() {
         Some(crate::config::load(project)?)
@@ -54,7 +71,12 @@ pub fn resolve(
     let benchmarks = project.join("benchmarks");
     Ok(PublishSettings {
         endpoint,
-        token: auth::resolve_token(&env),
+        token: auth::resolve_token(&env_os).map_err(|(source_name, problem)| {
+            PublishError::BadToken {
+                source_name,
+                problem,
+            }
+        })?,
         repo_id,
         repo_type: match args.repo_type {
             RepoTypeArg::Kernel => RepoTypeAny::Kernel,
@@ -75,7 +97,8 @@ pub fn resolve(
         create_pr: args.create_pr,
         dry_run: args.dry_run,
         allow_dirty: args.allow_dirty,
-        limits: BatchLimits::from_env(&env),
+        limits: BatchLimits::from_env(env),
+        retry: RetryPolicy::from_env(env),
     })
 }
 

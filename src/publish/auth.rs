@@ -1,5 +1,7 @@
 //! Where the token comes from, and the guarantee that it never appears in what kbuild prints.
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
 
 /// A Hub token. `Debug` and `Display` never show it.
@@ -35,13 +37,61 @@ impl std::fmt::Display for TokenSource {
     }
 }
 
+/// What makes a token unusable; never shows the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenProblem {
+    /// Not valid UTF-8.
+    NotUtf8,
+    /// A control character (tab, escape, a stray `\r`) at this character position (1-based).
+    Control(usize),
+    /// A space inside the token.
+    Space(usize),
+    /// A non-ASCII character (a typographic quote, a non-breaking space) at this position.
+    NonAscii(usize),
+}
+
+impl std::fmt::Display for TokenProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenProblem::NotUtf8 => f.write_str("it is not valid UTF-8"),
+            TokenProblem::Control(at) => write!(f, "it holds a control character at position {at}"),
+            TokenProblem::Space(at) => write!(f, "it holds a space at position {at}"),
+            TokenProblem::NonAscii(at) => {
+                write!(f, "it holds a non-ASCII character at position {at}")
+            }
+        }
+    }
+}
+
+/// A token goes into an HTTP header: printable ASCII only. Surrounding whitespace (the newline
+/// of a token file) is dropped first; an empty result is no token.
+fn check_token(raw: &[u8]) -> Result<Option<Token>, TokenProblem> {
+    let text = std::str::from_utf8(raw).map_err(|_| TokenProblem::NotUtf8)?;
+    let text = text.trim();
+    for (i, c) in text.chars().enumerate() {
+        if c.is_control() {
+            return Err(TokenProblem::Control(i + 1));
+        }
+        if c == ' ' {
+            return Err(TokenProblem::Space(i + 1));
+        }
+        if !c.is_ascii() {
+            return Err(TokenProblem::NonAscii(i + 1));
+        }
+    }
+    Ok((!text.is_empty()).then(|| Token(text.to_string())))
+}
+
 /// `HF_TOKEN`, then `HF_TOKEN_PATH`, then `$HF_HOME/token` (huggingface_hub's order; `HF_HOME`
-/// defaults to `$XDG_CACHE_HOME/huggingface`, then `~/.cache/huggingface`).
-pub fn resolve_token(env: impl Fn(&str) -> Option<String>) -> Option<(Token, TokenSource)> {
-    if let Some(t) = env("HF_TOKEN").map(|t| t.trim().to_string())
-        && !t.is_empty()
+/// defaults to `$XDG_CACHE_HOME/huggingface`, then `~/.cache/huggingface`). The first token
+/// found must be one an HTTP header can carry; a broken one is an error, not "no token".
+pub fn resolve_token(
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<Option<(Token, TokenSource)>, (TokenSource, TokenProblem)> {
+    if let Some(raw) = env("HF_TOKEN")
+        && let Some(t) = check_token(raw.as_bytes()).map_err(|p| (TokenSource::Env, p))?
     {
-        return Some((Token(t), TokenSource::Env));
+        return Ok(Some((t, TokenSource::Env)));
     }
     let home = env("HF_HOME")
         .map(PathBuf::from)
@@ -51,10 +101,17 @@ pub fn resolve_token(env: impl Fn(&str) -> Option<String>) -> Option<(Token, Tok
         env("HF_TOKEN_PATH").map(PathBuf::from),
         home.map(|h| h.join("token")),
     ];
-    candidates.into_iter().flatten().find_map(|path| {
-        let t = std::fs::read_to_string(&path).ok()?.trim().to_string();
-        (!t.is_empty()).then_some((Token(t), TokenSource::File(path)))
-    })
+    for path in candidates.into_iter().flatten() {
+        let Ok(raw) = std::fs::read(&path) else {
+            continue;
+        };
+        match check_token(&raw) {
+            Ok(Some(t)) => return Ok(Some((t, TokenSource::File(path)))),
+            Ok(None) => continue,
+            Err(p) => return Err((TokenSource::File(path), p)),
+        }
+    }
+    Ok(None)
 }
 
 /// Removes a secret from text that is about to be shown.
@@ -87,6 +144,8 @@ impl std::fmt::Debug for Redactor {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::ffi::OsStringExt as _;
+
     use super::*;
 
     #[test]
@@ -95,11 +154,11 @@ mod tests {
         std::fs::write(dir.path().join("token"), "hf_file\n").unwrap();
         let home = dir.path().to_string_lossy().into_owned();
         let env = |k: &str| match k {
-            "HF_TOKEN" => Some("hf_env".to_string()),
-            "HF_HOME" => Some(home.clone()),
+            "HF_TOKEN" => Some("hf_env".into()),
+            "HF_HOME" => Some(home.clone().into()),
             _ => None,
         };
-        let (token, source) = resolve_token(env).unwrap();
+        let (token, source) = resolve_token(env).unwrap().unwrap();
         assert_eq!(token.expose(), "hf_env");
         assert_eq!(source, TokenSource::Env);
     }
@@ -109,8 +168,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("token"), "hf_file\n").unwrap();
         let home = dir.path().to_string_lossy().into_owned();
-        let env = |k: &str| (k == "HF_HOME").then(|| home.clone());
-        let (token, source) = resolve_token(env).unwrap();
+        let env = |k: &str| (k == "HF_HOME").then(|| home.clone().into());
+        let (token, source) = resolve_token(env).unwrap().unwrap();
         assert_eq!(token.expose(), "hf_file");
         assert_eq!(source, TokenSource::File(dir.path().join("token")));
     }
@@ -119,7 +178,11 @@ mod tests {
     fn no_token_anywhere_is_none() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().to_string_lossy().into_owned();
-        assert!(resolve_token(|k| (k == "HF_HOME").then(|| home.clone())).is_none());
+        assert!(
+            resolve_token(|k| (k == "HF_HOME").then(|| home.clone().into()))
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -130,6 +193,47 @@ mod tests {
         assert_eq!(
             r.redact("Bearer hf_secret_value failed"),
             "Bearer *** failed"
+        );
+    }
+
+    #[test]
+    fn tokens_a_header_cannot_carry_are_refused_with_the_reason() {
+        let env_with = |raw: &'static [u8]| {
+            move |k: &str| (k == "HF_TOKEN").then(|| OsString::from_vec(raw.to_vec()))
+        };
+        let problem = |raw: &'static [u8]| resolve_token(env_with(raw)).unwrap_err();
+        assert_eq!(
+            problem(b"hf_ab\x1bcd"),
+            (TokenSource::Env, TokenProblem::Control(6))
+        );
+        assert_eq!(
+            problem(b"hf_ab cd"),
+            (TokenSource::Env, TokenProblem::Space(6))
+        );
+        assert_eq!(
+            problem("hf_\u{201c}abc".as_bytes()),
+            (TokenSource::Env, TokenProblem::NonAscii(4))
+        );
+        assert_eq!(
+            problem(b"hf_\xff\xfe"),
+            (TokenSource::Env, TokenProblem::NotUtf8)
+        );
+        let (token, _) = resolve_token(env_with(b"  hf_ok\n")).unwrap().unwrap();
+        assert_eq!(token.expose(), "hf_ok");
+    }
+
+    #[test]
+    fn a_broken_token_file_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("token"), "hf_\tx\n").unwrap();
+        let home = dir.path().to_string_lossy().into_owned();
+        let err = resolve_token(|k| (k == "HF_HOME").then(|| home.clone().into())).unwrap_err();
+        assert_eq!(
+            err,
+            (
+                TokenSource::File(dir.path().join("token")),
+                TokenProblem::Control(4)
+            )
         );
     }
 }

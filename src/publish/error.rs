@@ -70,6 +70,13 @@ pub enum PublishError {
     },
     #[error("{action} failed: {message}")]
     Network { action: String, message: String },
+    /// The server took the request and never answered.
+    #[error("{action} timed out after {} ({attempts} attempts)", super::retry::seconds(*after))]
+    TimedOut {
+        action: String,
+        after: std::time::Duration,
+        attempts: usize,
+    },
     #[error("{action} conflicted with another change: {message}")]
     Conflict { action: String, message: String },
     #[error("{action} failed: {message}")]
@@ -86,6 +93,33 @@ pub enum PublishError {
         branch: String,
         #[source]
         source: Box<PublishError>,
+    },
+    /// A multi-commit publish stopped before `branch` moved: it still holds what it held.
+    #[error(
+        "nothing changed on `{branch}`: {committed} of {total} commits are staged on `{staging}`, then publishing failed"
+    )]
+    Staged {
+        branch: String,
+        staging: String,
+        committed: usize,
+        total: usize,
+        #[source]
+        source: Box<PublishError>,
+    },
+    /// Every commit is staged, but moving the branch to them failed.
+    #[error("the build is complete on `{staging}`, but moving `{branch}` to it failed")]
+    Moving {
+        branch: String,
+        staging: String,
+        /// `branch` was deleted before the failure (it is recreated from `staging` on a re-run).
+        branch_gone: bool,
+        #[source]
+        source: Box<PublishError>,
+    },
+    #[error("the Hub token from {source_name} cannot be sent: {problem}")]
+    BadToken {
+        source_name: super::auth::TokenSource,
+        problem: super::auth::TokenProblem,
     },
     #[error("{action} failed and the new branch `{branch}` was removed again")]
     RolledBack {
@@ -118,12 +152,17 @@ impl Hint for PublishError {
                 let org = repo.split('/').next().unwrap_or(repo);
                 format!("the token can read but not write `{repo}`: use a token with the `write` role, or a fine-grained token with write access to repositories of `{org}`")
             }
+            TimedOut { .. } => "the Hub accepted the connection but did not answer in time: check `HF_ENDPOINT` and the network, or raise the limit with `KBUILD_HUB_TIMEOUT` (seconds per request) or `KBUILD_HUB_UPLOAD_TIMEOUT` (seconds of silence during a commit); nothing was half-published".into(),
             Unavailable { .. } | Network { .. } => "nothing was half-published (each commit is atomic); re-run `kbuild publish` later, unchanged files are skipped".into(),
             Conflict { .. } => "someone changed the branch while publishing: re-run `kbuild publish` to publish on top of it".into(),
             Hub { .. } => "re-run with `-v` for details; `--dry-run` shows what would be uploaded".into(),
             Card { .. } => "this is a kbuild bug: please report it with the variant's metadata.json".into(),
             Partial { .. } => "each commit is atomic; re-run `kbuild publish` to upload the rest (unchanged files are skipped)".into(),
             RolledBack { source, .. } => source.hint()?,
+            Staged { branch, .. } => format!("re-run `kbuild publish`: it continues from the staged commits, then moves `{branch}` in one step"),
+            Moving { branch, branch_gone: true, .. } => format!("`{branch}` is missing until the move is done: re-run `kbuild publish` to recreate it"),
+            Moving { .. } => "re-run `kbuild publish` to move the branch (the staged commits are reused)".into(),
+            BadToken { .. } => "copy the token again from https://huggingface.co/settings/tokens (it is `hf_` followed by letters and digits), or run `hf auth login`".into(),
         })
     }
 }

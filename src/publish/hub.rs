@@ -1,8 +1,11 @@
-//! The Hub side, through the hf-hub crate: repository, refs, tree, branches and commits, with
-//! every failure turned into a `PublishError` that names the action and never the token.
+//! The Hub side: metadata calls through `api`, commits through the hf-hub crate, every call
+//! retried by `retry`, and every failure turned into a `PublishError` that names the action
+//! and the endpoint, never the token.
 //!
-//! Retries: hf-hub retries 408/429/5xx, timeouts and connection errors itself (exponential
-//! backoff with jitter); kbuild sets the bounds (`RETRIES`, `RETRY_BASE`) and the timeouts.
+//! A commit whose answer was lost (a timeout, a broken connection, a gateway error) may have
+//! landed: before it is sent again, the branch (or, for `--create-pr`, the pull requests
+//! opened since) is checked for exactly these changes, so a lost answer is neither a false
+//! conflict nor a second pull request.
 //!
 //! Uploads: hf-hub asks `preupload` which files are LFS. It uploads LFS files only through Xet;
 //! when the server's LFS batch answer does not choose `xet` (a server without Xet, like
@@ -10,34 +13,30 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use futures_util::StreamExt as _;
 use hf_hub::progress::{Progress, ProgressEvent, ProgressHandler, UploadEvent};
-use hf_hub::repository::{AddSource, CommitInfo, CommitOperation, GitRefs, RepoTreeEntry};
-use hf_hub::{HFClient, HFError, HFRepository, RepoTypeAny};
+use hf_hub::repository::{AddSource, CommitOperation};
+use hf_hub::{HFClient, HFError, HFRepository, RepoType as _, RepoTypeAny};
 
+use super::api::{Api, Refs, transport_failure};
 use super::auth::{Redactor, Token};
 use super::error::PublishError;
-use super::plan::RemoteFile;
-
-/// Retries after the first attempt for transient failures.
-pub const RETRIES: usize = 4;
-const RETRY_BASE: Duration = Duration::from_millis(200);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest silence from the server before a request counts as timed out (and is retried).
-const READ_TIMEOUT: Duration = Duration::from_secs(120);
+use super::plan::{RemoteFile, same_content};
+use super::retry::{Failure, FailureKind, GaveUp, RetryPolicy, retry};
+use crate::report::Reporter;
 
 /// A connection to one repository.
-pub struct Remote {
-    client: HFClient,
+pub struct Remote<'r> {
+    api: Api,
     repo: HFRepository<RepoTypeAny>,
     kind: RepoTypeAny,
     repo_id: String,
     endpoint: String,
     has_token: bool,
     redactor: Redactor,
+    policy: RetryPolicy,
+    reporter: &'r dyn Reporter,
 }
 
 /// One change of a commit.
@@ -46,29 +45,53 @@ pub enum Change<'a> {
     Delete(&'a str),
 }
 
-impl Remote {
+/// What one commit carries.
+pub struct CommitRequest<'a> {
+    pub revision: &'a str,
+    pub changes: Vec<Change<'a>>,
+    pub message: String,
+    pub description: String,
+    /// The head the commit goes on top of (of `revision`, or of the branch a PR is opened
+    /// against); tells a landed commit from an unchanged branch after a lost answer.
+    pub parent: Option<&'a str>,
+    /// Ask the server to refuse the commit when `revision` is no longer at `parent`.
+    pub check_parent: bool,
+    pub create_pr: bool,
+}
+
+/// A commit the Hub holds.
+#[derive(Debug, Clone)]
+pub struct Landed {
+    pub oid: Option<String>,
+    pub pr_num: Option<u64>,
+    pub pr_url: Option<String>,
+}
+
+impl<'r> Remote<'r> {
     pub fn connect(
         endpoint: &str,
         token: Option<&Token>,
         kind: RepoTypeAny,
         repo_id: &str,
-    ) -> Result<Remote, PublishError> {
+        policy: RetryPolicy,
+        reporter: &'r dyn Reporter,
+    ) -> Result<Remote<'r>, PublishError> {
         let redactor = Redactor::new(token);
         let http = reqwest::Client::builder()
             .user_agent(format!("kbuild/{}; hf-hub/1", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(CONNECT_TIMEOUT)
-            .read_timeout(READ_TIMEOUT)
+            .connect_timeout(policy.request_timeout)
+            .read_timeout(policy.upload_timeout)
             .build()
             .map_err(|e| PublishError::Network {
                 action: "setting up the HTTP client".into(),
                 message: redactor.redact(&e.to_string()),
             })?;
+        // Retries are kbuild's (see `retry`): hf-hub would resend a commit whose answer was lost.
         let mut builder = HFClient::builder()
             .endpoint(endpoint)
-            .client(http)
+            .client(http.clone())
             .cache_enabled(false)
-            .retry_max_attempts(RETRIES)
-            .retry_base_delay(RETRY_BASE);
+            .retry_max_attempts(0);
         if let Some(t) = token {
             builder = builder.token(t.expose());
         }
@@ -78,14 +101,24 @@ impl Remote {
         })?;
         let (owner, name) = hf_hub::split_id(repo_id);
         let repo = client.repository(kind, owner, name);
+        let api = Api::new(
+            http,
+            endpoint,
+            (kind.plural(), kind.singular()),
+            repo_id,
+            token,
+            policy.request_timeout,
+        );
         Ok(Remote {
-            client,
+            api,
             repo,
             kind,
             repo_id: repo_id.to_string(),
             endpoint: endpoint.to_string(),
             has_token: token.is_some(),
             redactor,
+            policy,
+            reporter,
         })
     }
 
@@ -99,84 +132,114 @@ impl Remote {
         )
     }
 
-    pub async fn exists(&self) -> Result<bool, PublishError> {
-        self.repo
-            .exists()
-            .send()
+    /// One metadata call with retries; failures name `action` and the repository URL.
+    async fn metadata<'a, T, F, Fut>(&'a self, action: &str, call: F) -> Result<T, PublishError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Failure>> + 'a,
+    {
+        let action = format!("{action} on `{}`", self.url());
+        retry(&self.policy, self.reporter, &action, None, call)
             .await
-            .map_err(|e| self.fail("looking up the repository", e))
+            .map_err(|g| self.fail(action, g))
+    }
+
+    pub async fn exists(&self) -> Result<bool, PublishError> {
+        self.metadata("looking up the repository", || self.api.exists())
+            .await
     }
 
     pub async fn create(&self, private: bool) -> Result<(), PublishError> {
-        self.client
-            .create_repository()
-            .repo_id(&self.repo_id)
-            .repo_type(self.kind)
-            .private(private)
-            .exist_ok(true)
-            .send()
+        self.metadata("creating the repository", || self.api.create_repo(private))
             .await
-            .map(|_| ())
-            .map_err(|e| self.fail("creating the repository", e))
     }
 
-    pub async fn refs(&self) -> Result<GitRefs, PublishError> {
-        self.repo
-            .list_refs()
-            .include_pull_requests(true)
-            .send()
-            .await
-            .map_err(|e| self.fail("listing branches", e))
+    pub async fn refs(&self) -> Result<Refs, PublishError> {
+        self.metadata("listing branches", || self.api.refs()).await
     }
 
     /// Every file at `rev` with its git oid and size.
     pub async fn files(&self, rev: &str) -> Result<BTreeMap<String, RemoteFile>, PublishError> {
-        let action = format!("listing the files of `{rev}`");
-        let stream = self
-            .repo
-            .list_tree()
-            .revision(rev.to_string())
-            .recursive(true)
-            .send()
-            .map_err(|e| self.fail(&action, e))?;
-        futures_util::pin_mut!(stream);
-        let mut out = BTreeMap::new();
-        while let Some(entry) = stream.next().await {
-            if let RepoTreeEntry::File {
-                oid, size, path, ..
-            } = entry.map_err(|e| self.fail(&action, e))?
-            {
-                out.insert(path, RemoteFile { oid, size });
-            }
-        }
-        Ok(out)
+        self.metadata(&format!("listing the files of `{rev}`"), || {
+            self.api.tree(rev)
+        })
+        .await
     }
 
-    pub async fn create_branch(&self, branch: &str) -> Result<(), PublishError> {
-        self.repo
-            .create_branch()
-            .branch(branch)
-            .send()
-            .await
-            .map_err(|e| self.fail(&format!("creating branch `{branch}`"), e))
+    /// Create `branch` at `start` (`main` when `None`).
+    pub async fn create_branch(
+        &self,
+        branch: &str,
+        start: Option<&str>,
+    ) -> Result<(), PublishError> {
+        self.metadata(&format!("creating branch `{branch}`"), || {
+            self.api.create_branch(branch, start)
+        })
+        .await
     }
 
     pub async fn delete_branch(&self, branch: &str) -> Result<(), PublishError> {
-        self.repo
-            .delete_branch()
-            .branch(branch)
-            .send()
-            .await
-            .map_err(|e| self.fail(&format!("deleting branch `{branch}`"), e))
+        self.metadata(&format!("deleting branch `{branch}`"), || {
+            self.api.delete_branch(branch)
+        })
+        .await
     }
 
-    /// One atomic commit to `rev` (or a new pull request against it). `uploaded` follows the
-    /// bytes hf-hub reports as sent (Xet uploads report progress; inline ones do not).
+    /// One atomic commit to `revision` (or a new pull request against it), retried; after an
+    /// answer that went missing, the Hub is asked whether the commit landed before it is sent
+    /// again. `uploaded` follows the bytes hf-hub reports as sent.
     pub async fn commit(
         &self,
-        request: CommitRequest<'_>,
+        request: &CommitRequest<'_>,
         uploaded: Arc<AtomicU64>,
-    ) -> Result<CommitInfo, PublishError> {
+    ) -> Result<Landed, PublishError> {
+        let action = if request.create_pr {
+            format!("opening a pull request against `{}`", request.revision)
+        } else {
+            format!("committing to `{}`", request.revision)
+        };
+        let action = format!("{action} on `{}`", self.url());
+        let prs_before = if request.create_pr {
+            Some(self.refs().await?.pull_requests)
+        } else {
+            None
+        };
+        let unsure = AtomicBool::new(false);
+        let (unsure_ref, prs, uploaded_ref) = (&unsure, &prs_before, &uploaded);
+        let result = retry(&self.policy, self.reporter, &action, None, move || {
+            let uploaded = Arc::clone(uploaded_ref);
+            async move {
+                if unsure_ref.load(Ordering::Relaxed)
+                    && let Some(landed) = self.landed(request, prs.as_ref()).await?
+                {
+                    return Ok(landed);
+                }
+                self.send_commit(request, uploaded).await.inspect_err(|f| {
+                    if f.maybe_done() {
+                        unsure_ref.store(true, Ordering::Relaxed);
+                    }
+                })
+            }
+        })
+        .await;
+        match result {
+            Ok(landed) => Ok(landed),
+            Err(gave_up) => {
+                if unsure.load(Ordering::Relaxed)
+                    && let Ok(Some(landed)) = self.landed(request, prs_before.as_ref()).await
+                {
+                    return Ok(landed);
+                }
+                Err(self.fail(action, gave_up))
+            }
+        }
+    }
+
+    async fn send_commit(
+        &self,
+        request: &CommitRequest<'_>,
+        uploaded: Arc<AtomicU64>,
+    ) -> Result<Landed, Failure> {
         let operations: Vec<CommitOperation> = request
             .changes
             .iter()
@@ -191,70 +254,152 @@ impl Remote {
                 Change::Delete(p) => CommitOperation::delete(p.to_string()),
             })
             .collect();
-        let action = if request.create_pr {
-            format!("opening a pull request against `{}`", request.revision)
-        } else {
-            format!("committing to `{}`", request.revision)
-        };
-        self.repo
+        let parent = request.parent.filter(|_| request.check_parent);
+        let info = self
+            .repo
             .create_commit()
             .operations(operations)
-            .commit_message(request.message)
-            .commit_description(request.description)
+            .commit_message(request.message.clone())
+            .commit_description(request.description.clone())
             .revision(request.revision.to_string())
             .create_pr(request.create_pr)
-            .maybe_parent_commit(request.parent.map(String::from))
+            .maybe_parent_commit(parent.map(String::from))
             .progress(Progress::new(ByteCounter(uploaded)))
             .send()
             .await
-            .map_err(|e| self.fail(&action, e))
+            .map_err(|e| self.hf_failure(e))?;
+        let pr_num = info.pr_num.or_else(|| {
+            info.pr_url
+                .as_deref()
+                .and_then(|u| u.rsplit('/').next())
+                .and_then(|n| n.parse().ok())
+        });
+        Ok(Landed {
+            oid: info.commit_oid,
+            pr_num,
+            pr_url: info.pr_url,
+        })
     }
 
-    /// Turn an hf-hub error into a publish error, without the token.
-    fn fail(&self, action: &str, e: HFError) -> PublishError {
-        let action = format!("{action} on `{}`", self.url());
-        let status = http_status(&e);
+    /// Whether the Hub already holds `request`: its revision moved past the parent to a tree
+    /// with exactly these changes (for a new pull request: a pull request opened since).
+    async fn landed(
+        &self,
+        request: &CommitRequest<'_>,
+        prs_before: Option<&BTreeMap<String, String>>,
+    ) -> Result<Option<Landed>, Failure> {
+        let refs = self.api.refs().await?;
+        let found = if request.create_pr {
+            let mut found = None;
+            for (name, head) in &refs.pull_requests {
+                if prs_before.is_some_and(|b| b.contains_key(name))
+                    || !holds(&self.api.tree(head).await?, &request.changes)
+                {
+                    continue;
+                }
+                let num: Option<u64> = name.rsplit('/').next().and_then(|n| n.parse().ok());
+                found = Some(Landed {
+                    oid: Some(head.clone()),
+                    pr_num: num,
+                    pr_url: num.map(|n| format!("{}/discussions/{n}", self.url())),
+                });
+                break;
+            }
+            found
+        } else {
+            let head = match request.revision.strip_prefix("refs/heads/") {
+                _ if request.revision.starts_with("refs/pr/") => {
+                    refs.pull_requests.get(request.revision)
+                }
+                Some(b) => refs.branches.get(b),
+                None => refs.branches.get(request.revision),
+            };
+            match head {
+                Some(h)
+                    if Some(h.as_str()) != request.parent
+                        && holds(&self.api.tree(h).await?, &request.changes) =>
+                {
+                    Some(Landed {
+                        oid: Some(h.clone()),
+                        pr_num: None,
+                        pr_url: None,
+                    })
+                }
+                _ => None,
+            }
+        };
+        if found.is_some() {
+            self.reporter.warn(&format!(
+                "the Hub's answer to a commit to `{}` was lost, but the commit landed: carrying on",
+                request.revision
+            ));
+        }
+        Ok(found)
+    }
+
+    fn hf_failure(&self, e: HFError) -> Failure {
         let message = self.redactor.redact(&e.to_string());
-        match (&e, status) {
-            (HFError::AuthRequired { .. }, _) | (_, Some(401)) => PublishError::Unauthorized {
+        match &e {
+            HFError::Request { source, .. } => {
+                transport_failure(source, self.policy.upload_timeout, &self.redactor)
+            }
+            HFError::RateLimited { retry_after, .. } => Failure {
+                kind: FailureKind::Status(429),
+                message,
+                retry_after: *retry_after,
+            },
+            _ => Failure {
+                kind: http_status(&e).map_or(FailureKind::Other, FailureKind::Status),
+                message,
+                retry_after: None,
+            },
+        }
+    }
+
+    /// Turn the last failure of a step into a publish error, without the token.
+    fn fail(&self, action: String, gave_up: GaveUp) -> PublishError {
+        let GaveUp { last, attempts } = gave_up;
+        let message = last.message.clone();
+        match last.kind {
+            FailureKind::Status(401) => PublishError::Unauthorized {
                 action,
                 token_sent: self.has_token,
                 message,
             },
-            (HFError::Forbidden { .. }, _) | (_, Some(403)) => PublishError::Forbidden {
+            FailureKind::Status(403) => PublishError::Forbidden {
                 action,
                 repo: self.repo_id.clone(),
                 message,
             },
-            (HFError::Conflict { .. }, _) | (_, Some(409 | 412)) => {
-                PublishError::Conflict { action, message }
-            }
-            (HFError::RateLimited { .. }, _) | (_, Some(408 | 429 | 500..=599)) => {
-                PublishError::Unavailable {
+            FailureKind::Status(409 | 412) => PublishError::Conflict { action, message },
+            FailureKind::TimedOut(after) => PublishError::TimedOut {
+                action,
+                after,
+                attempts,
+            },
+            _ if last.transient() => match last.kind {
+                FailureKind::Status(_) => PublishError::Unavailable {
                     action,
-                    attempts: RETRIES + 1,
+                    attempts,
                     message,
-                }
-            }
-            (HFError::Request { source, .. }, _) if source.is_timeout() || source.is_connect() => {
-                PublishError::Network {
+                },
+                _ => PublishError::Network {
                     action,
-                    message: format!("{message} (after {} attempts)", RETRIES + 1),
-                }
-            }
+                    message: format!("{message} (after {attempts} attempts)"),
+                },
+            },
             _ => PublishError::Hub { action, message },
         }
     }
 }
 
-/// What one commit carries.
-pub struct CommitRequest<'a> {
-    pub revision: &'a str,
-    pub changes: Vec<Change<'a>>,
-    pub message: String,
-    pub description: String,
-    pub parent: Option<&'a str>,
-    pub create_pr: bool,
+/// Whether `tree` reflects every change: uploads with this content, deletes gone.
+fn holds(tree: &BTreeMap<String, RemoteFile>, changes: &[Change<'_>]) -> bool {
+    !changes.is_empty()
+        && changes.iter().all(|c| match c {
+            Change::Upload(f) => tree.get(&f.repo_path).is_some_and(|r| same_content(f, r)),
+            Change::Delete(p) => !tree.contains_key(*p),
+        })
 }
 
 fn http_status(e: &HFError) -> Option<u16> {

@@ -1,15 +1,20 @@
 //! Hub upload through the hf-hub crate: verify, diff against the branch, commit, card.
 //!
 //! `local` finds and hashes what is published, `plan` compares it with the branch (plain data),
-//! `hub` talks to the Hub, `card` writes `README.md`, `run` puts them together, `auth` keeps
-//! the token out of every message.
+//! `hub` talks to the Hub (`api` for metadata, hf-hub for commits, `retry` for timeouts and
+//! retries), `commit` commits a plan (staged when it takes several commits), `card` writes
+//! `README.md`, `run` puts them together, `auth` checks the token and keeps it out of every
+//! message.
 
+mod api;
 pub mod auth;
 pub mod card;
+mod commit;
 mod error;
 pub mod hub;
 pub mod local;
 pub mod plan;
+pub mod retry;
 mod run;
 mod settings;
 mod summary;

@@ -53,6 +53,23 @@ impl Plan {
         plan
     }
 
+    /// What is left to do once `tree` (a staging branch an interrupted run left behind) holds
+    /// part of the changes: uploads it lacks, deletes it still has.
+    pub fn remaining(&self, tree: &BTreeMap<String, RemoteFile>) -> Plan {
+        let missing = |f: &&LocalFile| !tree.get(&f.repo_path).is_some_and(|r| same_content(f, r));
+        Plan {
+            added: self.added.iter().filter(missing).cloned().collect(),
+            updated: self.updated.iter().filter(missing).cloned().collect(),
+            deleted: self
+                .deleted
+                .iter()
+                .filter(|p| tree.contains_key(p.as_str()))
+                .cloned()
+                .collect(),
+            unchanged: Vec::new(),
+        }
+    }
+
     /// Nothing to write.
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.updated.is_empty() && self.deleted.is_empty()
@@ -101,7 +118,7 @@ impl Plan {
 
 /// Whether a local file has the content of a remote entry, whether the Hub stores it as a
 /// regular git blob or behind an LFS pointer.
-fn same_content(local: &LocalFile, remote: &RemoteFile) -> bool {
+pub(super) fn same_content(local: &LocalFile, remote: &RemoteFile) -> bool {
     local.size == remote.size && (local.git_oid == remote.oid || local.lfs_oid == remote.oid)
 }
 
@@ -263,6 +280,24 @@ mod tests {
             BatchLimits::from_env(|_| Some("0".into())).max_files,
             BatchLimits::default().max_files
         );
+    }
+
+    #[test]
+    fn remaining_leaves_out_what_the_staging_tree_already_holds() {
+        let done = local("build/v/a.py", b"a");
+        let todo = local("build/v/b.py", b"b");
+        let plan = Plan {
+            added: vec![done.clone(), todo.clone()],
+            deleted: vec!["build/v/gone".into(), "build/v/gone2".into()],
+            ..Plan::default()
+        };
+        let mut staged = BTreeMap::new();
+        staged.insert(done.repo_path.clone(), remote_of(&done));
+        staged.insert("build/v/gone2".to_string(), remote_of(&todo));
+        let rest = plan.remaining(&staged);
+        assert_eq!(rest.added.len(), 1);
+        assert_eq!(rest.added[0].repo_path, "build/v/b.py");
+        assert_eq!(rest.deleted, ["build/v/gone2"]);
     }
 
     #[test]

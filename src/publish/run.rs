@@ -2,18 +2,15 @@
 //! batches → card on `main`. Each commit is atomic; a new branch whose commits fail is removed.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use super::card::Card;
+use super::commit::{Message, Target, commit_plan};
 use super::error::PublishError;
-use super::hub::{Change, CommitRequest, Remote};
+use super::hub::Remote;
 use super::local::{self, LocalFile};
 use super::plan::Plan;
 use super::settings::PublishSettings;
-use super::summary::{CommitSummary, PublishSummary};
+use super::summary::PublishSummary;
 use crate::report::Reporter;
 
 /// [`publish`] on a runtime of its own, for callers that are not async.
@@ -78,7 +75,14 @@ pub async fn publish(
         return Err(PublishError::NoToken);
     }
     let token = s.token.as_ref().map(|(t, _)| t);
-    let remote = Remote::connect(&s.endpoint, token, s.repo_type, &s.repo_id)?;
+    let remote = Remote::connect(
+        &s.endpoint,
+        token,
+        s.repo_type,
+        &s.repo_id,
+        s.retry,
+        reporter,
+    )?;
     reporter.stage("Comparing", &format!("{} branch `{branch}`", remote.url()));
 
     let exists = remote.exists().await?;
@@ -182,9 +186,12 @@ pub async fn publish(
         head: branch_head.clone().or(main_head.clone()),
         is_new: branch_head.is_none(),
     };
+    let message = Message {
+        title: &title,
+        description: &description,
+    };
     if !plan.is_empty() {
-        let commits =
-            commit_plan(&remote, reporter, s, &plan, target, &title, &description).await?;
+        let commits = commit_plan(&remote, reporter, s, &plan, target, &message).await?;
         summary.commits.extend(commits);
     }
     if !card_plan.is_empty() {
@@ -194,16 +201,11 @@ pub async fn publish(
             is_new: false,
         };
         let title = format!("Update kernel card for {}", build.variants[0].kernel_name);
-        let commits = commit_plan(
-            &remote,
-            reporter,
-            s,
-            &card_plan,
-            target,
-            &title,
-            &description,
-        )
-        .await?;
+        let message = Message {
+            title: &title,
+            description: &description,
+        };
+        let commits = commit_plan(&remote, reporter, s, &card_plan, target, &message).await?;
         summary.commits.extend(commits);
     }
     for c in &summary.commits {
@@ -228,174 +230,12 @@ pub async fn publish(
 
 /// Current heads of `main` and of `branch`, when they exist.
 async fn heads(
-    remote: &Remote,
+    remote: &Remote<'_>,
     branch: &str,
 ) -> Result<(Option<String>, Option<String>), PublishError> {
     let refs = remote.refs().await?;
-    let head = |name: &str| {
-        refs.branches
-            .iter()
-            .find(|b| b.name == name)
-            .map(|b| b.target_commit.clone())
-    };
+    let head = |name: &str| refs.branches.get(name).cloned();
     Ok((head("main"), head(branch)))
-}
-
-/// Where a plan's commits go.
-struct Target<'a> {
-    branch: &'a str,
-    /// Current head of the branch (or of `main`, which a new branch starts from).
-    head: Option<String>,
-    /// The branch does not exist yet: create it, and remove it again if the commits fail.
-    is_new: bool,
-}
-
-async fn commit_plan(
-    remote: &Remote,
-    reporter: &dyn Reporter,
-    s: &PublishSettings,
-    plan: &Plan,
-    target: Target<'_>,
-    title: &str,
-    description: &str,
-) -> Result<Vec<CommitSummary>, PublishError> {
-    let batches = plan.batches(s.limits);
-    if target.is_new {
-        reporter.stage("Creating", &format!("branch `{}`", target.branch));
-        remote.create_branch(target.branch).await?;
-    }
-    let mut head = target.head;
-    let mut revision = target.branch.to_string();
-    let mut pr_opened = false;
-    let mut done = Vec::new();
-    for (i, batch) in batches.iter().enumerate() {
-        let open_pr = s.create_pr && !pr_opened;
-        let mut changes: Vec<Change> = batch.deletes.iter().map(|p| Change::Delete(p)).collect();
-        changes.extend(batch.uploads.iter().map(|f| Change::Upload(f)));
-        let message = if batches.len() > 1 {
-            format!("{title} [{}/{}]", i + 1, batches.len())
-        } else {
-            title.to_string()
-        };
-        let counter = Arc::new(AtomicU64::new(0));
-        let request = CommitRequest {
-            revision: &revision,
-            changes,
-            message,
-            description: description.to_string(),
-            parent: if s.create_pr { None } else { head.as_deref() },
-            create_pr: open_pr,
-        };
-        let bytes = batch.bytes();
-        let result = with_progress(
-            remote.commit(request, Arc::clone(&counter)),
-            &counter,
-            reporter,
-            bytes,
-        )
-        .await;
-        let info = match result {
-            Ok(info) => info,
-            Err(e) => {
-                return Err(undo(
-                    remote,
-                    reporter,
-                    target.branch,
-                    target.is_new,
-                    i,
-                    batches.len(),
-                    e,
-                )
-                .await);
-            }
-        };
-        let pr_num = info.pr_num.or_else(|| {
-            info.pr_url
-                .as_deref()
-                .and_then(|u| u.rsplit('/').next())
-                .and_then(|n| n.parse().ok())
-        });
-        if open_pr && let Some(n) = pr_num {
-            pr_opened = true;
-            revision = format!("refs/pr/{n}");
-        }
-        head = info.commit_oid.clone();
-        done.push(CommitSummary {
-            revision: if open_pr {
-                target.branch.to_string()
-            } else {
-                revision.clone()
-            },
-            oid: info.commit_oid,
-            files: batch.uploads.len() + batch.deletes.len(),
-            bytes,
-            pr_url: if open_pr { info.pr_url } else { None },
-            pr_num: if open_pr { pr_num } else { None },
-        });
-    }
-    Ok(done)
-}
-
-/// After a failed commit: remove a branch this run created (so nothing half-published stays
-/// visible), or report how far an existing branch got.
-async fn undo(
-    remote: &Remote,
-    reporter: &dyn Reporter,
-    branch: &str,
-    is_new: bool,
-    committed: usize,
-    total: usize,
-    error: PublishError,
-) -> PublishError {
-    if is_new {
-        match remote.delete_branch(branch).await {
-            Ok(()) => {
-                return PublishError::RolledBack {
-                    action: "publishing".into(),
-                    branch: branch.to_string(),
-                    source: Box::new(error),
-                };
-            }
-            Err(e) => reporter.warn(&format!("could not remove the new branch `{branch}`: {e}")),
-        }
-    }
-    if committed > 0 {
-        return PublishError::Partial {
-            committed,
-            total,
-            branch: branch.to_string(),
-            source: Box::new(error),
-        };
-    }
-    error
-}
-
-/// Drive a commit while forwarding hf-hub's byte count to the progress bar.
-async fn with_progress<T>(
-    commit: impl Future<Output = Result<T, PublishError>>,
-    counter: &AtomicU64,
-    reporter: &dyn Reporter,
-    bytes: u64,
-) -> Result<T, PublishError> {
-    tokio::pin!(commit);
-    let mut reported = 0u64;
-    loop {
-        tokio::select! {
-            out = &mut commit => {
-                if out.is_ok() {
-                    reporter.add_bytes(bytes.saturating_sub(reported));
-                }
-                return out;
-            }
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                let now = counter.load(Ordering::Relaxed).min(bytes);
-                if now > reported {
-                    reporter.add_bytes(now - reported);
-                    reported = now;
-                }
-            }
-        }
-    }
 }
 
 fn card_status(plan: &Plan, card_plan: &Plan) -> &'static str {

@@ -6,6 +6,7 @@ use hf_hub::RepoTypeAny;
 
 use super::auth::{Token, TokenSource};
 use super::plan::BatchLimits;
+use super::retry::RetryPolicy;
 
 /// Everything a publish needs, resolved (CLI > build.toml > defaults).
 #[derive(Debug)]
@@ -31,4 +32,6 @@ pub struct PublishSettings {
     pub dry_run: bool,
     pub allow_dirty: bool,
     pub limits: BatchLimits,
+    /// Timeouts and retries of Hub requests.
+    pub retry: RetryPolicy,
 }

@@ -1,0 +1,336 @@
+//! The Hub's metadata calls (repository, refs, tree, branches) over plain HTTP: each request
+//! with its own timeout, and every failure as a [`Failure`] that keeps the status and the
+//! server's `Retry-After` (hf-hub drops that header except on 429).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, LINK, RETRY_AFTER};
+use reqwest::{Method, Url};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::auth::{Redactor, Token};
+use super::plan::RemoteFile;
+use super::retry::{Failure, FailureKind};
+
+/// Branch and pull-request heads of a repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Refs {
+    /// Branch name → head commit.
+    pub branches: BTreeMap<String, String>,
+    /// `refs/pr/N` → head commit.
+    pub pull_requests: BTreeMap<String, String>,
+}
+
+/// Metadata requests for one repository.
+pub struct Api {
+    http: reqwest::Client,
+    endpoint: String,
+    /// `kernels`, `models`.
+    plural: &'static str,
+    singular: &'static str,
+    repo_id: String,
+    auth: Option<HeaderValue>,
+    timeout: Duration,
+    redactor: Redactor,
+}
+
+/// What the Hub answered: status, headers and body.
+struct Answer {
+    status: u16,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Api {
+    pub fn new(
+        http: reqwest::Client,
+        endpoint: &str,
+        kind: (&'static str, &'static str),
+        repo_id: &str,
+        token: Option<&Token>,
+        timeout: Duration,
+    ) -> Api {
+        Api {
+            http,
+            endpoint: endpoint.to_string(),
+            plural: kind.0,
+            singular: kind.1,
+            repo_id: repo_id.to_string(),
+            // `auth::check_token` has refused anything a header cannot carry.
+            auth: token.and_then(|t| HeaderValue::from_str(&format!("Bearer {}", t.expose())).ok()),
+            timeout,
+            redactor: Redactor::new(token),
+        }
+    }
+
+    /// `{endpoint}/api/{kinds}/{owner}/{name}/{segments…}`, each segment percent-encoded (a
+    /// revision like `refs/pr/1` is one segment).
+    fn url(&self, segments: &[&str]) -> Result<Url, Failure> {
+        let mut url = Url::parse(&format!("{}/api", self.endpoint)).map_err(|e| Failure {
+            kind: FailureKind::Other,
+            message: format!("`{}` is not a URL: {e}", self.endpoint),
+            retry_after: None,
+        })?;
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().push(self.plural);
+            path.extend(self.repo_id.split('/'));
+            path.extend(segments);
+        }
+        Ok(url)
+    }
+
+    async fn send(&self, method: Method, url: Url, body: Option<Value>) -> Result<Answer, Failure> {
+        let mut request = self.http.request(method, url).timeout(self.timeout);
+        if let Some(auth) = &self.auth {
+            request = request.header(AUTHORIZATION, auth.clone());
+        }
+        if let Some(body) = body {
+            request = request
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.to_string());
+        }
+        let response = request.send().await.map_err(|e| self.transport(&e))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.bytes().await.map_err(|e| self.transport(&e))?;
+        Ok(Answer {
+            status,
+            headers,
+            body: body.to_vec(),
+        })
+    }
+
+    /// An answer that is not a success, as a failure with the server's message.
+    fn refused(&self, answer: &Answer) -> Failure {
+        let header = |name: &str| {
+            answer
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(String::from)
+        };
+        let from_body = || {
+            serde_json::from_slice::<Value>(&answer.body)
+                .ok()
+                .and_then(|v| v.get("error")?.as_str().map(String::from))
+        };
+        let message = header("x-error-message")
+            .or_else(from_body)
+            .unwrap_or_else(|| format!("HTTP {}", answer.status));
+        Failure {
+            kind: FailureKind::Status(answer.status),
+            message: self.redactor.redact(&message),
+            retry_after: header(RETRY_AFTER.as_str())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs),
+        }
+    }
+
+    fn transport(&self, e: &reqwest::Error) -> Failure {
+        transport_failure(e, self.timeout, &self.redactor)
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, answer: &Answer) -> Result<T, Failure> {
+        serde_json::from_slice(&answer.body).map_err(|e| Failure {
+            kind: FailureKind::Other,
+            message: format!("the Hub's answer is not the expected JSON: {e}"),
+            retry_after: None,
+        })
+    }
+
+    /// Whether the repository exists (404 means no).
+    pub async fn exists(&self) -> Result<bool, Failure> {
+        let answer = self.send(Method::GET, self.url(&[])?, None).await?;
+        match answer.status {
+            200..=299 => Ok(true),
+            404 => Ok(false),
+            _ => Err(self.refused(&answer)),
+        }
+    }
+
+    /// Create the repository; one that exists already is fine.
+    pub async fn create_repo(&self, private: bool) -> Result<(), Failure> {
+        let (org, name) = self.repo_id.split_once('/').unwrap_or(("", &self.repo_id));
+        let url =
+            Url::parse(&format!("{}/api/repos/create", self.endpoint)).map_err(|e| Failure {
+                kind: FailureKind::Other,
+                message: e.to_string(),
+                retry_after: None,
+            })?;
+        let body =
+            json!({"name": name, "organization": org, "type": self.singular, "private": private});
+        let answer = self.send(Method::POST, url, Some(body)).await?;
+        match answer.status {
+            200..=299 | 409 => Ok(()),
+            _ => Err(self.refused(&answer)),
+        }
+    }
+
+    pub async fn refs(&self) -> Result<Refs, Failure> {
+        #[derive(Deserialize)]
+        struct Ref {
+            name: String,
+            #[serde(rename = "ref", default)]
+            full: Option<String>,
+            #[serde(rename = "targetCommit")]
+            target: String,
+        }
+        #[derive(Deserialize)]
+        struct Listing {
+            #[serde(default)]
+            branches: Vec<Ref>,
+            #[serde(default, rename = "pullRequests")]
+            pull_requests: Vec<Ref>,
+        }
+        let mut url = self.url(&["refs"])?;
+        url.set_query(Some("include_prs=1"));
+        let answer = self.send(Method::GET, url, None).await?;
+        if !(200..300).contains(&answer.status) {
+            return Err(self.refused(&answer));
+        }
+        let listing: Listing = self.json(&answer)?;
+        Ok(Refs {
+            branches: listing
+                .branches
+                .into_iter()
+                .map(|r| (r.name, r.target))
+                .collect(),
+            pull_requests: listing
+                .pull_requests
+                .into_iter()
+                .map(|r| (r.full.unwrap_or(r.name), r.target))
+                .collect(),
+        })
+    }
+
+    /// Every file at `rev` with its git oid and size, following the listing's pages.
+    pub async fn tree(&self, rev: &str) -> Result<BTreeMap<String, RemoteFile>, Failure> {
+        #[derive(Deserialize)]
+        struct Entry {
+            #[serde(rename = "type")]
+            kind: String,
+            path: String,
+            #[serde(default)]
+            oid: String,
+            #[serde(default)]
+            size: u64,
+        }
+        let mut url = self.url(&["tree", rev])?;
+        url.set_query(Some("recursive=true"));
+        let mut next = Some(url);
+        let mut out = BTreeMap::new();
+        while let Some(url) = next.take() {
+            let answer = self.send(Method::GET, url, None).await?;
+            if !(200..300).contains(&answer.status) {
+                return Err(self.refused(&answer));
+            }
+            let entries: Vec<Entry> = self.json(&answer)?;
+            for e in entries.into_iter().filter(|e| e.kind == "file") {
+                out.insert(
+                    e.path,
+                    RemoteFile {
+                        oid: e.oid,
+                        size: e.size,
+                    },
+                );
+            }
+            next = next_page(&answer.headers);
+        }
+        Ok(out)
+    }
+
+    /// Create `branch` at `start` (a branch or a commit; `main` when `None`).
+    pub async fn create_branch(&self, branch: &str, start: Option<&str>) -> Result<(), Failure> {
+        let body = match start {
+            Some(s) => json!({"startingPoint": s}),
+            None => json!({}),
+        };
+        let answer = self
+            .send(Method::POST, self.url(&["branch", branch])?, Some(body))
+            .await?;
+        match answer.status {
+            200..=299 => Ok(()),
+            _ => Err(self.refused(&answer)),
+        }
+    }
+
+    pub async fn delete_branch(&self, branch: &str) -> Result<(), Failure> {
+        let answer = self
+            .send(Method::DELETE, self.url(&["branch", branch])?, None)
+            .await?;
+        match answer.status {
+            200..=299 => Ok(()),
+            _ => Err(self.refused(&answer)),
+        }
+    }
+}
+
+/// A transport error as a failure: a timeout, no connection, or a connection that broke after
+/// the request went out.
+pub fn transport_failure(e: &reqwest::Error, limit: Duration, redactor: &Redactor) -> Failure {
+    let kind = if e.is_timeout() {
+        FailureKind::TimedOut(limit)
+    } else if e.is_connect() {
+        FailureKind::Connect
+    } else {
+        FailureKind::Transport
+    };
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    Failure {
+        kind,
+        message: redactor.redact(&message),
+        retry_after: None,
+    }
+}
+
+/// The `rel="next"` target of a `Link` header.
+fn next_page(headers: &HeaderMap) -> Option<Url> {
+    let link = headers.get(LINK)?.to_str().ok()?;
+    link.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        params
+            .contains("rel=\"next\"")
+            .then(|| target.trim().trim_start_matches('<').trim_end_matches('>'))
+            .and_then(|u| Url::parse(u).ok())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_page_comes_from_the_link_header() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            LINK,
+            HeaderValue::from_static("<http://h/api/x?cursor=2>; rel=\"next\""),
+        );
+        assert_eq!(next_page(&h).unwrap().as_str(), "http://h/api/x?cursor=2");
+        assert!(next_page(&HeaderMap::new()).is_none());
+    }
+
+    #[test]
+    fn revisions_are_one_url_segment() {
+        let api = Api::new(
+            reqwest::Client::new(),
+            "http://127.0.0.1:9",
+            ("kernels", "kernel"),
+            "org/relu",
+            None,
+            Duration::from_secs(1),
+        );
+        let url = api.url(&["tree", "refs/pr/1"]).unwrap();
+        assert_eq!(
+            url.as_str(),
+            "http://127.0.0.1:9/api/kernels/org/relu/tree/refs%2Fpr%2F1"
+        );
+    }
+}

@@ -1,0 +1,333 @@
+//! Committing a plan. One commit goes straight to its branch (each commit is atomic). Several
+//! commits are staged on a branch of their own, `kbuild-staging-<branch>-<base>`, and the
+//! branch is then moved to the staged head in one step: `kernels` never sees half a build.
+//!
+//! The staging branch is named after the commit it starts from, so a re-run on the same base
+//! continues from what an interrupted run staged, and one on another base (the branch moved
+//! meanwhile) starts over and removes the stale staging branch.
+//!
+//! Moving an existing branch: the Hub has no "set branch to commit", so the branch is deleted
+//! and created again at the staged head; between the two requests it is absent (never mixed),
+//! and a re-run recreates it. With `--create-pr` the pull request is the staging area.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::error::PublishError;
+use super::hub::{Change, CommitRequest, Landed, Remote};
+use super::plan::{Batch, Plan};
+use super::settings::PublishSettings;
+use super::summary::CommitSummary;
+use crate::report::Reporter;
+
+/// Where a plan's commits go.
+pub(super) struct Target<'a> {
+    pub branch: &'a str,
+    /// Current head of the branch (or of `main`, which a new branch starts from).
+    pub head: Option<String>,
+    /// The branch does not exist yet.
+    pub is_new: bool,
+}
+
+/// Title and description of the commits.
+pub(super) struct Message<'a> {
+    pub title: &'a str,
+    pub description: &'a str,
+}
+
+/// Commit `plan` to `target`: directly when it fits one commit (or goes to a pull request, or
+/// to `main`, which the Hub never lets go), staged and moved in one step otherwise.
+pub(super) async fn commit_plan(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    s: &PublishSettings,
+    plan: &Plan,
+    target: Target<'_>,
+    message: &Message<'_>,
+) -> Result<Vec<CommitSummary>, PublishError> {
+    let several = plan.batches(s.limits).len() > 1;
+    match &target.head {
+        Some(base) if several && !s.create_pr && target.branch != "main" => {
+            let base = base.clone();
+            staged(remote, reporter, s, plan, &target, &base, message).await
+        }
+        _ => direct(remote, reporter, s, plan, target, message).await,
+    }
+}
+
+/// `kbuild-staging-v1-0123456789ab`.
+fn staging_name(branch: &str, base: &str) -> String {
+    format!("kbuild-staging-{branch}-{}", &base[..base.len().min(12)])
+}
+
+async fn staged(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    s: &PublishSettings,
+    plan: &Plan,
+    target: &Target<'_>,
+    base: &str,
+    message: &Message<'_>,
+) -> Result<Vec<CommitSummary>, PublishError> {
+    let branch = target.branch;
+    let staging = staging_name(branch, base);
+    let refs = remote.refs().await?;
+    let prefix = format!("kbuild-staging-{branch}-");
+    for stale in refs
+        .branches
+        .keys()
+        .filter(|n| n.starts_with(&prefix) && **n != staging)
+    {
+        if let Err(e) = remote.delete_branch(stale).await {
+            reporter.warn(&format!("could not remove the stale staging branch: {e}"));
+        }
+    }
+    let rest;
+    let (mut head, work) = match refs.branches.get(&staging) {
+        Some(staged_head) => {
+            reporter.stage("Resuming", &format!("from branch `{staging}`"));
+            rest = plan.remaining(&remote.files(&staging).await?);
+            (staged_head.clone(), &rest)
+        }
+        None => {
+            reporter.stage("Staging", &format!("on branch `{staging}`"));
+            remote.create_branch(&staging, Some(base)).await?;
+            (base.to_string(), plan)
+        }
+    };
+    let batches = work.batches(s.limits);
+    let mut done = Vec::new();
+    for (i, batch) in batches.iter().enumerate() {
+        let request = request(
+            &staging,
+            batch,
+            message,
+            (i, batches.len()),
+            Some(&head),
+            false,
+        );
+        let landed = match commit_batch(remote, reporter, &request, batch).await {
+            Ok(landed) => landed,
+            Err(e) => {
+                return Err(PublishError::Staged {
+                    branch: branch.to_string(),
+                    staging,
+                    committed: i,
+                    total: batches.len(),
+                    source: Box::new(e),
+                });
+            }
+        };
+        head = landed.oid.clone().unwrap_or(head);
+        done.push(summary(branch, batch, landed));
+    }
+
+    reporter.stage(
+        "Moving",
+        &format!("branch `{branch}` to the staged commits"),
+    );
+    let moving = |branch_gone, e| PublishError::Moving {
+        branch: branch.to_string(),
+        staging: staging.clone(),
+        branch_gone,
+        source: Box::new(e),
+    };
+    if !target.is_new {
+        let now = remote.refs().await?.branches.get(branch).cloned();
+        if now.as_deref() != Some(base) {
+            let e = PublishError::Conflict {
+                action: format!("moving `{branch}` on `{}`", remote.url()),
+                message: format!("`{branch}` changed while the build was staged"),
+            };
+            return Err(moving(false, e));
+        }
+        remote
+            .delete_branch(branch)
+            .await
+            .map_err(|e| moving(false, e))?;
+    }
+    remote
+        .create_branch(branch, Some(&head))
+        .await
+        .map_err(|e| moving(!target.is_new, e))?;
+    if let Err(e) = remote.delete_branch(&staging).await {
+        reporter.warn(&format!("could not remove the staging branch: {e}"));
+    }
+    Ok(done)
+}
+
+async fn direct(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    s: &PublishSettings,
+    plan: &Plan,
+    target: Target<'_>,
+    message: &Message<'_>,
+) -> Result<Vec<CommitSummary>, PublishError> {
+    let batches = plan.batches(s.limits);
+    if target.is_new {
+        reporter.stage("Creating", &format!("branch `{}`", target.branch));
+        remote.create_branch(target.branch, None).await?;
+    }
+    let mut head = target.head;
+    let mut revision = target.branch.to_string();
+    let mut pr_opened = false;
+    let mut done = Vec::new();
+    for (i, batch) in batches.iter().enumerate() {
+        let open_pr = s.create_pr && !pr_opened;
+        let mut request = request(
+            &revision,
+            batch,
+            message,
+            (i, batches.len()),
+            head.as_deref(),
+            !s.create_pr,
+        );
+        request.create_pr = open_pr;
+        let landed = match commit_batch(remote, reporter, &request, batch).await {
+            Ok(landed) => landed,
+            Err(e) => {
+                let (branch, is_new, total) = (target.branch, target.is_new, batches.len());
+                return Err(undo(remote, reporter, branch, is_new, i, total, e).await);
+            }
+        };
+        if open_pr && let Some(n) = landed.pr_num {
+            pr_opened = true;
+            revision = format!("refs/pr/{n}");
+        }
+        head = landed.oid.clone();
+        let mut c = summary(&revision, batch, landed);
+        if open_pr {
+            c.revision = target.branch.to_string();
+        } else {
+            c.pr_url = None;
+            c.pr_num = None;
+        }
+        done.push(c);
+    }
+    Ok(done)
+}
+
+fn request<'a>(
+    revision: &'a str,
+    batch: &Batch<'a>,
+    message: &Message<'_>,
+    (i, total): (usize, usize),
+    parent: Option<&'a str>,
+    check_parent: bool,
+) -> CommitRequest<'a> {
+    let mut changes: Vec<Change> = batch.deletes.iter().map(|p| Change::Delete(p)).collect();
+    changes.extend(batch.uploads.iter().map(|f| Change::Upload(f)));
+    CommitRequest {
+        revision,
+        changes,
+        message: if total > 1 {
+            format!("{} [{}/{total}]", message.title, i + 1)
+        } else {
+            message.title.to_string()
+        },
+        description: message.description.to_string(),
+        parent,
+        check_parent,
+        create_pr: false,
+    }
+}
+
+async fn commit_batch(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    request: &CommitRequest<'_>,
+    batch: &Batch<'_>,
+) -> Result<Landed, PublishError> {
+    let counter = Arc::new(AtomicU64::new(0));
+    let commit = remote.commit(request, Arc::clone(&counter));
+    with_progress(commit, &counter, reporter, batch.bytes()).await
+}
+
+fn summary(revision: &str, batch: &Batch<'_>, landed: Landed) -> CommitSummary {
+    CommitSummary {
+        revision: revision.to_string(),
+        oid: landed.oid,
+        files: batch.uploads.len() + batch.deletes.len(),
+        bytes: batch.bytes(),
+        pr_url: landed.pr_url,
+        pr_num: landed.pr_num,
+    }
+}
+
+/// After a failed commit: remove a branch this run created (so nothing half-published stays
+/// visible), or report how far an existing branch got.
+async fn undo(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    branch: &str,
+    is_new: bool,
+    committed: usize,
+    total: usize,
+    error: PublishError,
+) -> PublishError {
+    if is_new {
+        match remote.delete_branch(branch).await {
+            Ok(()) => {
+                return PublishError::RolledBack {
+                    action: "publishing".into(),
+                    branch: branch.to_string(),
+                    source: Box::new(error),
+                };
+            }
+            Err(e) => reporter.warn(&format!("could not remove the new branch `{branch}`: {e}")),
+        }
+    }
+    if committed > 0 {
+        return PublishError::Partial {
+            committed,
+            total,
+            branch: branch.to_string(),
+            source: Box::new(error),
+        };
+    }
+    error
+}
+
+/// Drive a commit while forwarding hf-hub's byte count to the progress bar.
+async fn with_progress<T>(
+    commit: impl Future<Output = Result<T, PublishError>>,
+    counter: &AtomicU64,
+    reporter: &dyn Reporter,
+    bytes: u64,
+) -> Result<T, PublishError> {
+    tokio::pin!(commit);
+    let mut reported = 0u64;
+    loop {
+        tokio::select! {
+            out = &mut commit => {
+                if out.is_ok() {
+                    reporter.add_bytes(bytes.saturating_sub(reported));
+                }
+                return out;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                let now = counter.load(Ordering::Relaxed).min(bytes);
+                if now > reported {
+                    reporter.add_bytes(now - reported);
+                    reported = now;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staging_branches_are_named_after_the_branch_and_the_base_commit() {
+        assert_eq!(
+            staging_name("v2", "0123456789abcdef0123"),
+            "kbuild-staging-v2-0123456789ab"
+        );
+    }
+}

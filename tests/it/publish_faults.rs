@@ -1,0 +1,322 @@
+//! `kbuild publish` against a Hub that fails on purpose (the local server's fault injection):
+//! between commits, by never answering, by asking to wait, by losing the answer to a commit
+//! that landed; and against tokens that an HTTP header cannot carry.
+
+
+use std::time::{Duration, Instant};
+
+use crate::common::hub::{Hub, TOKEN};
+use crate::common::variant::{CPU_VARIANT, VariantSpec, project_with_variant, redigest, write_variant};
+use serde_json::Value;
+
+const REPO: &str = "org/relu";
+
+fn get_json(hub: &Hub, path: &str) -> Value {
+    let (status, body) = hub.request("GET", path, b"");
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+fn v1_metadata(hub: &Hub) -> String {
+    let path = format!("/kernels/org/relu/resolve/v1/build/{CPU_VARIANT}/metadata.json");
+    let (status, body) = hub.request("GET", &path, b"");
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn branches(hub: &Hub) -> Vec<String> {
+    get_json(hub, "/api/kernels/org/relu/refs")["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_failure_between_commits_leaves_the_branch_at_the_old_build_and_a_rerun_moves_it_once() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    hub.publish(&build, &["--repo", REPO, "--json"]).success();
+    let old_tree = get_json(&hub, "/api/kernels/org/relu/tree/v1?recursive=true");
+    let old_metadata = v1_metadata(&hub);
+
+    // A new build of the variant plus a second one: five commits of two files each.
+    let variant = build.join(CPU_VARIANT);
+    std::fs::write(variant.join("__init__.py"), "from ._ops import ops\n").unwrap();
+    redigest(&variant);
+    write_variant(
+        &build,
+        &VariantSpec {
+            dir_name: "torch-cpu",
+            id: "_relu_cpu_fff0000",
+            ..VariantSpec::default()
+        },
+    );
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", "2")];
+    let log_before = hub.log().len();
+    // The first commit lands, the next one fails on every attempt.
+    hub.arm("commit:500:5:1");
+    let run = hub.publish_with(&build, &["--repo", REPO], &env);
+    assert!(!run.ok, "{}", run.stderr);
+    run.assert_no_token();
+    assert!(
+        run.stderr.contains("nothing changed on `v1`: 1 of"),
+        "{}",
+        run.stderr
+    );
+    let failed_run: Vec<String> = hub.log()[log_before..].to_vec();
+    assert!(
+        !failed_run.iter().any(|l| l.contains("/branch/v1 ")),
+        "the failed run touched `v1`: {failed_run:?}"
+    );
+    assert_eq!(
+        get_json(&hub, "/api/kernels/org/relu/tree/v1?recursive=true"),
+        old_tree
+    );
+    assert_eq!(v1_metadata(&hub), old_metadata);
+
+    let run = hub.publish_with(&build, &["--repo", REPO], &env).success();
+    assert!(
+        run.stderr
+            .contains("Resuming from branch `kbuild-staging-v1-"),
+        "{}",
+        run.stderr
+    );
+    let metadata: Value = serde_json::from_str(&v1_metadata(&hub)).unwrap();
+    let local: Value =
+        serde_json::from_slice(&std::fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(metadata["digest"], local["digest"]);
+    let tree = get_json(&hub, "/api/kernels/org/relu/tree/v1/build?recursive=true");
+    let files = tree
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "file");
+    assert_eq!(files.count(), 10, "{tree}");
+    assert_eq!(
+        branches(&hub),
+        ["main", "v1"],
+        "the staging branch is removed"
+    );
+}
+
+#[test]
+fn a_server_that_never_answers_times_out_with_a_line_per_retry_naming_the_endpoint() {
+    let hub = Hub::start(&["--fail", "info:hang:100"]);
+    let (_project, build) = project_with_variant();
+    let started = Instant::now();
+    let run = hub.publish_with(
+        &build,
+        &["--repo", REPO],
+        &[
+            ("HF_TOKEN", TOKEN),
+            ("KBUILD_HUB_TIMEOUT", "1"),
+            ("KBUILD_HUB_DEADLINE", "60"),
+        ],
+    );
+    assert!(!run.ok);
+    run.assert_no_token();
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "took {:?}",
+        started.elapsed()
+    );
+    let retries = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("retrying in") && l.contains(": timed out after 1 s"))
+        .count();
+    assert_eq!(retries, 4, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "error: looking up the repository on `{}/kernels/org/relu` timed out after 1 s (5 attempts)",
+            hub.url
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("KBUILD_HUB_TIMEOUT"), "{}", run.stderr);
+}
+
+#[test]
+fn the_deadline_ends_the_retries_of_a_step() {
+    let hub = Hub::start(&["--fail", "refs:hang:100"]);
+    let (_project, build) = project_with_variant();
+    let env = [
+        ("HF_TOKEN", TOKEN),
+        ("KBUILD_HUB_TIMEOUT", "1"),
+        ("KBUILD_HUB_DEADLINE", "2"),
+    ];
+    let started = Instant::now();
+    let run = hub.publish_with(&build, &["--repo", REPO], &env);
+    assert!(!run.ok);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        run.stderr.contains("timed out after 1 s ("),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("(5 attempts)"), "{}", run.stderr);
+}
+
+#[test]
+fn a_hung_commit_is_retried_after_the_upload_timeout_and_lands_once() {
+    let hub = Hub::start(&["--fail", "commit:hang,for=20s"]);
+    let (_project, build) = project_with_variant();
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_HUB_UPLOAD_TIMEOUT", "1")];
+    let run = hub
+        .publish_with(&build, &["--repo", REPO, "--json"], &env)
+        .success();
+    assert!(run.stderr.contains("timed out after 1 s"), "{}", run.stderr);
+    assert_eq!(hub.commits_made(), 2, "{:?}", hub.log());
+}
+
+#[test]
+fn retry_after_on_a_503_is_waited_for() {
+    let hub = Hub::start(&["--fail", "refs:503,retry-after=2"]);
+    let (_project, build) = project_with_variant();
+    let started = Instant::now();
+    let run = hub.publish(&build, &["--repo", REPO, "--json"]).success();
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(
+        run.stderr.contains("listing branches on `") && run.stderr.contains("retrying in 2 s"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_commit_whose_answer_was_lost_is_found_on_the_branch_and_not_sent_again() {
+    let hub = Hub::start(&["--fail", "commit:lose-response"]);
+    let (_project, build) = project_with_variant();
+    let run = hub.publish(&build, &["--repo", REPO, "--json"]).success();
+    assert!(
+        run.stderr.contains("was lost, but the commit landed"),
+        "{}",
+        run.stderr
+    );
+    let log = hub.log();
+    let commits: Vec<&String> = log.iter().filter(|l| l.contains("/commit/")).collect();
+    assert_eq!(
+        commits.len(),
+        2,
+        "one commit to `v1`, one card: {commits:?}"
+    );
+    assert!(commits[0].contains("[response lost] -> 200"), "{commits:?}");
+    let refs = get_json(&hub, "/api/kernels/org/relu/refs");
+    let v1 = refs["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "v1")
+        .unwrap();
+    assert_eq!(run.json()["commits"][0]["oid"], v1["targetCommit"]);
+}
+
+#[test]
+fn a_lost_answer_to_a_new_pull_request_opens_no_second_one() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    hub.publish(&build, &["--repo", REPO, "--json"]).success();
+    let variant = build.join(CPU_VARIANT);
+    std::fs::write(variant.join("__init__.py"), "from ._ops import ops\n").unwrap();
+    redigest(&variant);
+    hub.arm("commit:lose-response");
+    let run = hub
+        .publish(&build, &["--repo", REPO, "--json", "--create-pr"])
+        .success();
+    let summary = run.json();
+    assert_eq!(summary["commits"][0]["pr_num"], 1, "{}", run.stdout);
+    // One pull request per commit made (the variant's, and the card's on `main`), none twice.
+    let refs = get_json(&hub, "/api/kernels/org/relu/refs?include_prs=1");
+    assert_eq!(
+        refs["pullRequests"].as_array().unwrap().len(),
+        summary["commits"].as_array().unwrap().len(),
+        "{refs}\n{}",
+        run.stderr
+    );
+}
+
+/// The server must not have been asked anything: the token is refused before any request.
+fn assert_refused_token(hub: &Hub, run: &crate::common::hub::Run, says: &str, secret: &str) {
+    assert!(!run.ok);
+    assert!(run.stderr.contains(says), "{}", run.stderr);
+    assert!(
+        !run.stderr.contains(secret) && !run.stdout.contains(secret),
+        "the token leaked: {}",
+        run.stderr
+    );
+    assert!(hub.log().is_empty(), "{:?}", hub.log());
+}
+
+#[test]
+fn tokens_with_control_or_non_ascii_characters_are_refused_saying_what_is_wrong() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    let secret = "kbuildTestSecret";
+    let with_escape = format!("hf_{secret}\u{1b}tail");
+    let run = hub.publish_with(&build, &["--repo", REPO], &[("HF_TOKEN", &with_escape)]);
+    assert_refused_token(
+        &hub,
+        &run,
+        "the Hub token from `HF_TOKEN` cannot be sent: it holds a control character at position 20",
+        secret,
+    );
+    let with_quote = format!("\u{201c}hf_{secret}\u{201d}");
+    let run = hub.publish_with(&build, &["--repo", REPO], &[("HF_TOKEN", &with_quote)]);
+    assert_refused_token(
+        &hub,
+        &run,
+        "it holds a non-ASCII character at position 1",
+        secret,
+    );
+}
+
+#[test]
+fn a_token_file_with_a_non_ascii_character_is_named() {
+    let hub = Hub::start(&[]);
+    let (project, build) = project_with_variant();
+    let home = project.path().join("hf-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("token"), "hf_kbuild\u{a0}TestSecret\n").unwrap();
+    let home_str = home.to_string_lossy().into_owned();
+    let run = hub.publish_with(&build, &["--repo", REPO], &[("HF_HOME", &home_str)]);
+    let says = format!(
+        "the Hub token from `{}` cannot be sent",
+        home.join("token").display()
+    );
+    assert_refused_token(&hub, &run, &says, "TestSecret");
+}
+
+#[test]
+fn a_non_utf8_hf_token_is_an_error_not_a_missing_token() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let hub = Hub::start(&[]);
+    let (project, build) = project_with_variant();
+    let out = crate::common::kbuild::bin()
+        .arg("-C")
+        .arg(project.path())
+        .args(["publish", "--repo", REPO, "--build-dir"])
+        .arg(&build)
+        .env("HF_ENDPOINT", &hub.url)
+        .env("HF_HOME", project.path().join(".hf-home-empty"))
+        .env(
+            "HF_TOKEN",
+            std::ffi::OsStr::from_bytes(b"hf_kbuildTestSecret\xff"),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the Hub token from `HF_TOKEN` cannot be sent: it is not valid UTF-8"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("kbuildTestSecret"), "{stderr}");
+    assert!(hub.log().is_empty());
+}
