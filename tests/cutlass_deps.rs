@@ -50,9 +50,7 @@ fn system_includes(job: &serde_json::Value) -> Vec<String> {
 fn a_dry_run_plans_the_pypi_fetch_and_downloads_nothing() {
     let project = fixture("cutlass-version");
     let cache = tempfile::tempdir().unwrap();
-    let out = run(kbuild_with(project.path(), cache.path()).args([
-        "build", "--dry-run", "--json",
-    ]));
+    let out = run(kbuild_with(project.path(), cache.path()).args(["build", "--dry-run", "--json"]));
     assert!(out.status.success());
     let plan = stdout_json(&out);
     let entry = cache.path().join("cutlass/3.6.0");
@@ -141,7 +139,10 @@ fn cutlass_home_is_used_offline_instead_of_the_cache() {
         .unwrap()
         .clone();
     let includes = system_includes(kernel);
-    assert!(includes.contains(&tree.join("include").display().to_string()), "{includes:?}");
+    assert!(
+        includes.contains(&tree.join("include").display().to_string()),
+        "{includes:?}"
+    );
     assert!(includes.contains(&tree.join("tools/util/include").display().to_string()));
 }
 
@@ -198,7 +199,10 @@ fn cutlass_home_without_cutlass_is_an_error_at_the_depends_entry() {
         )),
         "{text}"
     );
-    assert!(text.contains("hint: point `CUTLASS_HOME` at a CUTLASS 3.6 tree"), "{text}");
+    assert!(
+        text.contains("hint: point `CUTLASS_HOME` at a CUTLASS 3.6 tree"),
+        "{text}"
+    );
 }
 
 #[test]

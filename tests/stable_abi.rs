@@ -53,7 +53,10 @@ fn stable_abi_variants_are_named_after_the_target_and_every_unit_targets_it() {
     assert!(out.status.success());
     let plan = stdout_json(&out);
     let variants = plan["variants"].as_array().unwrap();
-    let names: Vec<&str> = variants.iter().map(|v| v["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = variants
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
     let suffix = variant_suffix();
     assert_eq!(
         names,
@@ -90,7 +93,12 @@ fn a_backend_left_out_of_the_stable_abi_table_builds_with_the_full_abi() {
         "{cpu}"
     );
     let cuda = &plan["variants"][1];
-    assert!(cuda["name"].as_str().unwrap().starts_with("torch-stable-abi210-cu"));
+    assert!(
+        cuda["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("torch-stable-abi210-cu")
+    );
 }
 
 #[test]
@@ -143,9 +151,13 @@ fn a_stable_abi_target_newer_than_torch_is_refused_before_compiling() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("`[torch] stable-abi` targets torch 2.99, newer than the build's torch 2.15"),
+        stderr
+            .contains("`[torch] stable-abi` targets torch 2.99, newer than the build's torch 2.15"),
         "{stderr}"
     );
-    assert!(stderr.contains("hint: build with torch 2.99 or newer"), "{stderr}");
+    assert!(
+        stderr.contains("hint: build with torch 2.99 or newer"),
+        "{stderr}"
+    );
     assert!(!root.join("build").exists(), "a refused plan wrote build/");
 }

@@ -18,33 +18,34 @@ const RELEASES: [(u32, u32, &str, bool); 8] = [
 ];
 
 /// One CUTLASS release as a `depends` entry asks for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Release {
     pub major: u32,
     pub minor: u32,
     /// The full release kernel-builder uses (`3.6.0`): the cache directory and git tag.
-    pub version: String,
-    /// The PyPI requirement that provides its headers, when PyPI has it.
-    pub pypi: Option<String>,
+    pub version: &'static str,
+    on_pypi: bool,
 }
 
 impl Release {
-    /// The release for `cutlass_<major>_<minor>`; a pair kernel-builder does not pin (not
-    /// reachable through build.toml today) gets `<major>.<minor>.0` and no PyPI source.
-    pub fn of(major: u32, minor: u32) -> Self {
-        let known = RELEASES
+    /// The release kernel-builder pins for `cutlass_<major>_<minor>`; `None` for a pair it does
+    /// not know (build.toml's parser admits only known ones).
+    pub fn of(major: u32, minor: u32) -> Option<Self> {
+        RELEASES
             .iter()
-            .find(|(ma, mi, _, _)| (*ma, *mi) == (major, minor));
-        let version = known.map_or_else(|| format!("{major}.{minor}.0"), |r| r.2.to_string());
-        let pypi = known
-            .filter(|r| r.3)
-            .map(|_| format!("nvidia-cutlass=={version}.0"));
-        Release {
-            major,
-            minor,
-            version,
-            pypi,
-        }
+            .find(|(ma, mi, _, _)| (*ma, *mi) == (major, minor))
+            .map(|&(major, minor, version, on_pypi)| Release {
+                major,
+                minor,
+                version,
+                on_pypi,
+            })
+    }
+
+    /// The PyPI requirement that provides its headers, when PyPI has it.
+    pub fn pypi(&self) -> Option<String> {
+        self.on_pypi
+            .then(|| format!("nvidia-cutlass=={}.0", self.version))
     }
 
     /// The shell command that puts this release where kbuild's cache looks for it.
@@ -85,12 +86,13 @@ mod tests {
 
     #[test]
     fn releases_follow_kernel_builder_and_only_pypi_ones_get_a_requirement() {
-        let r = Release::of(3, 6);
+        let r = Release::of(3, 6).unwrap();
         assert_eq!(r.version, "3.6.0");
-        assert_eq!(r.pypi.as_deref(), Some("nvidia-cutlass==3.6.0.0"));
-        let r = Release::of(4, 0);
+        assert_eq!(r.pypi().as_deref(), Some("nvidia-cutlass==3.6.0.0"));
+        let r = Release::of(4, 0).unwrap();
         assert_eq!(r.version, "4.0.0");
-        assert_eq!(r.pypi, None);
+        assert_eq!(r.pypi(), None);
+        assert_eq!(Release::of(1, 0), None);
         assert_eq!(
             r.clone_command(Path::new("/c/4.0.0")),
             "git clone --depth 1 --branch v4.0.0 https://github.com/NVIDIA/cutlass /c/4.0.0"

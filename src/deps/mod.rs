@@ -108,25 +108,24 @@ impl fmt::Display for NoFetch {
 #[derive(Debug, thiserror::Error)]
 pub enum DepsError {
     #[error(
-        "{location}: `{dependency}` needs CUTLASS {}.{}, but `CUTLASS_HOME` (`{}`) {}",
-        release.major, release.minor, home.display(), describe_tree(*found)
+        "{location}: `cutlass_{}_{}` needs CUTLASS {}.{}, but `CUTLASS_HOME` (`{}`) {}",
+        release.major, release.minor, release.major, release.minor, home.display(),
+        describe_tree(*found)
     )]
     CutlassHomeMismatch {
         location: Location,
-        dependency: Dependency,
         release: Release,
         home: PathBuf,
         /// The `major.minor` the tree holds, `None` when it has no `include/cutlass/version.h`.
         found: Option<(u32, u32)>,
     },
     #[error(
-        "{location}: `{dependency}`: no CUTLASS {} headers: `CUTLASS_HOME` is not set, \
+        "{location}: `cutlass_{}_{}`: no CUTLASS {} headers: `CUTLASS_HOME` is not set, \
          kbuild's cache has no `{}`, and {why}",
-        release.version, entry.display()
+        release.major, release.minor, release.version, entry.display()
     )]
     CutlassMissing {
         location: Location,
-        dependency: Dependency,
         release: Release,
         /// The cache entry that was looked for.
         entry: PathBuf,
@@ -194,7 +193,7 @@ impl Hint for DepsError {
                 ..
             } => {
                 let clone = release.clone_command(entry);
-                match (why, &release.pypi) {
+                match (why, release.pypi()) {
                     (NoFetch::Offline, Some(req)) => format!(
                         "unset `KBUILD_OFFLINE` to fetch `{req}` from PyPI into the cache, or \
                          `{clone}`, or set `CUTLASS_HOME` to a CUTLASS {} tree",
@@ -222,8 +221,9 @@ impl Hint for DepsError {
                      the headers in place yourself: `{}`",
                     fetch.python.display(),
                     match fetch.dependency {
-                        Dependency::Cutlass { major, minor } =>
-                            Release::of(major, minor).clone_command(&fetch.into),
+                        Dependency::Cutlass { major, minor } => Release::of(major, minor)
+                            .map(|r| r.clone_command(&fetch.into))
+                            .unwrap_or_else(|| format!("install `{}`", fetch.dependency)),
                         _ => format!("install `{}`", fetch.dependency),
                     }
                 )
@@ -254,14 +254,15 @@ pub fn locate(
         if dependency == Dependency::Torch || found.iter().any(|h| h.dependency == dependency) {
             continue;
         }
-        let Dependency::Cutlass { major, minor } = dependency else {
-            return Err(DepsError::Unsupported {
-                location: location.clone(),
-                dependency,
-            });
+        let unsupported = || DepsError::Unsupported {
+            location: location.clone(),
+            dependency,
         };
-        let release = Release::of(major, minor);
-        let origin = locate_cutlass(dependency, &release, location, settings, python)?;
+        let Dependency::Cutlass { major, minor } = dependency else {
+            return Err(unsupported());
+        };
+        let release = Release::of(major, minor).ok_or_else(unsupported)?;
+        let origin = locate_cutlass(dependency, release, location, settings, python)?;
         let root = match &origin {
             Origin::Env { root, .. } | Origin::Cache { root } => root,
             Origin::Fetch(fetch) => &fetch.into,
@@ -277,7 +278,7 @@ pub fn locate(
 
 fn locate_cutlass(
     dependency: Dependency,
-    release: &Release,
+    release: Release,
     location: &Location,
     settings: &DepsSettings,
     python: &Path,
@@ -288,8 +289,7 @@ fn locate_cutlass(
         if found != Some(wanted) {
             return Err(DepsError::CutlassHomeMismatch {
                 location: location.clone(),
-                dependency,
-                release: release.clone(),
+                release,
                 home: home.clone(),
                 found,
             });
@@ -305,18 +305,17 @@ fn locate_cutlass(
             dependency,
         });
     };
-    let entry = cache.join("cutlass").join(&release.version);
+    let entry = cache.join("cutlass").join(release.version);
     if cutlass::tree_version(&entry) == Some(wanted) {
         return Ok(Origin::Cache { root: entry });
     }
     let missing = |why| DepsError::CutlassMissing {
         location: location.clone(),
-        dependency,
-        release: release.clone(),
+        release,
         entry: entry.clone(),
         why,
     };
-    let Some(requirement) = &release.pypi else {
+    let Some(requirement) = release.pypi() else {
         return Err(missing(NoFetch::NotOnPypi));
     };
     if settings.offline {
@@ -324,7 +323,7 @@ fn locate_cutlass(
     }
     Ok(Origin::Fetch(Fetch {
         dependency,
-        requirement: requirement.clone(),
+        requirement,
         python: python.to_path_buf(),
         into: entry.clone(),
         location: location.clone(),
@@ -334,13 +333,14 @@ fn locate_cutlass(
 /// Download `fetch.requirement` with pip into a staging directory beside the cache entry and
 /// move its header tree into place. Another build that fetched it meanwhile wins.
 pub fn fetch(fetch: &Fetch) -> Result<(), DepsError> {
-    let Dependency::Cutlass { major, minor } = fetch.dependency else {
-        return Err(DepsError::Unsupported {
-            location: fetch.location.clone(),
-            dependency: fetch.dependency,
-        });
+    let unsupported = || DepsError::Unsupported {
+        location: fetch.location.clone(),
+        dependency: fetch.dependency,
     };
-    let release = Release::of(major, minor);
+    let Dependency::Cutlass { major, minor } = fetch.dependency else {
+        return Err(unsupported());
+    };
+    let release = Release::of(major, minor).ok_or_else(unsupported)?;
     let parent = fetch.into.parent().unwrap_or(&fetch.into);
     let io = |source| DepsError::Io {
         path: parent.to_path_buf(),
@@ -353,10 +353,18 @@ pub fn fetch(fetch: &Fetch) -> Result<(), DepsError> {
         .map_err(io)?;
     let target = staging.path().join("wheel");
     let mut pip = CommandSpec::new(&fetch.python);
-    pip.args(["-m", "pip", "install", "--no-deps", "--no-compile", "--only-binary", ":all:"])
-        .args(["--disable-pip-version-check", "--no-input", "--target"])
-        .arg(&target)
-        .arg(&fetch.requirement);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-compile",
+        "--only-binary",
+        ":all:",
+    ])
+    .args(["--disable-pip-version-check", "--no-input", "--target"])
+    .arg(&target)
+    .arg(&fetch.requirement);
     process::run(&pip).map_err(|failure| DepsError::FetchFailed {
         fetch: Box::new(fetch.clone()),
         output: failure.diagnostics(),

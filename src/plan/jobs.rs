@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::matrix::{cuda_matrix, kernel_capabilities};
 use super::{CompileJob, Gencode, Lang, LinkJob, PlanError, PlanSettings, VariantPlan};
-use crate::config::{Backend, Capability, DType, Dependency, Project, Torch as Bindings};
 use crate::config::Version;
+use crate::config::{Backend, Capability, DType, Dependency, Project, Torch as Bindings};
 use crate::toolchain::{Nvcc, Toolchain, TorchEnv, TorchInfo, target_version_define};
 
 /// One source file to compile, with the settings of the table (`[torch]` or `[kernel.*]`) that
@@ -106,7 +106,11 @@ pub(super) fn fill_compiled_variant(
     let mut defines: Vec<(String, Option<String>)> = torch.flags.defines.clone();
     defines.push(("TORCH_EXTENSION_NAME".into(), Some(variant.id.clone())));
     defines.push((format!("{}_KERNEL", backend.as_str().to_uppercase()), None));
-    if let Some(target) = bindings.stable_abi.as_ref().and_then(|s| s.for_backend(backend)) {
+    if let Some(target) = bindings
+        .stable_abi
+        .as_ref()
+        .and_then(|s| s.for_backend(backend))
+    {
         defines.push(stable_abi_define(target, &torch.info)?);
     }
     defines.sort();

@@ -166,9 +166,7 @@ pub enum PlanError {
         nvcc: String,
         supported: String,
     },
-    #[error(
-        "`[torch] stable-abi` targets torch {target}, newer than the build's torch {torch}"
-    )]
+    #[error("`[torch] stable-abi` targets torch {target}, newer than the build's torch {torch}")]
     StableAbiNewerThanTorch { target: String, torch: String },
     #[error("`[tvm-ffi]` kernels are not built by kbuild: it builds Torch extensions")]
     TvmFfiUnsupported,

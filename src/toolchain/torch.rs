@@ -97,6 +97,9 @@ mod tests {
         let (name, value) = target_version_define(2, 10);
         assert_eq!(name, "TORCH_TARGET_VERSION");
         assert_eq!(value.as_deref(), Some("0x20a000000000000"));
-        assert_eq!(target_version_define(2, 9).1.as_deref(), Some("0x209000000000000"));
+        assert_eq!(
+            target_version_define(2, 9).1.as_deref(),
+            Some("0x209000000000000")
+        );
     }
 }
