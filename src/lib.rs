@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod compile;
 pub mod config;
+pub mod deps;
 pub mod develop;
 pub mod error;
 pub mod hint;

@@ -3,6 +3,7 @@
 
 use super::BuildError;
 use crate::config::{Backend, Framework, Project};
+use crate::deps;
 use crate::plan::select_backends;
 use crate::report::Reporter;
 use crate::toolchain::{Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch};
@@ -42,9 +43,16 @@ pub fn discover_toolchain(
     } else {
         None
     };
+    let deps = deps::locate(
+        project,
+        &selection.chosen,
+        &settings.deps,
+        &torch.python.path,
+    )?;
     Ok(Toolchain {
         torch: Some(torch),
         cxx: Some(cxx),
         nvcc,
+        deps,
     })
 }

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::compile::{self, CompileError, CompileSettings};
 use crate::config::{self, Backend, ConfigError, Project};
+use crate::deps::{self, DepsError};
 use crate::hint::Hint;
 use crate::jobs::JobBudget;
 use crate::link::{self, LinkError};
@@ -57,6 +58,8 @@ pub enum BuildError {
     #[error(transparent)]
     Toolchain(Box<ToolchainError>),
     #[error(transparent)]
+    Deps(Box<DepsError>),
+    #[error(transparent)]
     Plan(Box<PlanError>),
     #[error(transparent)]
     Compile(Box<CompileError>),
@@ -79,6 +82,7 @@ impl Hint for BuildError {
         match self {
             BuildError::Config(e) => e.hint(),
             BuildError::Toolchain(e) => e.hint(),
+            BuildError::Deps(e) => e.hint(),
             BuildError::Plan(e) => e.hint(),
             BuildError::Compile(e) => e.hint(),
             BuildError::Link(e) => e.hint(),
@@ -104,6 +108,7 @@ macro_rules! from_stage {
 from_stage! {
     Config => ConfigError,
     Toolchain => ToolchainError,
+    Deps => DepsError,
     Plan => PlanError,
     Compile => CompileError,
     Link => LinkError,
@@ -233,6 +238,15 @@ impl<'r> Builder<'r> {
             });
         };
         let _lock = BuildLock::acquire(&first.out_dir, reporter)?;
+        let mut fetched: Vec<&deps::Fetch> = Vec::new();
+        for fetch in plans.iter().flat_map(|p| &p.fetches) {
+            if fetched.iter().all(|f| f.into != fetch.into) {
+                let into = fetch.into.display();
+                reporter.stage("Fetching", &format!("{} into {into}", fetch.requirement));
+                deps::fetch(fetch)?;
+                fetched.push(fetch);
+            }
+        }
         let mut jobs = Vec::new();
         for variant in plans.iter().flat_map(|p| &p.variants) {
             package::write_headers(variant)?;

@@ -7,6 +7,7 @@ use super::{print, print_json};
 use crate::build::{BuildSettings, Builder, Outputs};
 use crate::cli::{BuildArgs, ToolchainArgs};
 use crate::compile::command_for;
+use crate::deps::DepsSettings;
 use crate::error::Result;
 use crate::jobs::JobBudget;
 use crate::link::link_command;
@@ -43,6 +44,7 @@ pub fn toolchain_settings(args: &ToolchainArgs) -> ToolchainSettings {
     ToolchainSettings {
         python: args.python.clone(),
         nvcc: args.nvcc.clone(),
+        deps: DepsSettings::from_env(),
     }
 }
 
@@ -82,6 +84,9 @@ fn print_plan(plan: &BuildPlan, json: bool) -> Result<()> {
     let _ = writeln!(t, "output: {}", plan.out_dir.display());
     for s in &plan.skipped {
         let _ = writeln!(t, "skipped backend {}: {}", s.backend, s.reason);
+    }
+    for f in &plan.fetches {
+        println!("fetch {} into {}", f.requirement, f.into.display());
     }
     for variant in &plan.variants {
         let _ = writeln!(t, "\nvariant {} (id {})", variant.name, variant.id);

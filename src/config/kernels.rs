@@ -159,7 +159,7 @@ fn read_kernel(
             .find(|k| k.name == n)
             .expect("key is in the kernel schema")
     };
-    let depends = read_depends(t, spec("depends"))?;
+    let (depends, depends_locations) = read_depends(t, spec("depends"))?.into_iter().unzip();
     let src = t
         .strings(spec("src"))?
         .ok_or_else(|| t.missing(spec("src"), ": the kernel's source files and headers"))?;
@@ -200,6 +200,7 @@ fn read_kernel(
         src,
         include,
         depends,
+        depends_locations,
         cuda_capabilities: has_caps.then(|| capabilities.iter().map(|c| c.v).collect()),
         cuda_flags: backend_strings("cuda-flags")?,
         cxx_flags: schema::strings(t, spec("cxx-flags"))?,
@@ -251,7 +252,12 @@ fn check_kernel_keys(
     Ok(())
 }
 
-fn read_depends(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<Dependency>, ConfigError> {
+/// Each entry of `depends` with where it is written (later stages report a missing library
+/// there).
+fn read_depends(
+    t: &Table<'_, '_>,
+    s: &KeySpec<'_>,
+) -> Result<Vec<(Dependency, Location)>, ConfigError> {
     let list = t.deduped_strings(s, "dependency")?.ok_or_else(|| {
         t.missing(
             s,
@@ -261,13 +267,14 @@ fn read_depends(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<Dependency>, C
     list.v
         .iter()
         .map(|dep| {
-            dep.v.parse::<Dependency>().map_err(|e| {
+            let parsed = dep.v.parse::<Dependency>().map_err(|e| {
                 t.invalid(
                     &dep.span,
                     format!("unknown dependency `{}` in `{}`", dep.v, t.name),
                     e.hint().unwrap_or_default(),
                 )
-            })
+            })?;
+            Ok((parsed, t.src.location(dep.span.start)))
         })
         .collect()
 }

@@ -251,6 +251,9 @@ pub struct Kernel {
     /// Include dirs relative to the root.
     pub include: Vec<PathBuf>,
     pub depends: Vec<Dependency>,
+    /// Where each entry of `depends` is written (same order).
+    #[serde(skip)]
+    pub depends_locations: Vec<Location>,
     /// `cuda-capabilities` (real capabilities only; entries no GPU has are dropped with a
     /// warning); `None` means the project's matrix.
     pub cuda_capabilities: Option<Vec<Capability>>,

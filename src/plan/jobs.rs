@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::matrix::{cuda_matrix, kernel_capabilities};
 use super::{CompileJob, Gencode, Lang, LinkJob, PlanError, PlanSettings, VariantPlan};
-use crate::config::{Backend, Capability, DType, Project, Torch as Bindings};
-use crate::toolchain::{Nvcc, Toolchain, TorchEnv};
+use crate::config::Version;
+use crate::config::{Backend, Capability, DType, Dependency, Project, Torch as Bindings};
+use crate::toolchain::{Nvcc, Toolchain, TorchEnv, TorchInfo, target_version_define};
 
 /// One source file to compile, with the settings of the table (`[torch]` or `[kernel.*]`) that
 /// lists it.
@@ -20,6 +21,8 @@ struct Unit<'a> {
     cuda_flags: &'a [String],
     cxx_flags: &'a [String],
     caps: Vec<Capability>,
+    /// `-isystem` dirs of the kernel's `depends` libraries (CUTLASS).
+    dep_includes: Vec<PathBuf>,
 }
 
 /// What every job of one variant shares.
@@ -61,6 +64,13 @@ pub(super) fn fill_compiled_variant(
         ));
     }
     let mut variant_caps: BTreeSet<Capability> = BTreeSet::new();
+    let dep_includes = |depends: &[Dependency]| -> Vec<PathBuf> {
+        depends
+            .iter()
+            .filter_map(|d| toolchain.deps.iter().find(|h| h.dependency == *d))
+            .flat_map(|h| h.include_dirs.iter().cloned())
+            .collect()
+    };
     for kernel in project.kernels.iter().filter(|k| k.backend == backend) {
         let caps = match nvcc {
             Some(nvcc) => kernel_capabilities(
@@ -74,14 +84,18 @@ pub(super) fn fill_compiled_variant(
         };
         variant_caps.extend(caps.iter().copied());
         for src in &kernel.src {
-            units.extend(unit(
+            let unit = unit(
                 src,
                 false,
                 &kernel.include,
                 &kernel.cuda_flags,
                 &kernel.cxx_flags,
                 caps.clone(),
-            ));
+            );
+            units.extend(unit.map(|u| Unit {
+                dep_includes: dep_includes(&kernel.depends),
+                ..u
+            }));
         }
     }
     let cuda_units = units.iter().filter(|u| u.lang == Lang::Cuda).count();
@@ -92,6 +106,13 @@ pub(super) fn fill_compiled_variant(
     let mut defines: Vec<(String, Option<String>)> = torch.flags.defines.clone();
     defines.push(("TORCH_EXTENSION_NAME".into(), Some(variant.id.clone())));
     defines.push((format!("{}_KERNEL", backend.as_str().to_uppercase()), None));
+    if let Some(target) = bindings
+        .stable_abi
+        .as_ref()
+        .and_then(|s| s.for_backend(backend))
+    {
+        defines.push(stable_abi_define(target, &torch.info)?);
+    }
     defines.sort();
     let mut system_include_dirs = torch.flags.include_dirs.clone();
     system_include_dirs.extend(nvcc.map(|n| n.include_dir.clone()));
@@ -129,6 +150,23 @@ pub(super) fn fill_compiled_variant(
     Ok(())
 }
 
+/// HF's `TORCH_TARGET_VERSION` for a stable-ABI target, which torch's headers refuse above their
+/// own version; checked here first, as HF's preamble does, to say which setting is wrong.
+fn stable_abi_define(
+    target: &Version,
+    torch: &TorchInfo,
+) -> Result<(String, Option<String>), PlanError> {
+    let (major, minor) = target.major_minor();
+    let (tmajor, tminor) = torch.major_minor();
+    if (major, minor) > (u64::from(tmajor), u64::from(tminor)) {
+        return Err(PlanError::StableAbiNewerThanTorch {
+            target: target.to_string(),
+            torch: torch.version.clone(),
+        });
+    }
+    Ok(target_version_define(major, minor))
+}
+
 /// A unit for `src`, or `None` for files that are not compiled (headers listed in `src`).
 fn unit<'a>(
     src: &'a Path,
@@ -151,6 +189,7 @@ fn unit<'a>(
         cuda_flags,
         cxx_flags,
         caps,
+        dep_includes: Vec::new(),
     })
 }
 
@@ -175,7 +214,12 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
         object,
         std: shared.torch.flags.std.clone(),
         include_dirs,
-        system_include_dirs: shared.system_include_dirs.clone(),
+        system_include_dirs: shared
+            .system_include_dirs
+            .iter()
+            .chain(&unit.dep_includes)
+            .cloned()
+            .collect(),
         defines: shared
             .defines
             .iter()

@@ -7,26 +7,34 @@ use super::{
     BuildPlan, PlanError, PlanSettings, VariantPlan, python_files, select_backends, source_identity,
 };
 use crate::config::{Backend, Framework, Project};
+use crate::deps::Origin;
 use crate::toolchain::{Toolchain, TorchInfo};
 
 /// `torch215-cxx11-cu132-x86_64-linux`, `torch215-cxx11-cpu-x86_64-linux`, or `torch-<backend>`
-/// for noarch projects.
+/// for noarch projects. A backend built against the stable ABI is named after its target, with
+/// no C++ ABI tag (kernel-builder's `generate_build_name`): `torch-stable-abi210-cu132-…`, which
+/// `kernels` loads with any torch at least that new.
 pub fn variant_name(project: &Project, torch: Option<&TorchInfo>, backend: Backend) -> String {
     let Some(torch) = torch.filter(|_| !matches!(project.framework, Framework::TorchNoarch(_)))
     else {
         return format!("torch-{backend}");
     };
-    let (major, minor) = torch.major_minor();
-    let abi = if torch.cxx11_abi { "cxx11" } else { "cxx98" };
     let compute = match (backend, torch.cuda_major_minor()) {
         (Backend::Cuda, Some((cmaj, cmin))) => format!("cu{cmaj}{cmin}"),
         _ => backend.as_str().to_string(),
     };
-    format!(
-        "torch{major}{minor}-{abi}-{compute}-{}-{}",
-        std::env::consts::ARCH,
-        std::env::consts::OS
-    )
+    let (arch, os) = (std::env::consts::ARCH, std::env::consts::OS);
+    let stable_abi = match &project.framework {
+        Framework::Torch(t) => t.stable_abi.as_ref().and_then(|s| s.for_backend(backend)),
+        _ => None,
+    };
+    if let Some(target) = stable_abi {
+        let (major, minor) = target.major_minor();
+        return format!("torch-stable-abi{major}{minor}-{compute}-{arch}-{os}");
+    }
+    let (major, minor) = torch.major_minor();
+    let abi = if torch.cxx11_abi { "cxx11" } else { "cxx98" };
+    format!("torch{major}{minor}-{abi}-{compute}-{arch}-{os}")
 }
 
 /// Plan every variant `settings.backends` selects for this toolchain: names, op namespaces,
@@ -91,5 +99,13 @@ pub fn make_plan(
         source,
         variants,
         skipped: selection.skipped,
+        fetches: toolchain
+            .deps
+            .iter()
+            .filter_map(|h| match &h.origin {
+                Origin::Fetch(fetch) => Some(fetch.clone()),
+                _ => None,
+            })
+            .collect(),
     })
 }

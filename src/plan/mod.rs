@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::config::{Backend, Capability, DType};
+use crate::deps::Fetch;
 use crate::hint::Hint;
 use crate::jobs::JobBudget;
 
@@ -27,6 +28,8 @@ pub struct BuildPlan {
     pub variants: Vec<VariantPlan>,
     /// Backends named in build.toml that this build does not produce, with the reason.
     pub skipped: Vec<Skipped>,
+    /// Dependency headers (CUTLASS) to download into kbuild's cache before compiling.
+    pub fetches: Vec<Fetch>,
 }
 
 /// A backend left out of the build, and why.
@@ -39,7 +42,8 @@ pub struct Skipped {
 /// One `build/<variant>/` directory.
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantPlan {
-    /// e.g. `torch215-cxx11-cu132-x86_64-linux`.
+    /// e.g. `torch215-cxx11-cu132-x86_64-linux`, or `torch-stable-abi210-cpu-x86_64-linux` for
+    /// a stable-ABI build.
     pub name: String,
     pub backend: Backend,
     /// Op namespace, extension module name and metadata `id`: `_<python_name>_<backend>_<hash>`.
@@ -162,6 +166,8 @@ pub enum PlanError {
         nvcc: String,
         supported: String,
     },
+    #[error("`[torch] stable-abi` targets torch {target}, newer than the build's torch {torch}")]
+    StableAbiNewerThanTorch { target: String, torch: String },
     #[error("`[tvm-ffi]` kernels are not built by kbuild: it builds Torch extensions")]
     TvmFfiUnsupported,
     #[error("nothing to build: no backend of build.toml can be built here ({reasons})")]
@@ -187,6 +193,10 @@ impl Hint for PlanError {
             PlanError::CapabilityUnsupported { .. } => {
                 "remove the capability from build.toml or use an nvcc that supports it".into()
             }
+            PlanError::StableAbiNewerThanTorch { target, .. } => format!(
+                "build with torch {target} or newer (`--python` / `KBUILD_PYTHON`), or lower \
+                 `stable-abi` in build.toml"
+            ),
             PlanError::TvmFfiUnsupported => {
                 "build this kernel with HF's kernel-builder, or port it to `[torch]`".into()
             }

@@ -10,10 +10,11 @@ mod torch;
 
 pub use nvcc::{Nvcc, find_nvcc};
 pub use python::{Python, TorchInfo, find_python};
-pub use torch::{ExtensionFlags, TorchEnv, find_torch};
+pub use torch::{ExtensionFlags, TorchEnv, find_torch, target_version_define};
 
 use std::path::{Path, PathBuf};
 
+use crate::deps::{DependencyHeaders, DepsSettings};
 use crate::hint::Hint;
 use crate::process::{self, CommandFailure, CommandSpec, on_new_line};
 
@@ -121,6 +122,8 @@ impl Hint for ToolchainError {
 pub struct ToolchainSettings {
     pub python: Option<PathBuf>,
     pub nvcc: Option<PathBuf>,
+    /// Where the libraries of `depends` (CUTLASS) are looked for.
+    pub deps: DepsSettings,
 }
 
 /// The tools one build runs with. A build for several torch versions has one per torch.
@@ -132,6 +135,8 @@ pub struct Toolchain {
     pub cxx: Option<Cxx>,
     /// Needed for the `cuda` backend of a compiled project.
     pub nvcc: Option<Nvcc>,
+    /// The headers of the libraries the built kernels list in `depends` (besides torch).
+    pub deps: Vec<DependencyHeaders>,
 }
 
 impl Toolchain {

@@ -80,3 +80,26 @@ impl ExtensionFlags {
         }
     }
 }
+
+/// `TORCH_TARGET_VERSION` for a stable-ABI build targeting torch `major.minor`: the encoding
+/// torch's `stable/version.h` documents, written in hex as HF's preamble writes it.
+pub fn target_version_define(major: u64, minor: u64) -> (String, Option<String>) {
+    let value = (major << 56) | (minor << 48);
+    ("TORCH_TARGET_VERSION".into(), Some(format!("{value:#x}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_version_is_major_and_minor_in_the_top_bytes() {
+        let (name, value) = target_version_define(2, 10);
+        assert_eq!(name, "TORCH_TARGET_VERSION");
+        assert_eq!(value.as_deref(), Some("0x20a000000000000"));
+        assert_eq!(
+            target_version_define(2, 9).1.as_deref(),
+            Some("0x209000000000000")
+        );
+    }
+}
