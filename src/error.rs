@@ -7,6 +7,7 @@ use crate::build::BuildError;
 use crate::config::ConfigError;
 use crate::hint::Hint;
 use crate::publish::PublishError;
+use crate::toolchains::InstallError;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]
@@ -17,6 +18,8 @@ pub enum Error {
     Build(Box<BuildError>),
     #[error(transparent)]
     Publish(Box<PublishError>),
+    #[error(transparent)]
+    Toolchains(Box<InstallError>),
     /// A command's result could not be encoded for `--json`.
     #[error("cannot encode {what} as JSON")]
     Json {
@@ -44,6 +47,7 @@ impl Hint for Error {
             Error::Config(e) => e.hint(),
             Error::Build(e) => e.hint(),
             Error::Publish(e) => e.hint(),
+            Error::Toolchains(e) => e.hint(),
             Error::Json { .. } => Some("this is a kbuild bug: please report it".into()),
             Error::Stdout { .. } | Error::Runtime { .. } => None,
         }
@@ -65,6 +69,7 @@ from_boxed! {
     Config => ConfigError,
     Build => BuildError,
     Publish => PublishError,
+    Toolchains => InstallError,
 }
 
 /// Result with the crate's error.

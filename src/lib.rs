@@ -20,3 +20,4 @@ pub mod process;
 pub mod publish;
 pub mod report;
 pub mod toolchain;
+pub mod toolchains;

@@ -63,6 +63,9 @@ pub fn run(project_dir: &Path, args: ListVariantsArgs, printer: &Printer) -> Res
         budget: JobBudget::for_machine(None),
         out_dir: None,
         unique_id: None,
+        torch: Vec::new(),
+        variants: Vec::new(),
+        compiler_launcher: None,
     };
     let prepared = Builder::new(settings, printer).prepare()?;
     let listing = VariantListing {

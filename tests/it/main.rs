@@ -17,3 +17,4 @@ mod publish_e2e;
 mod publish_links;
 mod publish_server;
 mod publish_verify;
+mod toolchain_install;
