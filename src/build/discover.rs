@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 
 use super::BuildError;
-use crate::toolchains::{self, InstallError, LockFile, major_minor, toolchains_dir};
 use crate::config::{Backend, Framework, Project};
 use crate::plan::select_backends;
 use crate::report::Reporter;
 use crate::toolchain::{Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch};
+use crate::toolchains::{self, InstallError, LockFile, major_minor, toolchains_dir};
 
 /// Where one toolchain of a build comes from.
 #[derive(Debug, Clone)]
@@ -30,7 +30,11 @@ pub fn choose_toolchains(
     let lock = LockFile::read(project_dir)?;
     let mut torches: Vec<String> = requested.iter().map(|t| major_minor(t)).collect();
     if torches.is_empty() {
-        torches = lock.iter().flat_map(|l| &l.toolchains).map(|t| t.torch.clone()).collect();
+        torches = lock
+            .iter()
+            .flat_map(|l| &l.toolchains)
+            .map(|t| t.torch.clone())
+            .collect();
     }
     if torches.is_empty() {
         return Ok(vec![ToolchainChoice {

@@ -52,7 +52,10 @@ fn install(
 ) -> Result<()> {
     let lock = LockFile::read(project_dir)?;
     let requests: Vec<InstallRequest> = if args.torch.is_empty() {
-        let entries = lock.as_ref().map(|l| l.toolchains.as_slice()).unwrap_or(&[]);
+        let entries = lock
+            .as_ref()
+            .map(|l| l.toolchains.as_slice())
+            .unwrap_or(&[]);
         if entries.is_empty() {
             Err(InstallError::NothingToInstall {
                 path: project_dir.join(LOCK_FILE),
@@ -67,14 +70,23 @@ fn install(
             .iter()
             .map(|torch| {
                 let spec = ToolchainSpec::new(torch, args.cuda.as_deref(), args.cpu)?;
-                InstallRequest::new(&spec, args.index_url.clone(), &args.with, args.python.clone())
+                InstallRequest::new(
+                    &spec,
+                    args.index_url.clone(),
+                    &args.with,
+                    args.python.clone(),
+                )
             })
             .collect::<Result<_, InstallError>>()?
     };
     let mut lock = lock.unwrap_or_default();
     for request in &requests {
         let installed = toolchains::install(root, request, printer)?;
-        let status = if installed.installed_now { "Installed" } else { "Fresh" };
+        let status = if installed.installed_now {
+            "Installed"
+        } else {
+            "Fresh"
+        };
         printer.stage(status, &installed.managed.dir.display().to_string());
         lock.upsert(installed.managed.record);
     }

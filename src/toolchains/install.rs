@@ -155,8 +155,13 @@ pub fn install(
 /// The program that makes environments and installs into them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Installer {
-    Uv { uv: PathBuf, python: Option<PathBuf> },
-    Pip { python: PathBuf },
+    Uv {
+        uv: PathBuf,
+        python: Option<PathBuf>,
+    },
+    Pip {
+        python: PathBuf,
+    },
 }
 
 impl Installer {
@@ -289,6 +294,9 @@ mod tests {
             uv.install(py, &pkgs, None).to_string(),
             "/bin/uv pip install --python /t/bin/python 'torch==2.14.*'"
         );
-        assert_eq!(uv.venv(Path::new("/t")).to_string(), "/bin/uv venv --quiet /t");
+        assert_eq!(
+            uv.venv(Path::new("/t")).to_string(),
+            "/bin/uv venv --quiet /t"
+        );
     }
 }

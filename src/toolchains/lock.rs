@@ -99,7 +99,11 @@ impl LockFile {
             [one] => Ok(Some(one)),
             many => Err(InstallError::AmbiguousTorch {
                 torch: torch_minor.to_string(),
-                names: many.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
+                names: many
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }),
         }
     }
@@ -182,11 +186,17 @@ mod tests {
         lock.upsert(newer.clone());
         lock.write(dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap();
-        assert!(text.starts_with("# Written by `kbuild toolchain install`"), "{text}");
+        assert!(
+            text.starts_with("# Written by `kbuild toolchain install`"),
+            "{text}"
+        );
         let read = LockFile::read(dir.path()).unwrap().unwrap();
         assert_eq!(read, lock);
         assert_eq!(read.toolchains[0], newer);
-        assert_eq!(read.for_torch("2.15").unwrap().unwrap().name, "torch2.15-cu132");
+        assert_eq!(
+            read.for_torch("2.15").unwrap().unwrap().name,
+            "torch2.15-cu132"
+        );
     }
 
     #[test]

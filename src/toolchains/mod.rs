@@ -25,7 +25,9 @@ pub const MARKER: &str = "kbuild-toolchain.toml";
 pub enum InstallError {
     #[error("`{option} {value}` is not a version (expected `MAJOR.MINOR`, e.g. `2.14`)")]
     BadVersion { option: &'static str, value: String },
-    #[error("kbuild does not know which CUDA toolkit torch {torch}'s PyPI wheels need (it knows torch {known})")]
+    #[error(
+        "kbuild does not know which CUDA toolkit torch {torch}'s PyPI wheels need (it knows torch {known})"
+    )]
     UnknownTorch { torch: String, known: String },
     #[error("torch {torch}'s PyPI wheels are built for CUDA {needs}, not CUDA {asked}")]
     CudaMismatch {
@@ -35,7 +37,9 @@ pub enum InstallError {
     },
     #[error("PyPI has no nvcc for CUDA {cuda} (`nvidia-cuda-nvcc-cu12` ships none)")]
     NoPypiNvcc { cuda: String },
-    #[error("no directory for toolchains: none of `KBUILD_CACHE_DIR`, `XDG_CACHE_HOME`, `HOME` is set")]
+    #[error(
+        "no directory for toolchains: none of `KBUILD_CACHE_DIR`, `XDG_CACHE_HOME`, `HOME` is set"
+    )]
     NoCacheDir,
     #[error("cannot {action} `{}`", path.display())]
     Io {
@@ -96,7 +100,8 @@ impl Hint for InstallError {
                     .into()
             }
             InstallError::Parse { .. } | InstallError::LockVersion { .. } => {
-                "fix the file, or delete it and run `kbuild toolchain install --torch …` again".into()
+                "fix the file, or delete it and run `kbuild toolchain install --torch …` again"
+                    .into()
             }
             InstallError::Step { .. } => {
                 "the installer's output is above; check the network or package index, then run \
@@ -107,7 +112,9 @@ impl Hint for InstallError {
                 "name one: `kbuild toolchain install --torch 2.14`".into()
             }
             InstallError::NotInstalled { name, .. } => {
-                format!("install it: `kbuild toolchain install` (from kbuild.lock) or `--torch`; `{name}` names it")
+                format!(
+                    "install it: `kbuild toolchain install` (from kbuild.lock) or `--torch`; `{name}` names it"
+                )
             }
             InstallError::AmbiguousTorch { .. } => {
                 "remove the ones you do not want (`kbuild toolchain remove NAME`) or keep one \
@@ -121,7 +128,11 @@ impl Hint for InstallError {
 /// Where managed toolchains live: `$KBUILD_CACHE_DIR/toolchains`, else
 /// `$XDG_CACHE_HOME/kbuild/toolchains`, else `~/.cache/kbuild/toolchains`.
 pub fn toolchains_dir() -> Result<PathBuf, InstallError> {
-    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let base = var("KBUILD_CACHE_DIR")
         .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("kbuild")))
         .or_else(|| var("HOME").map(|d| d.join(".cache/kbuild")))
@@ -192,7 +203,11 @@ pub fn for_torch(
     lock: Option<&LockFile>,
     torch_minor: &str,
 ) -> Result<Option<Managed>, InstallError> {
-    if let Some(entry) = lock.map(|l| l.for_torch(torch_minor)).transpose()?.flatten() {
+    if let Some(entry) = lock
+        .map(|l| l.for_torch(torch_minor))
+        .transpose()?
+        .flatten()
+    {
         return find(root, &entry.name).map(Some);
     }
     let mut matching: Vec<Managed> = installed(root)?
@@ -231,7 +246,10 @@ pub fn remove(root: &Path, name: &str) -> Result<PathBuf, InstallError> {
 }
 
 fn names(root: &Path) -> Result<String, InstallError> {
-    let all: Vec<String> = installed(root)?.into_iter().map(|m| m.record.name).collect();
+    let all: Vec<String> = installed(root)?
+        .into_iter()
+        .map(|m| m.record.name)
+        .collect();
     Ok(if all.is_empty() {
         "none".into()
     } else {

@@ -146,7 +146,10 @@ pub fn requirement_name(requirement: &str) -> String {
     let end = requirement
         .find(|c: char| "[=<>!~;@ ".contains(c))
         .unwrap_or(requirement.len());
-    requirement[..end].trim().to_lowercase().replace(['_', '.'], "-")
+    requirement[..end]
+        .trim()
+        .to_lowercase()
+        .replace(['_', '.'], "-")
 }
 
 #[cfg(test)]
@@ -178,7 +181,10 @@ mod tests {
         let spec = ToolchainSpec::new("2.13", Some("12.6"), false).unwrap();
         let err = spec.requirements(None).unwrap_err();
         let hint = crate::hint::Hint::hint(&err).unwrap();
-        assert!(hint.contains("--index-url") && hint.contains("--nvcc"), "{hint}");
+        assert!(
+            hint.contains("--index-url") && hint.contains("--nvcc"),
+            "{hint}"
+        );
         let url = "https://download.pytorch.org/whl/cu126";
         assert_eq!(spec.requirements(Some(url)).unwrap(), ["torch==2.13.*"]);
         assert_eq!(spec.name(), "torch2.13-cu126");

@@ -11,6 +11,7 @@ mod config_bad;
 mod config_good;
 mod error_output;
 mod generated_files;
+mod matrix_build;
 mod module_graph;
 mod publish_cli;
 mod publish_e2e;

@@ -86,7 +86,14 @@ fn install_without_uv_makes_a_venv_with_pip_and_locks_the_exact_versions() {
     let tmp = tempfile::tempdir().unwrap();
     let project = fixture("relu-v5");
     let fake = FakeInstaller::new(tmp.path(), false);
-    let args = ["toolchain", "install", "--torch", "2.14", "--with", "kernels==0.17.2"];
+    let args = [
+        "toolchain",
+        "install",
+        "--torch",
+        "2.14",
+        "--with",
+        "kernels==0.17.2",
+    ];
     let out = run(&mut fake.kbuild(project.path(), &args));
     assert!(out.status.success());
     let dir = "T/cache/toolchains/torch2.14-cu130";
@@ -122,14 +129,22 @@ fn install_without_uv_makes_a_venv_with_pip_and_locks_the_exact_versions() {
     );
 
     // Installed and matching: nothing runs again.
-    assert!(run(&mut fake.kbuild(project.path(), &args)).status.success());
+    assert!(
+        run(&mut fake.kbuild(project.path(), &args))
+            .status
+            .success()
+    );
     assert_eq!(fake.take(tmp.path()), Vec::<String>::new());
 
     let listed = run(&mut fake.kbuild(project.path(), &["toolchain", "list"]));
     let stdout = String::from_utf8_lossy(&listed.stdout);
-    assert!(stdout.contains("torch2.14-cu130") && stdout.contains("torch==2.14.0"), "{stdout}");
+    assert!(
+        stdout.contains("torch2.14-cu130") && stdout.contains("torch==2.14.0"),
+        "{stdout}"
+    );
 
-    let removed = run(&mut fake.kbuild(project.path(), &["toolchain", "remove", "torch2.14-cu130"]));
+    let removed =
+        run(&mut fake.kbuild(project.path(), &["toolchain", "remove", "torch2.14-cu130"]));
     assert!(removed.status.success());
     assert!(!fake.cache.join("toolchains/torch2.14-cu130").exists());
 
@@ -153,7 +168,14 @@ fn install_with_uv_on_path_uses_uv_for_the_venv_and_the_packages() {
     let fake = FakeInstaller::new(tmp.path(), true);
     let out = run(&mut fake.kbuild(
         project.path(),
-        &["toolchain", "install", "--torch", "2.15", "--cpu", "--no-lock"],
+        &[
+            "toolchain",
+            "install",
+            "--torch",
+            "2.15",
+            "--cpu",
+            "--no-lock",
+        ],
     ));
     assert!(out.status.success());
     let dir = "T/cache/toolchains/torch2.15-cpu";
