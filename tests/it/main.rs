@@ -7,6 +7,7 @@ mod compile_cache;
 mod compile_command;
 mod compile_real;
 mod compile_runner;
+mod compiler_launcher;
 mod config_bad;
 mod config_good;
 mod error_output;
