@@ -332,7 +332,19 @@ impl<'r> Builder<'r> {
         }
         Ok(BuildReport {
             variants,
-            skipped: plans.iter().flat_map(|p| p.skipped.clone()).collect(),
+            skipped: plans.iter().flat_map(|p| p.skipped.clone()).fold(
+                Vec::new(),
+                // Every toolchain skips the same backends for the same reason: report each once.
+                |mut all: Vec<Skipped>, s| {
+                    if !all
+                        .iter()
+                        .any(|a| a.backend == s.backend && a.reason == s.reason)
+                    {
+                        all.push(s);
+                    }
+                    all
+                },
+            ),
             compiled: compiled.compiled,
             cached: compiled.cached,
             seconds: started.elapsed().as_secs_f64(),

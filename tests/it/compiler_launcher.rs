@@ -26,7 +26,10 @@ fn the_launcher_prefixes_the_compiler_and_leaves_the_cache_key_alone() {
     let log = root.join("launcher.log");
     std::fs::write(
         &launcher,
-        format!("#!/bin/sh\necho \"$1\" >> '{}'\nexec \"$@\"\n", log.display()),
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{}'\nexec \"$@\"\n",
+            log.display()
+        ),
     )
     .unwrap();
     make_executable(&launcher);
@@ -136,5 +139,8 @@ fn a_rebuild_without_kbuilds_cache_is_served_by_sccache() {
         .output();
     // Both C++ units of the cpu variant (the binding and the kernel) come from sccache.
     assert_eq!(hits(&after) - before, 2, "{after}");
-    assert!(so(project.path()) == first_so, "the extension differs after an sccache hit");
+    assert!(
+        so(project.path()) == first_so,
+        "the extension differs after an sccache hit"
+    );
 }

@@ -13,6 +13,7 @@ mod config_good;
 mod error_output;
 mod generated_files;
 mod matrix_build;
+mod matrix_real;
 mod module_graph;
 mod publish_cli;
 mod publish_e2e;
