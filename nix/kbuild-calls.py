@@ -31,9 +31,9 @@ def subcommands(kbuild: str) -> set[str]:
     return {line.split()[0] for line in block.splitlines() if line.strip()}
 
 
-def options(kbuild: str, sub: str) -> set[str]:
+def options(kbuild: str, *sub: str) -> set[str]:
     found = set()
-    for line in help_text(kbuild, sub).splitlines():
+    for line in help_text(kbuild, *sub).splitlines():
         stripped = line.strip()
         if stripped.startswith("-"):
             # `-j, --jobs <N>   help…`: the names come before the value and the help text.
@@ -88,7 +88,12 @@ def main() -> int:
                 if sub not in subs:
                     problems.append(f"{path}:{n}: `kbuild {sub}`: no such subcommand (kbuild has {', '.join(sorted(subs))})")
                     continue
-                known = opts.setdefault(sub, options(kbuild, sub))
+                # A verb with its own subcommands (`kbuild toolchain install`): check the flags
+                # against the nested one's help.
+                nested = re.match(r"\s+([a-z][a-z-]*)\b", rest)
+                if nested and "Commands:" in help_text(kbuild, sub):
+                    sub, rest = f"{sub} {nested.group(1)}", rest[nested.end():]
+                known = opts.setdefault(sub, options(kbuild, *sub.split()))
                 for flag in FLAG.findall(rest):
                     flag = flag.split("=", 1)[0]
                     if flag not in known:

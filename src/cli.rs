@@ -83,6 +83,13 @@ pub enum Command {
     /// Unchanged files are not uploaded; an unchanged build makes no commit.
     /// Auth: `HF_TOKEN`, else the token file under `HF_HOME`. `HF_ENDPOINT` selects the server.
     Publish(PublishArgs),
+    /// Install, list or remove managed toolchains (torch and its CUDA toolkit from PyPI).
+    ///
+    /// Each toolchain is a virtual environment under `$KBUILD_CACHE_DIR/toolchains` (default
+    /// `~/.cache/kbuild/toolchains`), made with uv when it is on PATH, else with pip. `install`
+    /// records the exact versions in the project's kbuild.lock; `kbuild build --torch 2.14,2.15`
+    /// builds one variant per toolchain.
+    Toolchain(ToolchainCommandArgs),
     /// Print a shell completion script.
     ///
     /// Example: kbuild completions bash > ~/.local/share/bash-completion/completions/kbuild
@@ -112,6 +119,16 @@ pub struct BuildArgs {
     /// Parallel compile jobs [default: from cores and memory; nvcc with torch headers needs ~3 GB].
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Build for these torch versions (comma-separated), one variant set per toolchain
+    /// [default: the toolchains in kbuild.lock, else the Python found as for `--python`].
+    #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
+    pub torch: Vec<String>,
+    /// Build only these variants (repeatable), e.g. one per CI job.
+    #[arg(long = "variant", value_name = "NAME")]
+    pub variants: Vec<String>,
+    /// Run every compiler under this program, e.g. `sccache` [env: KBUILD_COMPILER_LAUNCHER].
+    #[arg(long, value_name = "PROGRAM", env = "KBUILD_COMPILER_LAUNCHER")]
+    pub compiler_launcher: Option<PathBuf>,
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
@@ -145,6 +162,63 @@ pub struct DevelopArgs {
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolchainCommandArgs {
+    #[command(subcommand)]
+    pub command: ToolchainCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolchainCommand {
+    /// Install a toolchain (or, without `--torch`, every toolchain in kbuild.lock).
+    ///
+    /// Example: kbuild toolchain install --torch 2.14 --with kernels==0.17.2
+    Install(ToolchainInstallArgs),
+    /// List the installed toolchains.
+    List(ToolchainListArgs),
+    /// Delete an installed toolchain (its kbuild.lock entry stays).
+    Remove(ToolchainRemoveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ToolchainInstallArgs {
+    /// torch version(s), `MAJOR.MINOR` (newest patch) or `MAJOR.MINOR.PATCH`, comma-separated.
+    #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
+    pub torch: Vec<String>,
+    /// CUDA version [default: the one torch's PyPI wheels need]. CUDA 12 needs `--index-url`
+    /// (PyPI has no CUDA 12 nvcc: build with `--nvcc` or `CUDA_HOME`).
+    #[arg(long, value_name = "MAJOR.MINOR", conflicts_with = "cpu")]
+    pub cuda: Option<String>,
+    /// No CUDA toolkit: for cpu variants only.
+    #[arg(long)]
+    pub cpu: bool,
+    /// Package index instead of PyPI (e.g. https://download.pytorch.org/whl/cu126).
+    #[arg(long, value_name = "URL")]
+    pub index_url: Option<String>,
+    /// Another requirement to install in the toolchain (repeatable), e.g. `kernels==0.17.2`.
+    #[arg(long = "with", value_name = "REQUIREMENT")]
+    pub with: Vec<String>,
+    /// Interpreter to make the environment from [default: python3].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Do not write kbuild.lock.
+    #[arg(long)]
+    pub no_lock: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolchainListArgs {
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolchainRemoveArgs {
+    /// Toolchain name, e.g. `torch2.14-cu130` (see `kbuild toolchain list`).
+    pub name: String,
 }
 
 #[derive(Debug, Args)]

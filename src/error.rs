@@ -9,6 +9,7 @@ use crate::develop::DevelopError;
 use crate::hint::Hint;
 use crate::package::PackageError;
 use crate::publish::PublishError;
+use crate::toolchains::InstallError;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]
@@ -26,6 +27,8 @@ pub enum Error {
     /// `develop` installs exactly one variant; the build made another number.
     #[error("`kbuild develop` installs one variant, but the build made {}: [{}]", variants.len(), variants.join(", "))]
     NotOneVariant { variants: Vec<String> },
+    #[error(transparent)]
+    Toolchains(Box<InstallError>),
     /// A command's result could not be encoded for `--json`.
     #[error("cannot encode {what} as JSON")]
     Json {
@@ -58,6 +61,7 @@ impl Hint for Error {
             Error::NotOneVariant { .. } => {
                 Some("choose one with `--backend` (e.g. `--backend cpu`)".into())
             }
+            Error::Toolchains(e) => e.hint(),
             Error::Json { .. } => Some("this is a kbuild bug: please report it".into()),
             Error::Stdout { .. } => Some(
                 "stdout goes to a full disk or a file that cannot take more: redirect it elsewhere, or free space".into(),
@@ -84,6 +88,7 @@ from_boxed! {
     Publish => PublishError,
     Develop => DevelopError,
     Package => PackageError,
+    Toolchains => InstallError,
 }
 
 /// Result with the crate's error.

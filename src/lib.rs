@@ -22,3 +22,4 @@ pub mod process;
 pub mod publish;
 pub mod report;
 pub mod toolchain;
+pub mod toolchains;

@@ -8,7 +8,7 @@
 mod discover;
 mod lock;
 
-pub use discover::discover_toolchain;
+pub use discover::{ToolchainChoice, choose_toolchains, discover_toolchain};
 pub use lock::BuildLock;
 
 use std::path::PathBuf;
@@ -26,6 +26,7 @@ use crate::package::{self, GitStatus, Installed, PackageError};
 use crate::plan::{self, BuildPlan, PlanError, PlanSettings, Skipped};
 use crate::report::Reporter;
 use crate::toolchain::{Toolchain, ToolchainError, ToolchainSettings};
+use crate::toolchains::InstallError;
 
 /// What to build and how, resolved from the command line.
 #[derive(Debug, Clone)]
@@ -39,6 +40,12 @@ pub struct BuildSettings {
     pub out_dir: Option<PathBuf>,
     /// Op namespace suffix instead of the source identity's hash.
     pub unique_id: Option<String>,
+    /// `--torch`: one toolchain per version; empty means kbuild.lock's, else the default Python.
+    pub torch: Vec<String>,
+    /// `--variant`: build only these; empty means all.
+    pub variants: Vec<String>,
+    /// Runs every compiler (`sccache`); not part of the object cache's key.
+    pub compiler_launcher: Option<PathBuf>,
     /// What to write besides `build/<variant>/`.
     pub outputs: Outputs,
 }
@@ -67,6 +74,21 @@ pub enum BuildError {
     Link(Box<LinkError>),
     #[error(transparent)]
     Package(Box<PackageError>),
+    #[error(transparent)]
+    Toolchains(Box<InstallError>),
+    /// No managed toolchain for a requested torch, and the default Python has another.
+    #[error("no toolchain for torch {wanted}: none is installed and `{}` has torch {found}", python.display())]
+    TorchNotFound {
+        wanted: String,
+        python: PathBuf,
+        found: String,
+    },
+    /// `--variant` names a variant this build does not make.
+    #[error("`--variant {name}` is not built here (variants: {valid})")]
+    UnknownVariant { name: String, valid: String },
+    /// Two toolchains would write the same variant.
+    #[error("two toolchains both build variant `{name}`")]
+    DuplicateVariant { name: String },
     /// The output directory's lock could not be taken.
     #[error("cannot {action} `{}`", path.display())]
     Lock {
@@ -87,6 +109,20 @@ impl Hint for BuildError {
             BuildError::Compile(e) => e.hint(),
             BuildError::Link(e) => e.hint(),
             BuildError::Package(e) => e.hint(),
+            BuildError::Toolchains(e) => e.hint(),
+            BuildError::TorchNotFound { wanted, .. } => Some(format!(
+                "install it: `kbuild toolchain install --torch {wanted}`, or pass `--python` with \
+                 a torch {wanted} interpreter"
+            )),
+            BuildError::UnknownVariant { .. } => Some(
+                "use one of the variants listed; `--torch` and `--backend` decide which are built"
+                    .into(),
+            ),
+            BuildError::DuplicateVariant { .. } => Some(
+                "ask for one toolchain per torch version (`--torch`, kbuild.lock), or build the \
+                 clashing backend with `--backend`"
+                    .into(),
+            ),
             BuildError::Lock { .. } => Some(
                 "check that the output directory (`--out-dir`) can be created and written".into(),
             ),
@@ -113,6 +149,7 @@ from_stage! {
     Compile => CompileError,
     Link => LinkError,
     Package => PackageError,
+    Toolchains => InstallError,
 }
 
 /// One variant a build wrote (or found unchanged).
@@ -197,6 +234,7 @@ impl<'r> Builder<'r> {
             &project,
             &self.settings.toolchain,
             &self.settings.backends,
+            None,
             self.reporter,
         )?;
         let plan = self.plan(&project, &toolchain)?;
@@ -207,15 +245,35 @@ impl<'r> Builder<'r> {
         })
     }
 
+    /// Load the project and plan it once per toolchain (one per requested torch, see
+    /// [`choose_toolchains`]), keeping only the `--variant`s asked for.
+    pub fn prepare_all(&self) -> Result<(Project, Vec<BuildPlan>), BuildError> {
+        let project = self.load()?;
+        let choices = choose_toolchains(
+            &project.root,
+            &self.settings.toolchain,
+            &self.settings.torch,
+        )?;
+        let mut plans = Vec::new();
+        for choice in &choices {
+            let toolchain = discover_toolchain(
+                &project,
+                &choice.settings,
+                &self.settings.backends,
+                choice.torch.as_deref(),
+                self.reporter,
+            )?;
+            plans.push(self.plan(&project, &toolchain)?);
+        }
+        select_variants(&mut plans, &self.settings.variants)?;
+        Ok((project, plans))
+    }
+
     /// Prepare and execute: the whole `kbuild build`.
     pub fn build(&self) -> Result<BuildReport, BuildError> {
         let started = Instant::now();
-        let prepared = self.prepare()?;
-        self.execute(
-            &prepared.project,
-            std::slice::from_ref(&prepared.plan),
-            started,
-        )
+        let (project, plans) = self.prepare_all()?;
+        self.execute(&project, &plans, started)
     }
 
     /// Run `plans` (made for `project`, writing one output directory) under that directory's
@@ -263,6 +321,7 @@ impl<'r> Builder<'r> {
             &CompileSettings {
                 jobs: budget.jobs,
                 cache_dir: first.work_dir.join("cache"),
+                launcher: self.settings.compiler_launcher.clone(),
             },
             reporter,
         )?;
@@ -308,10 +367,49 @@ impl<'r> Builder<'r> {
         }
         Ok(BuildReport {
             variants,
-            skipped: plans.iter().flat_map(|p| p.skipped.clone()).collect(),
+            skipped: plans.iter().flat_map(|p| p.skipped.clone()).fold(
+                Vec::new(),
+                // Every toolchain skips the same backends for the same reason: report each once.
+                |mut all: Vec<Skipped>, s| {
+                    if !all
+                        .iter()
+                        .any(|a| a.backend == s.backend && a.reason == s.reason)
+                    {
+                        all.push(s);
+                    }
+                    all
+                },
+            ),
             compiled: compiled.compiled,
             cached: compiled.cached,
             seconds: started.elapsed().as_secs_f64(),
         })
     }
+}
+
+/// Refuse two plans writing the same variant, then keep only `wanted` (all when empty); a name
+/// no plan makes is an error listing the valid ones.
+fn select_variants(plans: &mut [BuildPlan], wanted: &[String]) -> Result<(), BuildError> {
+    let mut names: Vec<&str> = Vec::new();
+    for variant in plans.iter().flat_map(|p| &p.variants) {
+        if names.contains(&variant.name.as_str()) {
+            return Err(BuildError::DuplicateVariant {
+                name: variant.name.clone(),
+            });
+        }
+        names.push(&variant.name);
+    }
+    if let Some(unknown) = wanted.iter().find(|w| !names.contains(&w.as_str())) {
+        names.sort_unstable();
+        return Err(BuildError::UnknownVariant {
+            name: unknown.clone(),
+            valid: names.join(", "),
+        });
+    }
+    if !wanted.is_empty() {
+        for plan in plans.iter_mut() {
+            plan.variants.retain(|v| wanted.contains(&v.name));
+        }
+    }
+    Ok(())
 }

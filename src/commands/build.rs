@@ -27,6 +27,9 @@ pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
         outputs: Outputs {
             wheel_dir: args.wheel.then(|| dist_dir(project_dir, args)),
         },
+        torch: args.torch.clone(),
+        variants: args.variants.clone(),
+        compiler_launcher: args.compiler_launcher.clone(),
     }
 }
 
@@ -53,8 +56,12 @@ pub fn run(project_dir: &Path, args: BuildArgs, printer: &Printer) -> Result<()>
     let started = Instant::now();
     let builder = Builder::new(settings(project_dir, &args), printer);
     if args.dry_run {
-        let prepared = builder.prepare()?;
-        return print_plan(&prepared.plan, args.json);
+        let (_, plans) = builder.prepare_all()?;
+        return match plans.as_slice() {
+            [plan] => print_plan(plan, args.json),
+            _ if args.json => print_json("the plans", &plans),
+            _ => plans.iter().try_for_each(|plan| print_plan(plan, false)),
+        };
     }
     let report = builder.build()?;
     printer.finish();

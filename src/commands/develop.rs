@@ -23,6 +23,9 @@ pub fn run(project_dir: &Path, args: DevelopArgs, printer: &Printer) -> Result<(
         json: false,
         wheel: false,
         dist_dir: None,
+        torch: Vec::new(),
+        variants: Vec::new(),
+        compiler_launcher: None,
     };
     let builder = Builder::new(super::build::settings(project_dir, &build_args), printer);
     let prepared = builder.prepare()?;

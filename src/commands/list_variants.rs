@@ -64,6 +64,9 @@ pub fn run(project_dir: &Path, args: ListVariantsArgs, printer: &Printer) -> Res
         out_dir: None,
         unique_id: None,
         outputs: Default::default(),
+        torch: Vec::new(),
+        variants: Vec::new(),
+        compiler_launcher: None,
     };
     let prepared = Builder::new(settings, printer).prepare()?;
     let listing = VariantListing {

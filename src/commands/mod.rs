@@ -6,10 +6,11 @@ pub mod develop;
 pub mod list_variants;
 pub mod publish;
 pub mod wheel;
+pub mod toolchain;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, ToolchainCommand};
 use crate::error::Result;
 use crate::report::{Printer, Verbosity};
 
@@ -42,6 +43,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             return check_config::run(&project, &args, verbosity, &printer);
         }
         Command::Publish(args) => return publish::run(&cli.global, &args, verbosity),
+        Command::Toolchain(args) => {
+            let json = matches!(&args.command, ToolchainCommand::List(l) if l.json);
+            let printer = Printer::new(verbosity, json);
+            toolchain::run(&project, args.command, &printer)?;
+        }
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             // Generated into memory: clap_complete panics when its writer fails.

@@ -16,7 +16,7 @@ use crate::hint::Hint;
 use crate::jobs::{JobError, Unit, run_jobs};
 use crate::plan::{CompileJob, Lang};
 use crate::process::{
-    Cancel, CommandFailure, describe_status, diagnostics, on_new_line, run_cancellable,
+    Cancel, CommandFailure, CommandSpec, describe_status, diagnostics, on_new_line, run_cancellable,
 };
 use crate::report::{Reporter, UnitOutcome};
 use cache::{Cache, Freshness};
@@ -28,6 +28,10 @@ pub struct CompileSettings {
     pub jobs: usize,
     /// Where the object cache keeps its manifests (`<work_dir>/cache`).
     pub cache_dir: PathBuf,
+    /// Program every compiler runs under (`sccache`, `ccache`). Not part of the object cache's
+    /// key: it must not change what the compiler produces, and switching it on should not
+    /// rebuild what kbuild already has.
+    pub launcher: Option<PathBuf>,
 }
 
 /// Which units ran a compiler and which came from the cache (labels, in job order).
@@ -146,7 +150,7 @@ pub fn compile_all(
 ) -> Result<CompileSummary, CompileError> {
     let cache = Cache::new(&settings.cache_dir);
     let outcomes = run_jobs(jobs, settings.jobs, reporter, |job, cancel| {
-        compile_one(job, &cache, reporter, cancel)
+        compile_one(job, &cache, settings.launcher.as_deref(), reporter, cancel)
     })?;
     let mut summary = CompileSummary::default();
     for (job, outcome) in jobs.iter().zip(outcomes) {
@@ -161,6 +165,7 @@ pub fn compile_all(
 fn compile_one(
     job: &CompileJob,
     cache: &Cache,
+    launcher: Option<&Path>,
     reporter: &dyn Reporter,
     cancel: &Cancel,
 ) -> Result<UnitOutcome, JobError<CompileError>> {
@@ -181,14 +186,17 @@ fn compile_one(
             std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
         }
     }
-    let spec = command_for(&CompileJob {
-        object: tmp.object.clone(),
-        depfile: tmp.depfile.clone(),
-        ..job.clone()
-    });
+    let spec = launched(
+        launcher,
+        command_for(&CompileJob {
+            object: tmp.object.clone(),
+            depfile: tmp.depfile.clone(),
+            ..job.clone()
+        }),
+    );
     // Shown (with `-v` and in errors) as the command that writes the final paths: it reproduces
     // the compile exactly, and the temporary names mean nothing to a reader.
-    let shown = command_for(job).to_string();
+    let shown = launched(launcher, command_for(job)).to_string();
     reporter.verbose(&shown);
     let started = SystemTime::now();
     let output = run_cancellable(&spec, cancel).map_err(|f| job_error(job, &shown, f))?;
@@ -213,6 +221,20 @@ fn compile_one(
         .store(job, manifest.as_ref())
         .map_err(|e| io_error(&cache.manifest_path(job), e))?;
     Ok(UnitOutcome::Compiled)
+}
+
+/// `spec` run through `launcher` (its program becomes the launcher's first argument).
+pub fn launched(launcher: Option<&Path>, spec: CommandSpec) -> CommandSpec {
+    let Some(launcher) = launcher else {
+        return spec;
+    };
+    let mut args = vec![spec.program.into_os_string()];
+    args.extend(spec.args);
+    CommandSpec {
+        program: launcher.to_path_buf(),
+        args,
+        ..spec
+    }
 }
 
 /// The unit's error for a failed command, naming `shown` as the command.

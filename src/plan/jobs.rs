@@ -202,7 +202,10 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
     let object = variant.obj_dir.join(format!("{rel}.o"));
     let mut include_dirs = vec![variant.generated_include.clone(), project.root.clone()];
     include_dirs.extend(unit.include.iter().map(|i| project.root.join(i)));
-    let mut flags = vec!["-fPIC".to_string()];
+    // Paths under the project (`__FILE__` in TORCH_CHECK and TORCH_LIBRARY, debug info) are
+    // written relative to it, so two checkouts build byte-identical objects.
+    let prefix_map = format!("-ffile-prefix-map={}=.", project.root.display());
+    let mut flags = vec!["-fPIC".to_string(), prefix_map];
     flags.extend(unit.cxx_flags.iter().cloned());
     CompileJob {
         label: format!("{} [{}]", unit.src.display(), variant.backend),

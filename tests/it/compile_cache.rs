@@ -35,6 +35,7 @@ impl Project {
         let settings = CompileSettings {
             jobs: 2,
             cache_dir: self.root().join("cache"),
+            launcher: None,
         };
         compile_all(&self.jobs, &settings, &Recorder::default())
     }

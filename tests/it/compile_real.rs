@@ -13,6 +13,7 @@ fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
     let settings = CompileSettings {
         jobs: 2,
         cache_dir: root.join("cache"),
+        launcher: None,
     };
     compile_all(jobs, &settings, &Recorder::default()).unwrap()
 }

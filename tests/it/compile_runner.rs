@@ -16,6 +16,7 @@ fn settings(root: &Path, jobs: usize) -> CompileSettings {
     CompileSettings {
         jobs,
         cache_dir: root.join("cache"),
+        launcher: None,
     }
 }
 
