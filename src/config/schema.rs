@@ -159,7 +159,9 @@ fn parse_version(
     s: &KeySpec<'_>,
     v: &Sp<String>,
 ) -> Result<Version, ConfigError> {
-    v.v.parse::<Version>().map_err(|_| {
+    v.v.parse::<Version>()
+        .map(|version| version.at(t.src.location(v.span.start)))
+        .map_err(|_| {
         t.invalid(
             &v.span,
             format!("invalid version `{}` for `{}` in `{}`", v.v, s.name, t.name),

@@ -160,21 +160,8 @@ pub fn metadata_for(
     if variant.backend == Backend::Cuda {
         python_depends.extend(project.general.cuda.python_depends.iter().cloned());
     }
-    let archs = (variant.backend == Backend::Cuda && !variant.capabilities.is_empty()).then(|| {
-        let last = variant.capabilities.len() - 1;
-        variant
-            .capabilities
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i == last && variant.link.is_some() {
-                    format!("{c}+PTX")
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect()
-    });
+    let archs = (variant.backend == Backend::Cuda && !variant.archs.is_empty())
+        .then(|| variant.archs.clone());
     Metadata {
         name: project.general.name.clone(),
         id: variant.id.clone(),

@@ -27,6 +27,9 @@ pub struct BuildPlan {
     pub variants: Vec<VariantPlan>,
     /// Backends named in build.toml that this build does not produce, with the reason.
     pub skipped: Vec<Skipped>,
+    /// What the plan left out of build.toml's request and why (capabilities this nvcc does not
+    /// build, kernels below their `cuda-minver`), one line each; the build goes on.
+    pub notes: Vec<String>,
 }
 
 /// A backend left out of the build, and why.
@@ -50,6 +53,11 @@ pub struct VariantPlan {
     pub capabilities: Vec<Capability>,
     /// The dtypes each compiled capability carries.
     pub dtypes: BTreeMap<Capability, Vec<DType>>,
+    /// metadata.json `backend.archs` as kernel-builder writes it (`12.1+PTX` where PTX is
+    /// embedded), sorted as strings; empty when the variant records none.
+    pub archs: Vec<String>,
+    /// The newest capability whose PTX is embedded.
+    pub ptx: Option<Capability>,
     /// Directory with generated headers (`registration.h`, `kbuild_dtypes.h`), on every include path.
     pub generated_include: PathBuf,
     /// Object files are written here.
@@ -162,6 +170,28 @@ pub enum PlanError {
         nvcc: String,
         supported: String,
     },
+    #[error(
+        "{location}: kernel `{kernel}`: none of `cuda-capabilities` ({listed}) can be built with nvcc {nvcc} (it builds {supported})"
+    )]
+    NoBuildableCapability {
+        /// Where `cuda-capabilities` is written.
+        location: crate::config::Location,
+        kernel: String,
+        listed: String,
+        nvcc: String,
+        supported: String,
+    },
+    #[error("{}{what} {found} is {} than `{key} = \"{bound}\"` in `{table}`", location_prefix(bound), bound_side.comparison())]
+    OutOfBounds {
+        /// `torch` or `CUDA`.
+        what: &'static str,
+        /// The toolchain's version.
+        found: String,
+        bound_side: BoundSide,
+        bound: crate::config::Version,
+        key: &'static str,
+        table: &'static str,
+    },
     #[error("`[tvm-ffi]` kernels are not built by kbuild: it builds Torch extensions")]
     TvmFfiUnsupported,
     #[error("nothing to build: no backend of build.toml can be built here ({reasons})")]
@@ -187,6 +217,17 @@ impl Hint for PlanError {
             PlanError::CapabilityUnsupported { .. } => {
                 "remove the capability from build.toml or use an nvcc that supports it".into()
             }
+            PlanError::NoBuildableCapability { .. } => {
+                "list a capability this nvcc builds, remove `cuda-capabilities` to build \
+                 kernel-builder's default set, or use an nvcc that builds the listed ones"
+                    .into()
+            }
+            PlanError::OutOfBounds {
+                what,
+                bound_side,
+                bound,
+                ..
+            } => bounds::install_hint(what, *bound_side, bound),
             PlanError::TvmFfiUnsupported => {
                 "build this kernel with HF's kernel-builder, or port it to `[torch]`".into()
             }
@@ -199,6 +240,34 @@ impl Hint for PlanError {
     }
 }
 
+/// Which side of a version bound a toolchain is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BoundSide {
+    /// Below `minver`.
+    TooOld,
+    /// Above `maxver`.
+    TooNew,
+}
+
+impl BoundSide {
+    fn comparison(self) -> &'static str {
+        match self {
+            BoundSide::TooOld => "older",
+            BoundSide::TooNew => "newer",
+        }
+    }
+}
+
+/// `build.toml:3:10: ` when the bound was read from build.toml.
+fn location_prefix(version: &crate::config::Version) -> String {
+    version
+        .location()
+        .map(|l| format!("{l}: "))
+        .unwrap_or_default()
+}
+
+mod bounds;
 mod jobs;
 mod make;
 mod matrix;
@@ -206,6 +275,6 @@ mod select;
 mod source;
 
 pub use make::{make_plan, variant_name};
-pub use matrix::DEFAULT_CAPABILITIES;
+pub use matrix::hf_default_capabilities;
 pub use select::{Selection, select_backends};
 pub use source::{SourceIdentity, python_files, source_identity};
