@@ -68,10 +68,17 @@ impl ExtensionFlags {
             cuda_defines: vec![define("ONNX_NAMESPACE", Some("onnx_c2"))],
             cuda_flags: vec![
                 "-Xcudafe".into(),
-                "--diag_suppress=cc_clobber_ignored,field_without_dll_interface,\
-                 base_class_has_different_dll_interface,dll_interface_conflict_none_assumed,\
-                 dll_interface_conflict_dllexport_assumed,bad_friend_decl"
-                    .into(),
+                // nvcc splits `-Xcudafe` values at commas: one option per warning.
+                [
+                    "cc_clobber_ignored",
+                    "field_without_dll_interface",
+                    "base_class_has_different_dll_interface",
+                    "dll_interface_conflict_none_assumed",
+                    "dll_interface_conflict_dllexport_assumed",
+                    "bad_friend_decl",
+                ]
+                .map(|d| format!("--diag_suppress={d}"))
+                .join(","),
                 "--expt-relaxed-constexpr".into(),
                 "--expt-extended-lambda".into(),
             ],
