@@ -277,4 +277,4 @@ mod source;
 pub use make::{make_plan, variant_name};
 pub use matrix::hf_default_capabilities;
 pub use select::{Selection, select_backends};
-pub use source::{SourceIdentity, python_files, source_identity};
+pub use source::{SourceIdentity, python_files, shipped_extensions, source_identity};
