@@ -107,15 +107,15 @@ pub(super) fn cuda_archs(project: &Project, nvcc: &Nvcc) -> Result<VariantArchs,
     for kernel in kernels {
         match &kernel.cuda_minver {
             Some(min) if version_of(nvcc.version) < *min => {
-                skipped.push(format!("`{}` (`cuda-minver = \"{min}\"`)", kernel.name));
+                skipped.push(format!("`{}` ({min})", kernel.name));
             }
             _ => built.push(kernel),
         }
     }
     if !skipped.is_empty() {
         out.notes.push(format!(
-            "nvcc {nvcc_version} is older than the `cuda-minver` of kernel {}: skipped, as \
-             kernel-builder skips them",
+            "kernels skipped because nvcc {nvcc_version} is older than their `cuda-minver`, as \
+             kernel-builder skips them: {}",
             skipped.join(", ")
         ));
     }
