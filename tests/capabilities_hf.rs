@@ -136,7 +136,7 @@ fn cuda_units_get_the_flags_torchs_cmake_gives_hf_builds() {
 }
 
 #[test]
-fn torch_variant_ships_py_and_listed_data_files_and_records_kernel_depends_like_hf() {
+fn torch_variant_ships_py_and_the_listed_data_files_only() {
     let project = fixture("caps-hf");
     let root = project.path();
     let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json"]));
@@ -162,14 +162,13 @@ fn torch_variant_ships_py_and_listed_data_files_and_records_kernel_depends_like_
     let code = format!(
         r#"
 import pathlib, torch, kernels
-from kernels._rust import Backend, Build, Metadata
+from kernels._rust import Metadata
 root = pathlib.Path({root:?})
 k = kernels.get_local_kernel(root, backend="cpu")
 torch.testing.assert_close(k.scale(torch.ones(4), 3.0), torch.full((4,), 3.0))
 assert k.table() == {{"factor": 3}}
 meta = Metadata.read_from_file(pathlib.Path({variant:?}) / "metadata.json")
-assert meta.kernel_depends == Build.open(root).all_kernel_depends(Backend.CPU), meta.kernel_depends
-assert [d.repo_id for d in meta.kernel_depends] == ["kbuild-test/helper"]
+assert meta.kernel_depends == [], meta.kernel_depends
 print("ok")
 "#,
         root = root.display().to_string(),
@@ -245,7 +244,10 @@ fn cuda_bounds_apply_to_the_cuda_backend_only() {
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
-        text.replace("[general.cuda]\n", "[general.cuda]\nmaxver = \"12.0\"\n"),
+        text.replace(
+            "[general.hub]",
+            "[general.cuda]\nmaxver = \"12.0\"\n\n[general.hub]",
+        ),
     )
     .unwrap();
     let out = run(kbuild(root).args(["build", "--dry-run", "--backend", "cuda"]));
