@@ -63,7 +63,9 @@ fn listed_capabilities_nvcc_cannot_build_are_dropped_and_unlisted_kernels_get_hf
     // kernel-builder's CUDA >= 13 default set, PTX for the newest only.
     assert_eq!(
         gencodes(job(variant, "lambda_cuda/lambda.cu [cuda]")),
-        ["7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "11.0", "12.0", "12.1+PTX"]
+        [
+            "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "11.0", "12.0", "12.1+PTX"
+        ]
     );
     // The kernel below its cuda-minver is skipped (its source is an `#error`).
     assert!(
@@ -77,16 +79,23 @@ fn listed_capabilities_nvcc_cannot_build_are_dropped_and_unlisted_kernels_get_hf
     // metadata.json's archs as add_build_metadata.py writes them: a sorted set of strings.
     assert_eq!(
         variant["archs"],
-        json!(["10.0", "11.0", "12.0", "12.1+PTX", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0"])
+        json!([
+            "10.0", "11.0", "12.0", "12.1+PTX", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0"
+        ])
     );
     assert_eq!(variant["ptx"], "12.1");
     let notes = strings(&plan["notes"]);
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(
-        notes.iter().any(|n| n.contains("kernel `scale`: 7.0, 10.1")),
+        notes
+            .iter()
+            .any(|n| n.contains("kernel `scale`: 7.0, 10.1")),
         "{notes:?}"
     );
-    assert!(notes.iter().any(|n| n.contains("`future` (99.0)")), "{notes:?}");
+    assert!(
+        notes.iter().any(|n| n.contains("`future` (99.0)")),
+        "{notes:?}"
+    );
 
     // Without --json the dropped capabilities are one note on stderr.
     let out = run(kbuild(project.path()).args(["build", "--dry-run", "--backend", "cuda"]));
@@ -105,11 +114,21 @@ fn cuda_units_get_the_flags_torchs_cmake_gives_hf_builds() {
     let plan = caps_hf_cuda_plan(project.path());
     let cu = job(&plan["variants"][0], "lambda_cuda/lambda.cu [cuda]");
     let flags = strings(&cu["flags"]);
-    for flag in ["--expt-extended-lambda", "--expt-relaxed-constexpr", "-Xcudafe"] {
-        assert!(flags.contains(&flag.to_string()), "{flag} missing: {flags:?}");
+    for flag in [
+        "--expt-extended-lambda",
+        "--expt-relaxed-constexpr",
+        "-Xcudafe",
+    ] {
+        assert!(
+            flags.contains(&flag.to_string()),
+            "{flag} missing: {flags:?}"
+        );
     }
     // One `--diag_suppress=` per warning: nvcc splits -Xcudafe values at commas.
-    let suppress = flags.iter().find(|f| f.starts_with("--diag_suppress")).unwrap();
+    let suppress = flags
+        .iter()
+        .find(|f| f.starts_with("--diag_suppress"))
+        .unwrap();
     assert!(
         suppress
             .split(',')
@@ -231,7 +250,10 @@ fn torch_maxver_below_the_installed_torch_is_an_error_at_its_line_with_what_to_i
         stderr.contains("is newer than `maxver = \"2.1\"` in `[torch]`"),
         "{stderr}"
     );
-    assert!(stderr.contains("error: ") && stderr.contains("torch 2."), "{stderr}");
+    assert!(
+        stderr.contains("error: ") && stderr.contains("torch 2."),
+        "{stderr}"
+    );
     assert!(stderr.contains("pip install \"torch<=2.1\""), "{stderr}");
     assert!(!root.join("build").exists(), "a refused build wrote build/");
 }

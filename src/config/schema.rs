@@ -162,12 +162,12 @@ fn parse_version(
     v.v.parse::<Version>()
         .map(|version| version.at(t.src.location(v.span.start)))
         .map_err(|_| {
-        t.invalid(
-            &v.span,
-            format!("invalid version `{}` for `{}` in `{}`", v.v, s.name, t.name),
-            format!("write numbers separated by dots: `{}`", s.example),
-        )
-    })
+            t.invalid(
+                &v.span,
+                format!("invalid version `{}` for `{}` in `{}`", v.v, s.name, t.name),
+                format!("write numbers separated by dots: `{}`", s.example),
+            )
+        })
 }
 
 fn read_framework(

@@ -18,7 +18,7 @@ pub struct Version {
     text: String,
     /// Where build.toml writes it (`None` for versions not read from build.toml); not part of
     /// comparisons.
-    location: Option<Location>,
+    location: Option<Box<Location>>,
 }
 
 impl Version {
@@ -39,13 +39,13 @@ impl Version {
 
     /// This version, as written at `location` in build.toml.
     pub fn at(mut self, location: Location) -> Self {
-        self.location = Some(location);
+        self.location = Some(Box::new(location));
         self
     }
 
     /// Where build.toml writes this version, when it was read from there.
     pub fn location(&self) -> Option<&Location> {
-        self.location.as_ref()
+        self.location.as_deref()
     }
 
     /// `major.minor` of the version (`12.8.1` → `(12, 8)`; a missing minor is 0). `written` is

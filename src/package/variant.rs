@@ -12,8 +12,8 @@ use super::error::PackageError;
 use super::generate::{capabilities_py, capability_table, ops_py};
 use super::inspect::{check_namespace, is_identifier, public_functions};
 use super::metadata::{
-    BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection,
-    KernelDependencyEntry, Metadata, Provenance,
+    BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, KernelDependencyEntry,
+    Metadata, Provenance,
 };
 use super::stage::Stage;
 use crate::config::{Backend, KernelPin, Project};

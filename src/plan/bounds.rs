@@ -61,7 +61,7 @@ fn check(
             what,
             found: shown.to_string(),
             bound_side,
-            bound: bound.clone(),
+            bound: Box::new(bound.clone()),
             key,
             table,
         }),
@@ -134,7 +134,14 @@ mod tests {
             "torch 2.12.1 is newer than `maxver = \"2.12\"` in `[torch]`"
         );
         let min = v("12.8");
-        let err = check("CUDA", &v("12.6"), "12.6", Some(&min), None, "[general.cuda]");
+        let err = check(
+            "CUDA",
+            &v("12.6"),
+            "12.6",
+            Some(&min),
+            None,
+            "[general.cuda]",
+        );
         assert!(matches!(
             err,
             Err(PlanError::OutOfBounds {

@@ -198,11 +198,13 @@ fn hf_rule(
                     .collect();
                 if kept.is_empty() {
                     return Err(PlanError::NoBuildableCapability {
-                        location: kernel
-                            .capability_locations
-                            .first()
-                            .unwrap_or(&kernel.location)
-                            .clone(),
+                        location: Box::new(
+                            kernel
+                                .capability_locations
+                                .first()
+                                .unwrap_or(&kernel.location)
+                                .clone(),
+                        ),
                         kernel: kernel.name.clone(),
                         listed: join(listed),
                         nvcc: nvcc_version.to_string(),

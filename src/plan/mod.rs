@@ -175,7 +175,7 @@ pub enum PlanError {
     )]
     NoBuildableCapability {
         /// Where `cuda-capabilities` is written.
-        location: crate::config::Location,
+        location: Box<crate::config::Location>,
         kernel: String,
         listed: String,
         nvcc: String,
@@ -188,7 +188,7 @@ pub enum PlanError {
         /// The toolchain's version.
         found: String,
         bound_side: BoundSide,
-        bound: crate::config::Version,
+        bound: Box<crate::config::Version>,
         key: &'static str,
         table: &'static str,
     },
