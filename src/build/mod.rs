@@ -224,6 +224,9 @@ impl<'r> Builder<'r> {
             self.reporter
                 .warn(&format!("skipping backend `{}`: {}", s.backend, s.reason));
         }
+        for note in &plan.notes {
+            self.reporter.info(&format!("note: {note}"));
+        }
         Ok(plan)
     }
 

@@ -159,13 +159,15 @@ fn parse_version(
     s: &KeySpec<'_>,
     v: &Sp<String>,
 ) -> Result<Version, ConfigError> {
-    v.v.parse::<Version>().map_err(|_| {
-        t.invalid(
-            &v.span,
-            format!("invalid version `{}` for `{}` in `{}`", v.v, s.name, t.name),
-            format!("write numbers separated by dots: `{}`", s.example),
-        )
-    })
+    v.v.parse::<Version>()
+        .map(|version| version.at(t.src.location(v.span.start)))
+        .map_err(|_| {
+            t.invalid(
+                &v.span,
+                format!("invalid version `{}` for `{}` in `{}`", v.v, s.name, t.name),
+                format!("write numbers separated by dots: `{}`", s.example),
+            )
+        })
 }
 
 fn read_framework(

@@ -5,6 +5,8 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
+use super::model::Location;
+
 /// A version such as `12.8`. Compares like CMake's `VERSION_LESS`/`VERSION_GREATER`, which HF's
 /// generated preamble uses for the bounds: a missing component is 0 (`13` == `13.0`, and CUDA
 /// `13.2` is above `maxver = "13.0"`).
@@ -14,6 +16,9 @@ pub struct Version {
     written: Vec<u64>,
     /// The text as written (trimmed), for messages.
     text: String,
+    /// Where build.toml writes it (`None` for versions not read from build.toml); not part of
+    /// comparisons.
+    location: Option<Box<Location>>,
 }
 
 impl Version {
@@ -30,6 +35,17 @@ impl Version {
             .rposition(|&p| p != 0)
             .map_or(1, |i| i + 1);
         &self.written[..keep]
+    }
+
+    /// This version, as written at `location` in build.toml.
+    pub fn at(mut self, location: Location) -> Self {
+        self.location = Some(Box::new(location));
+        self
+    }
+
+    /// Where build.toml writes this version, when it was read from there.
+    pub fn location(&self) -> Option<&Location> {
+        self.location.as_deref()
     }
 
     /// `major.minor` of the version (`12.8.1` → `(12, 8)`; a missing minor is 0). `written` is
@@ -69,6 +85,7 @@ impl FromStr for Version {
         Ok(Version {
             written,
             text: text.to_string(),
+            location: None,
         })
     }
 }

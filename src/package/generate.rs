@@ -105,7 +105,7 @@ pub fn capability_table(variant: &VariantPlan) -> Option<KbuildSection> {
             }
         })
         .collect();
-    let ptx = variant.capabilities.last().map(Capability::to_string);
+    let ptx = variant.ptx.as_ref().map(Capability::to_string);
     (!capabilities.is_empty() || ptx.is_some()).then_some(KbuildSection { capabilities, ptx })
 }
 

@@ -39,6 +39,18 @@ pub struct Provenance {
     pub kernel: Option<GitStatus>,
 }
 
+/// An entry of `kernel-depends` as kernel-builder writes it (kernels-data's `KernelDependency`):
+/// `{"repo-id": "org/kernel", "version": 1}` or `{"repo-id": "org/kernel", "revision": "…"}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub struct KernelDependencyEntry {
+    pub repo_id: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub version: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub revision: Option<String>,
+}
+
 /// The dtypes one compiled CUDA capability carries.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CapabilityDtypes {
@@ -72,6 +84,10 @@ pub struct Metadata {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub source: Option<String>,
     pub python_depends: Vec<String>,
+    /// Hub kernels this kernel loads at run time; written even when empty, as kernel-builder
+    /// does (kernels resolves and locks them).
+    #[serde(default)]
+    pub kernel_depends: Vec<KernelDependencyEntry>,
     pub backend: BackendInfo,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub digest: Option<VariantDigest>,

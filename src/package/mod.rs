@@ -17,7 +17,8 @@ pub use digest::{VariantDigest, open_regular};
 pub use error::PackageError;
 pub use generate::{capabilities_py, capability_table, dtypes_h, ops_py, registration_h};
 pub use metadata::{
-    BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, Metadata, Provenance,
+    BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, KernelDependencyEntry,
+    Metadata, Provenance,
 };
 pub use stage::{Stage, write_if_changed};
 pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};

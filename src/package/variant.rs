@@ -12,10 +12,11 @@ use super::error::PackageError;
 use super::generate::{capabilities_py, capability_table, ops_py};
 use super::inspect::{check_namespace, is_identifier, public_functions};
 use super::metadata::{
-    BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, Metadata, Provenance,
+    BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, KernelDependencyEntry,
+    Metadata, Provenance,
 };
 use super::stage::Stage;
-use crate::config::{Backend, Project};
+use crate::config::{Backend, KernelPin, Project};
 use crate::plan::VariantPlan;
 
 /// A built variant: its metadata.json, and what its files say.
@@ -33,6 +34,8 @@ pub struct BuiltVariant {
     pub upstream: Option<String>,
     pub source: Option<String>,
     pub python_depends: Vec<String>,
+    /// `kernel-depends` as metadata.json records them.
+    pub kernel_depends: Vec<KernelDependencyEntry>,
     /// `cuda`, `cpu`, ...
     pub backend: String,
     /// As in metadata.json (`9.0+PTX` marks the capability with PTX); empty when not recorded.
@@ -135,6 +138,7 @@ impl BuiltVariant {
             upstream: metadata.upstream,
             source: metadata.source,
             python_depends: metadata.python_depends,
+            kernel_depends: metadata.kernel_depends,
             backend: metadata.backend.backend_type,
             archs: metadata.backend.archs.unwrap_or_default(),
             capabilities: kbuild.capabilities,
@@ -160,21 +164,8 @@ pub fn metadata_for(
     if variant.backend == Backend::Cuda {
         python_depends.extend(project.general.cuda.python_depends.iter().cloned());
     }
-    let archs = (variant.backend == Backend::Cuda && !variant.capabilities.is_empty()).then(|| {
-        let last = variant.capabilities.len() - 1;
-        variant
-            .capabilities
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i == last && variant.link.is_some() {
-                    format!("{c}+PTX")
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect()
-    });
+    let archs = (variant.backend == Backend::Cuda && !variant.archs.is_empty())
+        .then(|| variant.archs.clone());
     Metadata {
         name: project.general.name.clone(),
         id: variant.id.clone(),
@@ -183,6 +174,22 @@ pub fn metadata_for(
         upstream: project.general.upstream.clone(),
         source: project.general.source.clone(),
         python_depends,
+        kernel_depends: project
+            .general
+            .kernel_depends_for(variant.backend)
+            .into_iter()
+            .map(|dep| {
+                let (version, revision) = match dep.pin {
+                    KernelPin::Version(v) => (Some(v), None),
+                    KernelPin::Revision(r) => (None, Some(r)),
+                };
+                KernelDependencyEntry {
+                    repo_id: dep.repo_id,
+                    version,
+                    revision,
+                }
+            })
+            .collect(),
         backend: BackendInfo {
             backend_type: variant.backend.as_str().to_string(),
             archs,

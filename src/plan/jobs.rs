@@ -1,12 +1,11 @@
 //! The compile and link jobs of a compiled (torch extension) variant.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::matrix::{cuda_matrix, kernel_capabilities};
+use super::bounds;
+use super::matrix::{VariantArchs, cuda_archs};
 use super::{CompileJob, Gencode, Lang, LinkJob, PlanError, PlanSettings, VariantPlan};
-use crate::config::Version;
-use crate::config::{Backend, Capability, DType, Dependency, Project, Torch as Bindings};
+use crate::config::{Backend, Dependency, Project, Torch as Bindings, Version};
 use crate::toolchain::{Nvcc, Toolchain, TorchEnv, TorchInfo, target_version_define};
 
 /// One source file to compile, with the settings of the table (`[torch]` or `[kernel.*]`) that
@@ -20,7 +19,7 @@ struct Unit<'a> {
     include: &'a [PathBuf],
     cuda_flags: &'a [String],
     cxx_flags: &'a [String],
-    caps: Vec<Capability>,
+    gencodes: Vec<Gencode>,
     /// `-isystem` dirs of the kernel's `depends` libraries (CUTLASS).
     dep_includes: Vec<PathBuf>,
 }
@@ -32,12 +31,16 @@ struct Shared<'a> {
     torch: &'a TorchEnv,
     cxx_path: PathBuf,
     cxx_id: String,
+    /// Host code gets `-fno-gnu-unique`: two kernels loaded into one process must not share
+    /// a static local or template static member through a GNU-unique symbol.
+    no_gnu_unique: bool,
     defines: Vec<(String, Option<String>)>,
     system_include_dirs: Vec<PathBuf>,
 }
 
 /// Fill in the compile jobs, link job, capabilities and dtypes of a variant of a compiled
-/// project. `work` is the variant's scratch directory.
+/// project, and return the notes about what it left out. `work` is the variant's scratch
+/// directory.
 pub(super) fn fill_compiled_variant(
     project: &Project,
     bindings: &Bindings,
@@ -46,11 +49,16 @@ pub(super) fn fill_compiled_variant(
     settings: &PlanSettings,
     work: &Path,
     variant: &mut VariantPlan,
-) -> Result<(), PlanError> {
+) -> Result<Vec<String>, PlanError> {
     let backend = variant.backend;
     let nvcc = toolchain.nvcc.as_ref().filter(|_| backend == Backend::Cuda);
-    let matrix = cuda_matrix(project);
-    let explicit_matrix = !project.kbuild.capabilities.is_empty();
+    let archs = match nvcc {
+        Some(nvcc) => {
+            bounds::check_cuda(project, nvcc)?;
+            cuda_archs(project, nvcc)?
+        }
+        None => VariantArchs::default(),
+    };
 
     let mut units: Vec<Unit> = Vec::new();
     for src in &bindings.src {
@@ -63,7 +71,6 @@ pub(super) fn fill_compiled_variant(
             Vec::new(),
         ));
     }
-    let mut variant_caps: BTreeSet<Capability> = BTreeSet::new();
     let dep_includes = |depends: &[Dependency]| -> Vec<PathBuf> {
         depends
             .iter()
@@ -72,17 +79,14 @@ pub(super) fn fill_compiled_variant(
             .collect()
     };
     for kernel in project.kernels.iter().filter(|k| k.backend == backend) {
-        let caps = match nvcc {
-            Some(nvcc) => kernel_capabilities(
-                kernel,
-                &matrix,
-                explicit_matrix,
-                &project.kbuild.locations,
-                nvcc,
-            )?,
+        let gencodes = match nvcc {
+            // A kernel without gencodes is one HF skips (below its `cuda-minver`).
+            Some(_) => match archs.per_kernel.get(&kernel.name) {
+                Some(gencodes) => gencodes.clone(),
+                None => continue,
+            },
             None => Vec::new(),
         };
-        variant_caps.extend(caps.iter().copied());
         for src in &kernel.src {
             let unit = unit(
                 src,
@@ -90,7 +94,7 @@ pub(super) fn fill_compiled_variant(
                 &kernel.include,
                 &kernel.cuda_flags,
                 &kernel.cxx_flags,
-                caps.clone(),
+                gencodes.clone(),
             );
             units.extend(unit.map(|u| Unit {
                 dep_includes: dep_includes(&kernel.depends),
@@ -100,7 +104,6 @@ pub(super) fn fill_compiled_variant(
     }
     let cuda_units = units.iter().filter(|u| u.lang == Lang::Cuda).count();
     let threads_per_job = settings.budget.nvcc_threads_per_job(cuda_units);
-    let newest = variant_caps.iter().next_back().copied();
 
     let cxx = toolchain.cxx.as_ref();
     let mut defines: Vec<(String, Option<String>)> = torch.flags.defines.clone();
@@ -113,6 +116,9 @@ pub(super) fn fill_compiled_variant(
     {
         defines.push(stable_abi_define(target, &torch.info)?);
     }
+    // HF builds in CMake's Release configuration: `-O3` (added by the compile command) and
+    // `-DNDEBUG` for every unit.
+    defines.push(("NDEBUG".into(), None));
     defines.sort();
     let mut system_include_dirs = torch.flags.include_dirs.clone();
     system_include_dirs.extend(nvcc.map(|n| n.include_dir.clone()));
@@ -122,6 +128,7 @@ pub(super) fn fill_compiled_variant(
         torch,
         cxx_path: cxx.map(|c| c.path.clone()).unwrap_or_else(|| "c++".into()),
         cxx_id: cxx.map(|c| c.version.clone()).unwrap_or_default(),
+        no_gnu_unique: cxx.is_some_and(|c| c.has_gnu_unique()),
         defines,
         system_include_dirs,
     };
@@ -130,7 +137,7 @@ pub(super) fn fill_compiled_variant(
         match (unit.lang, nvcc) {
             (Lang::Cxx, _) => compile.push(cxx_job(&shared, unit)),
             (Lang::Cuda, Some(nvcc)) => {
-                compile.push(cuda_job(&shared, unit, nvcc, newest, threads_per_job));
+                compile.push(cuda_job(&shared, unit, nvcc, threads_per_job));
             }
             (Lang::Cuda, None) => {} // .cu in a non-CUDA variant is not compiled
         }
@@ -139,15 +146,11 @@ pub(super) fn fill_compiled_variant(
 
     variant.compile = compile;
     variant.link = Some(link);
-    variant.capabilities = variant_caps.iter().copied().collect();
-    variant.dtypes = variant_caps
-        .iter()
-        .map(|c| {
-            let dtypes = matrix.get(c).cloned();
-            (*c, dtypes.unwrap_or_else(|| DType::ALL.to_vec()))
-        })
-        .collect();
-    Ok(())
+    variant.capabilities = archs.capabilities;
+    variant.dtypes = archs.dtypes;
+    variant.archs = archs.archs;
+    variant.ptx = archs.ptx;
+    Ok(archs.notes)
 }
 
 /// HF's `TORCH_TARGET_VERSION` for a stable-ABI target, which torch's headers refuse above their
@@ -174,7 +177,7 @@ fn unit<'a>(
     include: &'a [PathBuf],
     cuda_flags: &'a [String],
     cxx_flags: &'a [String],
-    caps: Vec<Capability>,
+    gencodes: Vec<Gencode>,
 ) -> Option<Unit<'a>> {
     let lang = match src.extension()?.to_str()? {
         "cu" => Lang::Cuda,
@@ -188,7 +191,7 @@ fn unit<'a>(
         include,
         cuda_flags,
         cxx_flags,
-        caps,
+        gencodes,
         dep_includes: Vec::new(),
     })
 }
@@ -206,6 +209,9 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
     // written relative to it, so two checkouts build byte-identical objects.
     let prefix_map = format!("-ffile-prefix-map={}=.", project.root.display());
     let mut flags = vec!["-fPIC".to_string(), prefix_map];
+    if shared.no_gnu_unique {
+        flags.push("-fno-gnu-unique".to_string());
+    }
     flags.extend(unit.cxx_flags.iter().cloned());
     CompileJob {
         label: format!("{} [{}]", unit.src.display(), variant.backend),
@@ -238,28 +244,15 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
 }
 
 /// nvcc drives the host compiler: its flags go through `-Xcompiler`, and every capability of
-/// the unit gets a `-gencode` (PTX for the variant's newest, for forward compatibility).
-fn cuda_job(
-    shared: &Shared,
-    unit: &Unit,
-    nvcc: &Nvcc,
-    newest: Option<Capability>,
-    threads_per_job: u32,
-) -> CompileJob {
+/// the unit gets a `-gencode` (with PTX where the capability rules embed it).
+fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> CompileJob {
     let mut job = cxx_job(shared, unit);
     let flags = &shared.torch.flags;
     job.defines.extend(flags.cuda_defines.iter().cloned());
     job.host_flags = std::mem::take(&mut job.flags);
     job.flags = flags.cuda_flags.clone();
     job.flags.extend(unit.cuda_flags.iter().cloned());
-    job.gencodes = unit
-        .caps
-        .iter()
-        .map(|&c| Gencode {
-            capability: c,
-            ptx: Some(c) == newest,
-        })
-        .collect();
+    job.gencodes = unit.gencodes.clone();
     job.nvcc_threads = threads_per_job.min(job.gencodes.len().max(1) as u32);
     job.compiler = nvcc.path.clone();
     job.host_compiler = Some(shared.cxx_path.clone());

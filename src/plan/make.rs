@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::bounds::check_torch;
 use super::jobs::fill_compiled_variant;
 use super::{
     BuildPlan, PlanError, PlanSettings, VariantPlan, python_files, select_backends, source_identity,
@@ -45,6 +46,9 @@ pub fn make_plan(
     settings: &PlanSettings,
 ) -> Result<BuildPlan, PlanError> {
     let selection = select_backends(project, toolchain.torch_info(), &settings.backends)?;
+    if let Some(torch) = toolchain.torch_info() {
+        check_torch(project, torch)?;
+    }
     let work_dir = settings.out_dir.join(".kbuild");
     let source = source_identity(project)?;
     // A chosen id names the build as given: no `_dirty` suffix.
@@ -54,6 +58,7 @@ pub fn make_plan(
     };
     let python_name = project.general.python_name();
     let mut variants = Vec::new();
+    let mut notes = Vec::new();
     for backend in selection.chosen {
         let name = variant_name(project, toolchain.torch_info(), backend);
         let id = format!(
@@ -68,6 +73,8 @@ pub fn make_plan(
             python_name: python_name.clone(),
             capabilities: Vec::new(),
             dtypes: BTreeMap::new(),
+            archs: Vec::new(),
+            ptx: None,
             generated_include: vwork.join("include"),
             obj_dir: vwork.join("obj"),
             compile: Vec::new(),
@@ -75,7 +82,7 @@ pub fn make_plan(
             python_files: python_files(project),
         };
         match (&project.framework, &toolchain.torch) {
-            (Framework::Torch(bindings), Some(torch)) => fill_compiled_variant(
+            (Framework::Torch(bindings), Some(torch)) => notes.extend(fill_compiled_variant(
                 project,
                 bindings,
                 toolchain,
@@ -83,10 +90,16 @@ pub fn make_plan(
                 settings,
                 &vwork,
                 &mut variant,
-            )?,
-            // Pure Python: archs are declared, not compiled (HF: `torch-noarch.cuda_capabilities`).
+            )?),
+            // Pure Python: archs are declared, not compiled (HF: `torch-noarch.cuda_capabilities`,
+            // written to metadata.json as listed).
             (Framework::TorchNoarch(noarch), _) if backend == Backend::Cuda => {
                 variant.capabilities = noarch.cuda_capabilities.clone();
+                variant.archs = noarch
+                    .cuda_capabilities
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
             }
             _ => {}
         }
@@ -107,5 +120,6 @@ pub fn make_plan(
                 _ => None,
             })
             .collect(),
+        notes,
     })
 }

@@ -30,6 +30,9 @@ pub struct BuildPlan {
     pub skipped: Vec<Skipped>,
     /// Dependency headers (CUTLASS) to download into kbuild's cache before compiling.
     pub fetches: Vec<Fetch>,
+    /// What the plan left out of build.toml's request and why (capabilities this nvcc does not
+    /// build, kernels below their `cuda-minver`), one line each; the build goes on.
+    pub notes: Vec<String>,
 }
 
 /// A backend left out of the build, and why.
@@ -54,6 +57,11 @@ pub struct VariantPlan {
     pub capabilities: Vec<Capability>,
     /// The dtypes each compiled capability carries.
     pub dtypes: BTreeMap<Capability, Vec<DType>>,
+    /// metadata.json `backend.archs` as kernel-builder writes it (`12.1+PTX` where PTX is
+    /// embedded), sorted as strings; empty when the variant records none.
+    pub archs: Vec<String>,
+    /// The newest capability whose PTX is embedded.
+    pub ptx: Option<Capability>,
     /// Directory with generated headers (`registration.h`, `kbuild_dtypes.h`), on every include path.
     pub generated_include: PathBuf,
     /// Object files are written here.
@@ -168,6 +176,28 @@ pub enum PlanError {
     },
     #[error("`[torch] stable-abi` targets torch {target}, newer than the build's torch {torch}")]
     StableAbiNewerThanTorch { target: String, torch: String },
+    #[error(
+        "{location}: kernel `{kernel}`: none of `cuda-capabilities` ({listed}) can be built with nvcc {nvcc} (it builds {supported})"
+    )]
+    NoBuildableCapability {
+        /// Where `cuda-capabilities` is written.
+        location: Box<crate::config::Location>,
+        kernel: String,
+        listed: String,
+        nvcc: String,
+        supported: String,
+    },
+    #[error("{}{what} {found} is {} than `{key} = \"{bound}\"` in `{table}`", location_prefix(bound), bound_side.comparison())]
+    OutOfBounds {
+        /// `torch` or `CUDA`.
+        what: &'static str,
+        /// The toolchain's version.
+        found: String,
+        bound_side: BoundSide,
+        bound: Box<crate::config::Version>,
+        key: &'static str,
+        table: &'static str,
+    },
     #[error("`[tvm-ffi]` kernels are not built by kbuild: it builds Torch extensions")]
     TvmFfiUnsupported,
     #[error("nothing to build: no backend of build.toml can be built here ({reasons})")]
@@ -197,6 +227,17 @@ impl Hint for PlanError {
                 "build with torch {target} or newer (`--python` / `KBUILD_PYTHON`), or lower \
                  `stable-abi` in build.toml"
             ),
+            PlanError::NoBuildableCapability { .. } => {
+                "list a capability this nvcc builds, remove `cuda-capabilities` to build \
+                 kernel-builder's default set, or use an nvcc that builds the listed ones"
+                    .into()
+            }
+            PlanError::OutOfBounds {
+                what,
+                bound_side,
+                bound,
+                ..
+            } => bounds::install_hint(what, *bound_side, bound),
             PlanError::TvmFfiUnsupported => {
                 "build this kernel with HF's kernel-builder, or port it to `[torch]`".into()
             }
@@ -209,6 +250,34 @@ impl Hint for PlanError {
     }
 }
 
+/// Which side of a version bound a toolchain is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BoundSide {
+    /// Below `minver`.
+    TooOld,
+    /// Above `maxver`.
+    TooNew,
+}
+
+impl BoundSide {
+    fn comparison(self) -> &'static str {
+        match self {
+            BoundSide::TooOld => "older",
+            BoundSide::TooNew => "newer",
+        }
+    }
+}
+
+/// `build.toml:3:10: ` when the bound was read from build.toml.
+fn location_prefix(version: &crate::config::Version) -> String {
+    version
+        .location()
+        .map(|l| format!("{l}: "))
+        .unwrap_or_default()
+}
+
+mod bounds;
 mod jobs;
 mod make;
 mod matrix;
@@ -216,6 +285,6 @@ mod select;
 mod source;
 
 pub use make::{make_plan, variant_name};
-pub use matrix::DEFAULT_CAPABILITIES;
+pub use matrix::hf_default_capabilities;
 pub use select::{Selection, select_backends};
-pub use source::{SourceIdentity, python_files, source_identity};
+pub use source::{SourceIdentity, python_files, shipped_extensions, source_identity};

@@ -77,22 +77,55 @@ fn git_state(root: &Path) -> Option<(String, bool)> {
     Some((commit, !status.is_empty()))
 }
 
-/// Files of `torch-ext/<python_name>/` (no bytecode), with their place inside the variant.
+/// The extensions of `torch-ext/<name>/` files a variant ships, as HF's builds choose them. A
+/// `[torch]` variant is installed by kernel-builder's CMake, which copies `*.py` and the `pyext`
+/// entries other than `py` and `pyi` (so no `.pyi`, listed or not); a `[torch-noarch]` variant
+/// copies its source set, the files with a `pyext` extension (default `py`, `pyi`).
+pub fn shipped_extensions(project: &Project) -> Vec<String> {
+    match &project.framework {
+        Framework::Torch(torch) => {
+            let mut exts = vec!["py".to_string()];
+            exts.extend(
+                torch
+                    .pyext
+                    .iter()
+                    .flatten()
+                    .filter(|e| *e != "py" && *e != "pyi")
+                    .cloned(),
+            );
+            exts
+        }
+        Framework::TorchNoarch(noarch) => noarch
+            .python_extensions()
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        Framework::TvmFfi(_) => Vec::new(),
+    }
+}
+
+/// Files of `torch-ext/<python_name>/` with a shipped extension (see [`shipped_extensions`];
+/// never bytecode), with their place inside the variant.
 pub fn python_files(project: &Project) -> Vec<(PathBuf, PathBuf)> {
     let dir = project
         .root
         .join("torch-ext")
         .join(project.general.python_name());
+    let suffixes: Vec<String> = shipped_extensions(project)
+        .iter()
+        .map(|e| format!(".{e}"))
+        .collect();
     let mut files: Vec<(PathBuf, PathBuf)> = walkdir::WalkDir::new(&dir)
         .sort_by_file_name()
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
         .filter(|e| {
+            let name = e.file_name().to_string_lossy();
             !e.path()
                 .components()
                 .any(|c| c.as_os_str() == "__pycache__")
-                && e.path().extension().is_none_or(|x| x != "pyc")
+                && suffixes.iter().any(|s| name.ends_with(s.as_str()))
         })
         .filter_map(|e| {
             let rel = e.path().strip_prefix(&dir).ok()?.to_path_buf();

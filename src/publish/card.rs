@@ -127,6 +127,7 @@ mod tests {
             upstream: None,
             source: None,
             python_depends: vec![],
+            kernel_depends: vec![],
             backend: backend.into(),
             archs: caps.iter().map(|(c, _)| c.to_string()).collect(),
             capabilities: caps

@@ -156,6 +156,14 @@ pub struct Cxx {
     pub warnings: Vec<String>,
 }
 
+impl Cxx {
+    /// Whether the compiler takes `-fno-gnu-unique` (GCC's flag; clang has no GNU-unique
+    /// symbols to turn off and rejects it). HF's CMake asks with `check_cxx_compiler_flag`.
+    pub fn has_gnu_unique(&self) -> bool {
+        !self.version.to_ascii_lowercase().contains("clang")
+    }
+}
+
 /// Locate the host C++ compiler (honours `CXX`) through the `cc` crate, insisting on one that
 /// links libstdc++ dynamically.
 pub fn find_cxx() -> Result<Cxx, ToolchainError> {

@@ -34,9 +34,9 @@ pub fn find_torch(
 pub struct ExtensionFlags {
     /// For every unit: the stable-ABI Python limit and the C++ ABI torch was built with.
     pub defines: Vec<(String, Option<String>)>,
-    /// For `.cu` units only: the half/bf16 rules torch's own extensions compile with.
+    /// For `.cu` units only: the defines torch's CMake config gives CUDA code.
     pub cuda_defines: Vec<(String, Option<String>)>,
-    /// nvcc flags torch's headers need.
+    /// nvcc flags torch's CMake config gives CUDA code (device lambdas, relaxed constexpr).
     pub cuda_flags: Vec<String>,
     /// `-isystem` directories: torch's headers and Python's.
     pub include_dirs: Vec<PathBuf>,
@@ -62,16 +62,26 @@ impl ExtensionFlags {
                     Some(if torch.cxx11_abi { "1" } else { "0" }),
                 ),
             ],
-            cuda_defines: [
-                "__CUDA_NO_HALF_OPERATORS__",
-                "__CUDA_NO_HALF_CONVERSIONS__",
-                "__CUDA_NO_BFLOAT16_CONVERSIONS__",
-                "__CUDA_NO_HALF2_OPERATORS__",
-            ]
-            .into_iter()
-            .map(|d| define(d, None))
-            .collect(),
-            cuda_flags: vec!["--expt-relaxed-constexpr".into()],
+            // What torch's CMake config (`Caffe2/public/cuda.cmake`) puts into
+            // `CMAKE_CUDA_FLAGS`, which HF's CMake build compiles every `.cu` with. Unlike
+            // `torch.utils.cpp_extension`, it sets none of the `__CUDA_NO_HALF*` defines.
+            cuda_defines: vec![define("ONNX_NAMESPACE", Some("onnx_c2"))],
+            cuda_flags: vec![
+                "-Xcudafe".into(),
+                // nvcc splits `-Xcudafe` values at commas: one option per warning.
+                [
+                    "cc_clobber_ignored",
+                    "field_without_dll_interface",
+                    "base_class_has_different_dll_interface",
+                    "dll_interface_conflict_none_assumed",
+                    "dll_interface_conflict_dllexport_assumed",
+                    "bad_friend_decl",
+                ]
+                .map(|d| format!("--diag_suppress={d}"))
+                .join(","),
+                "--expt-relaxed-constexpr".into(),
+                "--expt-extended-lambda".into(),
+            ],
             include_dirs,
             std: torch.cxx_std(),
             lib_dirs: vec![torch.lib_dir.clone()],

@@ -170,9 +170,10 @@ fn cuda_build_embeds_sm75_sm80_sm90_and_recompiles_only_header_dependents() {
     }
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    // An explicit list embeds no PTX, as kernel-builder builds it.
     assert_eq!(
         meta["backend"]["archs"],
-        serde_json::json!(["7.5", "8.0", "9.0+PTX"])
+        serde_json::json!(["7.5", "8.0", "9.0"])
     );
 
     // relu_common.cuh is included by relu.cu only.
@@ -192,7 +193,7 @@ fn dry_run_prints_the_compile_commands_and_writes_nothing() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("-gencode"), "{text}");
-    assert!(text.contains("arch=compute_90,code=compute_90"), "{text}");
+    assert!(text.contains("arch=compute_90,code=sm_90"), "{text}");
     assert!(text.contains("-DTORCH_EXTENSION_NAME=_relu_cpu_"), "{text}");
     assert!(text.contains("-l:libcudart.so.13"), "{text}");
     assert!(!root.join("build").exists(), "dry run wrote build/");
@@ -228,15 +229,16 @@ fn backends_kbuild_cannot_build_are_skipped_with_a_message() {
 }
 
 #[test]
-fn capability_this_nvcc_cannot_build_is_an_error_at_its_line_and_writes_nothing() {
+fn kernel_with_no_capability_this_nvcc_builds_is_an_error_at_its_line_and_writes_nothing() {
     let project = fixture("relu-v5");
     let root = project.path();
     let manifest = root.join("build.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
-    // CUDA 13 renamed sm_101 to sm_110: 10.1 is a real capability that nvcc 13.2 cannot target.
+    // CUDA 13 dropped sm_70 and renamed sm_101 to sm_110: both are real capabilities that
+    // nvcc 13.2 cannot target.
     std::fs::write(
         &manifest,
-        text.replace(r#"["7.5", "8.0", "9.0"]"#, r#"["7.5", "8.0", "10.1"]"#),
+        text.replace(r#"["7.5", "8.0", "9.0"]"#, r#"["7.0", "10.1"]"#),
     )
     .unwrap();
     let line = text
@@ -248,7 +250,10 @@ fn capability_this_nvcc_cannot_build_is_an_error_at_its_line_and_writes_nothing(
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("build.toml:{line}:")), "{stderr}");
-    assert!(stderr.contains("cannot build capability 10.1"), "{stderr}");
+    assert!(
+        stderr.contains("none of `cuda-capabilities` (7.0, 10.1) can be built with nvcc 13.2"),
+        "{stderr}"
+    );
     assert!(stderr.contains("hint:"), "{stderr}");
     assert!(!root.join("build").exists(), "a failed plan wrote build/");
 }

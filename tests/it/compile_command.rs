@@ -34,9 +34,17 @@ fn flagship_cuda_job() -> CompileJob {
             ),
             ("Py_LIMITED_API".to_string(), Some("0x03090000".to_string())),
             ("CUDA_KERNEL".to_string(), None),
+            ("NDEBUG".to_string(), None),
+            ("ONNX_NAMESPACE".to_string(), Some("onnx_c2".to_string())),
         ],
-        flags: vec!["--expt-relaxed-constexpr".to_string()],
-        host_flags: vec!["-fPIC".to_string()],
+        // As the planner fills them: torch's CMake CUDA flags, HF's host flags.
+        flags: vec![
+            "-Xcudafe".to_string(),
+            "--diag_suppress=cc_clobber_ignored,--diag_suppress=bad_friend_decl".to_string(),
+            "--expt-relaxed-constexpr".to_string(),
+            "--expt-extended-lambda".to_string(),
+        ],
+        host_flags: vec!["-fPIC".to_string(), "-fno-gnu-unique".to_string()],
         gencodes: vec![
             gencode(7, 5, false),
             gencode(8, 0, false),

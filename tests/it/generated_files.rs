@@ -26,6 +26,8 @@ fn cuda_variant() -> VariantPlan {
         python_name: "ltx_kernels".into(),
         capabilities: vec![cap(7, 5), cap(8, 0), cap(9, 0)],
         dtypes,
+        archs: vec!["7.5".into(), "8.0".into(), "9.0+PTX".into()],
+        ptx: Some(cap(9, 0)),
         generated_include: "/tmp/include".into(),
         obj_dir: "/tmp/obj".into(),
         compile: vec![],
@@ -48,6 +50,8 @@ fn cpu_variant() -> VariantPlan {
         id: "_ltx_kernels_cpu_abc1234".into(),
         capabilities: vec![],
         dtypes: BTreeMap::new(),
+        archs: vec![],
+        ptx: None,
         ..cuda_variant()
     }
 }

@@ -3,6 +3,7 @@
 mod common;
 
 mod build_pipeline;
+mod capabilities_hf;
 mod compile_cache;
 mod compile_command;
 mod compile_real;
