@@ -5,6 +5,7 @@
 //! build for several toolchains (one per torch) makes one plan per toolchain and executes them
 //! together: their compile jobs share one runner and one budget.
 
+mod checks;
 mod discover;
 mod lock;
 
@@ -55,6 +56,21 @@ pub enum BuildError {
     Link(Box<LinkError>),
     #[error(transparent)]
     Package(Box<PackageError>),
+    /// `--out-dir` inside a directory the build reads.
+    #[error(
+        "the output directory `{}` is inside `{}`, {what}",
+        out_dir.display(),
+        dir.display()
+    )]
+    OutDirInSources {
+        out_dir: PathBuf,
+        /// Relative to the project root.
+        dir: PathBuf,
+        what: &'static str,
+    },
+    /// A path compilers write into dependency files, which kbuild reads as UTF-8 text.
+    #[error("the {what} path `{}` is not valid UTF-8", path.display())]
+    NonUtf8Path { what: &'static str, path: PathBuf },
     /// The output directory's lock could not be taken.
     #[error("cannot {action} `{}`", path.display())]
     Lock {
@@ -74,6 +90,16 @@ impl Hint for BuildError {
             BuildError::Compile(e) => e.hint(),
             BuildError::Link(e) => e.hint(),
             BuildError::Package(e) => e.hint(),
+            BuildError::OutDirInSources { .. } => Some(
+                "pass an `--out-dir` outside the project's sources and Python package (or leave \
+                 it out for `build/`): builds there would be copied into every new variant"
+                    .into(),
+            ),
+            BuildError::NonUtf8Path { .. } => Some(
+                "rename the directory (or move the project) to a UTF-8 path: kbuild reads the \
+                 compilers' dependency files, which hold these paths, as UTF-8 text"
+                    .into(),
+            ),
             BuildError::Lock { .. } => Some(
                 "check that the output directory (`--out-dir`) can be created and written".into(),
             ),
@@ -159,6 +185,7 @@ impl<'r> Builder<'r> {
             Some(dir) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
             None => project.root.join("build"),
         };
+        checks::check_paths(project, &out_dir)?;
         let settings = PlanSettings {
             out_dir,
             backends: self.settings.backends.clone(),

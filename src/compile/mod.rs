@@ -65,6 +65,9 @@ pub enum CompileError {
         path: PathBuf,
         message: String,
     },
+    /// A file the unit depends on has a path that is not UTF-8 (shown lossily).
+    #[error("compiling `{label}`: the dependency `{name}` has a path that is not valid UTF-8")]
+    NonUtf8Dependency { label: String, name: String },
     /// Writing an object or a cache entry failed.
     #[error("cannot write `{}`", path.display())]
     Io {
@@ -127,6 +130,11 @@ impl Hint for CompileError {
             CompileError::Depfile { .. } => {
                 "the compiler must support `-MD -MF FILE`; check that the configured compiler is \
                  nvcc or a gcc-compatible C++ compiler"
+                    .to_string()
+            }
+            CompileError::NonUtf8Dependency { .. } => {
+                "rename the directory or file to a UTF-8 name: kbuild reads the compiler's \
+                 dependency file, which holds every header path, as UTF-8 text"
                     .to_string()
             }
             CompileError::Io { .. } => {
@@ -248,7 +256,19 @@ fn dependencies(
             message,
         })
     };
-    let text = std::fs::read_to_string(depfile).map_err(|e| depfile_error(e.to_string()))?;
+    let bytes = std::fs::read(depfile).map_err(|e| depfile_error(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let lossy = String::from_utf8_lossy(e.as_bytes());
+        let name = lossy
+            .split_whitespace()
+            .find(|w| w.contains('\u{FFFD}'))
+            .unwrap_or_default()
+            .to_string();
+        JobError::Failed(CompileError::NonUtf8Dependency {
+            label: job.label.clone(),
+            name,
+        })
+    })?;
     let listed = parse_depfile(&text).map_err(depfile_error)?;
     let base = match cwd {
         Some(dir) => dir.to_path_buf(),
