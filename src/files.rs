@@ -92,6 +92,42 @@ pub fn stream_regular(path: &Path, mut sink: impl FnMut(&[u8])) -> io::Result<u6
     }
 }
 
+/// `.<kind>-<pid>-`: the start of the name of a temporary file or directory this process
+/// writes (`kind` is `tmp`, `stage` or `old`). The pid lets a later build tell leftovers of a
+/// killed build from the files of a live one.
+pub fn temp_prefix(kind: &str) -> String {
+    format!(".{kind}-{}-", std::process::id())
+}
+
+/// Whether `name` is a temporary of `kind` (see [`temp_prefix`]) left by a process that is
+/// gone. A name of the kind without a readable pid counts as stale (kbuild wrote it before
+/// names carried the pid); one of this process or of another live one does not.
+pub fn is_stale_temp(name: &std::ffi::OsStr, kind: &str) -> bool {
+    let Some(rest) = name
+        .to_str()
+        .and_then(|n| n.strip_prefix('.'))
+        .and_then(|n| n.strip_prefix(kind))
+        .and_then(|n| n.strip_prefix('-'))
+    else {
+        return false;
+    };
+    let pid = rest
+        .split_once('-')
+        .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+        .filter(|pid| *pid > 0);
+    match pid {
+        Some(pid) => pid != std::process::id() as libc::pid_t && !process_alive(pid),
+        None => true,
+    }
+}
+
+fn process_alive(pid: libc::pid_t) -> bool {
+    // SAFETY: kill(2) with signal 0 only checks that the process exists; no memory is touched.
+    let rc = unsafe { libc::kill(pid, 0) };
+    // EPERM: it exists but belongs to someone else.
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +165,20 @@ mod tests {
         let err = read_regular(&path, 1023).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
         assert_eq!(err.to_string(), "it is larger than 1023 bytes");
+    }
+
+    #[test]
+    fn temporaries_of_dead_processes_are_stale_and_ours_are_not() {
+        use std::ffi::OsStr;
+        let ours = format!("{}x.o", temp_prefix("tmp"));
+        assert!(!is_stale_temp(OsStr::new(&ours), "tmp"));
+        // pid 1 is always alive.
+        assert!(!is_stale_temp(OsStr::new(".stage-1-torch-cpu-abc"), "stage"));
+        // Above the kernel's pid_max (4194304): no such process.
+        assert!(is_stale_temp(OsStr::new(".stage-99999999-torch-cpu-abc"), "stage"));
+        assert!(is_stale_temp(OsStr::new(".old-Xy12ab"), "old"));
+        assert!(!is_stale_temp(OsStr::new(".stage-1-x"), "old"));
+        assert!(!is_stale_temp(OsStr::new("torch-cpu"), "stage"));
     }
 
     #[test]

@@ -67,28 +67,24 @@ fn read_dirs(project: &Project) -> Vec<(PathBuf, &'static str)> {
 /// `path` with links resolved as far as it exists (an output directory may not exist yet).
 fn resolve(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = existing.canonicalize() {
-            // What does not exist holds no links: `..` and `.` are resolved by name.
-            return rest.iter().rev().fold(real, |mut p, part| {
-                if part == ".." {
+    let parts: Vec<_> = absolute.components().collect();
+    for split in (1..=parts.len()).rev() {
+        let Ok(real) = parts[..split].iter().collect::<PathBuf>().canonicalize() else {
+            continue;
+        };
+        // What does not exist holds no links: `..` and `.` are resolved by name.
+        return parts[split..].iter().fold(real, |mut p, part| {
+            match part {
+                std::path::Component::ParentDir => {
                     p.pop();
-                } else if part != "." {
-                    p.push(part);
                 }
-                p
-            });
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                existing = parent;
+                std::path::Component::Normal(name) => p.push(name),
+                _ => {}
             }
-            _ => return absolute,
-        }
+            p
+        });
     }
+    absolute
 }
 
 #[cfg(test)]

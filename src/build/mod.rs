@@ -247,7 +247,8 @@ impl<'r> Builder<'r> {
                 seconds: started.elapsed().as_secs_f64(),
             });
         };
-        let _lock = BuildLock::acquire(&first.out_dir, reporter)?;
+        let lock = BuildLock::acquire(&first.out_dir, reporter)?;
+        lock.sweep(&first.out_dir, &first.work_dir, reporter);
         let mut jobs = Vec::new();
         for variant in plans.iter().flat_map(|p| &p.variants) {
             package::write_headers(variant)?;

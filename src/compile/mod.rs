@@ -297,8 +297,8 @@ impl TempOutputs {
         let tmp = |p: &Path| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
             p.with_file_name(format!(
-                ".tmp-{}-{}",
-                std::process::id(),
+                "{}{}",
+                crate::files::temp_prefix("tmp"),
                 name.unwrap_or_default()
             ))
         };

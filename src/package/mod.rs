@@ -16,7 +16,7 @@ pub use generate::{capabilities_py, capability_table, dtypes_h, ops_py, registra
 pub use metadata::{
     BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, Metadata, Provenance,
 };
-pub use stage::{Stage, write_if_changed};
+pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
 pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};
 
 use crate::plan::VariantPlan;
