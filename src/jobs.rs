@@ -1,5 +1,6 @@
 //! Units of work run in parallel under one budget: at most `jobs` at a time, and on the first
-//! failure the running siblings are cancelled (their process trees killed) and nothing new starts.
+//! failure (or SIGINT/SIGTERM, see `process::catch_interrupts`) the running siblings are
+//! cancelled (their process trees killed) and nothing new starts.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::process::Cancel;
+use crate::process::{Cancel, Interrupted, interrupted};
 use crate::report::{Reporter, UnitOutcome};
 
 /// Peak memory of one nvcc job with torch headers (cicc measured at 2.9 GB).
@@ -79,7 +80,9 @@ impl<E> From<E> for JobError<E> {
 /// Run `work` for every unit, at most `jobs` at a time, reporting each unit's start and end.
 ///
 /// On the first failure the shared `Cancel` fires: running commands are killed, no new unit
-/// starts, and that first error is returned. Outcomes come back in the order of `units`.
+/// starts, and that first error is returned; after SIGINT/SIGTERM the same happens and the
+/// error is `Interrupted` (a compiler that the terminal's Ctrl-C reached first fails too, and
+/// that failure is not the news). Outcomes come back in the order of `units`.
 pub fn run_jobs<T, E, F>(
     units: &[T],
     jobs: usize,
@@ -88,7 +91,7 @@ pub fn run_jobs<T, E, F>(
 ) -> Result<Vec<UnitOutcome>, E>
 where
     T: Unit,
-    E: Send,
+    E: Send + From<Interrupted>,
     F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError<E>> + Sync,
 {
     reporter.begin_units(units.len());
@@ -124,6 +127,9 @@ where
             });
         }
     });
+    if let Some(signal) = interrupted() {
+        return Err(E::from(signal));
+    }
     if let Some(err) = lock(&first_error).take() {
         return Err(err);
     }

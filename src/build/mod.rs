@@ -24,6 +24,7 @@ use crate::jobs::JobBudget;
 use crate::link::{self, LinkError};
 use crate::package::{self, GitStatus, Installed, PackageError};
 use crate::plan::{self, BuildPlan, PlanError, PlanSettings, Skipped};
+use crate::process::{Interrupted, catch_interrupts, check_interrupted};
 use crate::report::Reporter;
 use crate::toolchain::{Toolchain, ToolchainError, ToolchainSettings};
 
@@ -71,6 +72,9 @@ pub enum BuildError {
     /// A path compilers write into dependency files, which kbuild reads as UTF-8 text.
     #[error("the {what} path `{}` is not valid UTF-8", path.display())]
     NonUtf8Path { what: &'static str, path: PathBuf },
+    /// SIGINT/SIGTERM stopped the build between two steps.
+    #[error("the build stopped: {0}")]
+    Interrupted(Interrupted),
     /// The output directory's lock could not be taken.
     #[error("cannot {action} `{}`", path.display())]
     Lock {
@@ -100,6 +104,9 @@ impl Hint for BuildError {
                  compilers' dependency files, which hold these paths, as UTF-8 text"
                     .into(),
             ),
+            BuildError::Interrupted(_) => Some(
+                "run the build again to finish it: variants in place are whole, old or new".into(),
+            ),
             BuildError::Lock { .. } => Some(
                 "check that the output directory (`--out-dir`) can be created and written".into(),
             ),
@@ -125,6 +132,13 @@ from_stage! {
     Compile => CompileError,
     Link => LinkError,
     Package => PackageError,
+}
+
+// Not `#[from]`: that would also make the signal the error's source, said twice.
+impl From<Interrupted> for BuildError {
+    fn from(signal: Interrupted) -> Self {
+        BuildError::Interrupted(signal)
+    }
 }
 
 /// One variant a build wrote (or found unchanged).
@@ -248,6 +262,9 @@ impl<'r> Builder<'r> {
             });
         };
         let lock = BuildLock::acquire(&first.out_dir, reporter)?;
+        // From here on a signal cancels the running compilers (the runner kills their process
+        // trees and removes their temporary objects) instead of orphaning them.
+        let _signals = catch_interrupts();
         lock.sweep(&first.out_dir, &first.work_dir, reporter);
         let mut jobs = Vec::new();
         for variant in plans.iter().flat_map(|p| &p.variants) {
@@ -276,9 +293,11 @@ impl<'r> Builder<'r> {
                 dirty: plan.source.dirty,
             });
             for variant in &plan.variants {
+                check_interrupted()?;
                 if let Some(job) = &variant.link {
                     link::link(job, &format!("{}.abi3.so", variant.id), reporter)?;
                 }
+                check_interrupted()?;
                 let metadata = package::metadata_for(project, variant, kernel_git.clone());
                 let installed = package::install_variant(variant, &plan.out_dir, metadata)?.outcome;
                 let written = installed == Installed::Written;

@@ -16,7 +16,8 @@ use crate::hint::Hint;
 use crate::jobs::{JobError, Unit, run_jobs};
 use crate::plan::{CompileJob, Lang};
 use crate::process::{
-    Cancel, CommandFailure, describe_status, diagnostics, on_new_line, run_cancellable,
+    Cancel, CommandFailure, Interrupted, describe_status, diagnostics, on_new_line,
+    run_cancellable,
 };
 use crate::report::{Reporter, UnitOutcome};
 use cache::{Cache, Freshness};
@@ -68,6 +69,9 @@ pub enum CompileError {
     /// A file the unit depends on has a path that is not UTF-8 (shown lossily).
     #[error("compiling `{label}`: the dependency `{name}` has a path that is not valid UTF-8")]
     NonUtf8Dependency { label: String, name: String },
+    /// SIGINT/SIGTERM stopped the compilers.
+    #[error("compiling stopped: {0}")]
+    Interrupted(Interrupted),
     /// Writing an object or a cache entry failed.
     #[error("cannot write `{}`", path.display())]
     Io {
@@ -101,8 +105,15 @@ impl CompileError {
                 command,
                 status,
             },
-            CommandFailure::Cancelled { .. } => return None,
+            CommandFailure::Cancelled { .. } | CommandFailure::Interrupted { .. } => return None,
         })
+    }
+}
+
+// Not `#[from]`: that would also make the signal the error's source, said twice.
+impl From<Interrupted> for CompileError {
+    fn from(signal: Interrupted) -> Self {
+        CompileError::Interrupted(signal)
     }
 }
 
@@ -136,6 +147,9 @@ impl Hint for CompileError {
                 "rename the directory or file to a UTF-8 name: kbuild reads the compiler's \
                  dependency file, which holds every header path, as UTF-8 text"
                     .to_string()
+            }
+            CompileError::Interrupted(_) => {
+                "run the build again to finish it: objects compiled so far are kept".to_string()
             }
             CompileError::Io { .. } => {
                 "check free disk space and permissions of the build directory".to_string()
