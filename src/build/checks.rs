@@ -8,12 +8,14 @@ use super::BuildError;
 use crate::config::{Framework, Project};
 
 /// Refuse an output directory inside the Python package or a source or include directory,
-/// and a project or output path that is not UTF-8. The project root itself may hold the
+/// and, for a project that compiles, a project or output path that is not UTF-8. The project root itself may hold the
 /// output directory (the default `<root>/build`): the build reads only the files build.toml
 /// lists, and `include = ["."]` finds headers by name.
 pub fn check_paths(project: &Project, out_dir: &Path) -> Result<(), BuildError> {
+    // Only compiled projects run compilers, whose dependency files hold these paths.
+    let compiled = matches!(project.framework, Framework::Torch(_));
     for (what, path) in [("project", &project.root), ("output", &out_dir.to_path_buf())] {
-        if path.to_str().is_none() {
+        if compiled && path.to_str().is_none() {
             return Err(BuildError::NonUtf8Path {
                 what,
                 path: path.clone(),
