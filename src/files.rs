@@ -54,8 +54,7 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     let file = open_regular(path)?;
     let mut bytes = Vec::new();
     // One byte past the limit tells "exactly at the limit" from "larger".
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)?;
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(io::Error::new(
             io::ErrorKind::FileTooLarge,
@@ -153,7 +152,10 @@ mod tests {
         let link = dir.path().join("build.toml");
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
         let err = read_regular(&link, 100).unwrap_err();
-        assert_eq!(err.to_string(), "it is a character device, not a regular file");
+        assert_eq!(
+            err.to_string(),
+            "it is a character device, not a regular file"
+        );
     }
 
     #[test]
@@ -173,9 +175,15 @@ mod tests {
         let ours = format!("{}x.o", temp_prefix("tmp"));
         assert!(!is_stale_temp(OsStr::new(&ours), "tmp"));
         // pid 1 is always alive.
-        assert!(!is_stale_temp(OsStr::new(".stage-1-torch-cpu-abc"), "stage"));
+        assert!(!is_stale_temp(
+            OsStr::new(".stage-1-torch-cpu-abc"),
+            "stage"
+        ));
         // Above the kernel's pid_max (4194304): no such process.
-        assert!(is_stale_temp(OsStr::new(".stage-99999999-torch-cpu-abc"), "stage"));
+        assert!(is_stale_temp(
+            OsStr::new(".stage-99999999-torch-cpu-abc"),
+            "stage"
+        ));
         assert!(is_stale_temp(OsStr::new(".old-Xy12ab"), "old"));
         assert!(!is_stale_temp(OsStr::new(".stage-1-x"), "old"));
         assert!(!is_stale_temp(OsStr::new("torch-cpu"), "stage"));

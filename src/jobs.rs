@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::process::{Cancel, Interrupted, interrupted};
+use crate::process::Cancel;
 use crate::report::{Reporter, UnitOutcome};
 
 /// Peak memory of one nvcc job with torch headers (cicc measured at 2.9 GB).
@@ -80,9 +80,9 @@ impl<E> From<E> for JobError<E> {
 /// Run `work` for every unit, at most `jobs` at a time, reporting each unit's start and end.
 ///
 /// On the first failure the shared `Cancel` fires: running commands are killed, no new unit
-/// starts, and that first error is returned; after SIGINT/SIGTERM the same happens and the
-/// error is `Interrupted` (a compiler that the terminal's Ctrl-C reached first fails too, and
-/// that failure is not the news). Outcomes come back in the order of `units`.
+/// starts, and that first error is returned. After SIGINT/SIGTERM the `Cancel` reads as fired
+/// too: units stop, and the caller asks `process::interrupted` why. Outcomes come back in the
+/// order of `units`; a unit that never ran counts as `Failed`.
 pub fn run_jobs<T, E, F>(
     units: &[T],
     jobs: usize,
@@ -91,7 +91,7 @@ pub fn run_jobs<T, E, F>(
 ) -> Result<Vec<UnitOutcome>, E>
 where
     T: Unit,
-    E: Send + From<Interrupted>,
+    E: Send,
     F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError<E>> + Sync,
 {
     reporter.begin_units(units.len());
@@ -127,9 +127,6 @@ where
             });
         }
     });
-    if let Some(signal) = interrupted() {
-        return Err(E::from(signal));
-    }
     if let Some(err) = lock(&first_error).take() {
         return Err(err);
     }

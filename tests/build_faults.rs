@@ -69,7 +69,10 @@ fn a_fifo_listed_in_src_is_an_error_at_its_line_not_a_hang() {
             && err.contains("source `relu_cpu/relu_cpu.cpp` is a FIFO, not a regular file"),
         "{err}"
     );
-    assert!(err.contains("hint: kbuild compiles and hashes regular files only"), "{err}");
+    assert!(
+        err.contains("hint: kbuild compiles and hashes regular files only"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -82,9 +85,18 @@ fn a_build_toml_that_is_a_fifo_or_links_to_dev_zero_is_refused_at_once() {
     let out = build(root, &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("cannot read `") && err.contains("build.toml`"), "{err}");
-    assert!(err.contains("caused by: it is a FIFO, not a regular file"), "{err}");
-    assert!(err.contains("hint: build.toml must be a regular file"), "{err}");
+    assert!(
+        err.contains("cannot read `") && err.contains("build.toml`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("caused by: it is a FIFO, not a regular file"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: build.toml must be a regular file"),
+        "{err}"
+    );
 
     std::fs::remove_file(&manifest).unwrap();
     std::os::unix::fs::symlink("/dev/zero", &manifest).unwrap();
@@ -150,7 +162,10 @@ fn a_link_leaving_the_project_is_an_error_naming_link_and_target() {
     let err = stderr(&out);
     assert!(err.contains("notes.py` links to `"), "{err}");
     assert!(err.contains("token`, outside the project"), "{err}");
-    assert!(err.contains("hint: a variant ships files from inside the project only"), "{err}");
+    assert!(
+        err.contains("hint: a variant ships files from inside the project only"),
+        "{err}"
+    );
     assert!(!root.join("build/torch-cpu").exists());
 }
 
@@ -169,14 +184,20 @@ fn a_dangling_link_or_a_link_loop_in_the_package_is_an_error_naming_it() {
         err.contains("gone.py`, which is part of the Python package"),
         "{err}"
     );
-    assert!(err.contains("hint: check its permissions (and links)"), "{err}");
+    assert!(
+        err.contains("hint: check its permissions (and links)"),
+        "{err}"
+    );
 
     std::fs::remove_file(package.join("gone.py")).unwrap();
     std::os::unix::fs::symlink("..", package.join("loop")).unwrap();
     let out = build(root, &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("loop`, which is part of the Python package"), "{err}");
+    assert!(
+        err.contains("loop`, which is part of the Python package"),
+        "{err}"
+    );
     assert!(err.contains("leads back to a parent directory"), "{err}");
 }
 
@@ -203,7 +224,10 @@ fn a_non_utf8_file_name_in_the_package_is_an_error_naming_it() {
     let out = build(root, &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("in the Python package has a name that is not valid UTF-8"), "{err}");
+    assert!(
+        err.contains("in the Python package has a name that is not valid UTF-8"),
+        "{err}"
+    );
     assert!(err.contains("caf\u{FFFD}.py"), "{err}");
     assert!(!root.join("build/torch-cpu").exists());
 }
@@ -216,7 +240,10 @@ fn a_non_utf8_project_path_is_named_instead_of_blaming_the_compiler() {
     let out = build(&root, &["--backend", "cpu", "--dry-run"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("the project path `") && err.contains("is not valid UTF-8"), "{err}");
+    assert!(
+        err.contains("the project path `") && err.contains("is not valid UTF-8"),
+        "{err}"
+    );
     assert!(err.contains("hint: rename the directory"), "{err}");
     assert!(!err.contains("-MD -MF"), "{err}");
 }
@@ -242,7 +269,13 @@ fn an_out_dir_inside_the_package_or_a_source_directory_is_refused() {
     let inside = root.join("relu_cpu/b");
     let out = build(
         root,
-        &["--backend", "cpu", "--dry-run", "--out-dir", inside.to_str().unwrap()],
+        &[
+            "--backend",
+            "cpu",
+            "--dry-run",
+            "--out-dir",
+            inside.to_str().unwrap(),
+        ],
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -254,7 +287,13 @@ fn an_out_dir_inside_the_package_or_a_source_directory_is_refused() {
     let beside = tempfile::tempdir().unwrap();
     let out = build(
         root,
-        &["--backend", "cpu", "--dry-run", "--out-dir", beside.path().to_str().unwrap()],
+        &[
+            "--backend",
+            "cpu",
+            "--dry-run",
+            "--out-dir",
+            beside.path().to_str().unwrap(),
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
 }
@@ -304,7 +343,10 @@ fn a_full_disk_while_packaging_names_the_destination_that_failed() {
         "{err}"
     );
     assert!(err.contains("No space left on device"), "{err}");
-    assert!(err.contains("hint: the disk holding the output directory is full"), "{err}");
+    assert!(
+        err.contains("hint: the disk holding the output directory is full"),
+        "{err}"
+    );
     assert!(!out_dir.join("torch-cpu").exists());
     let leftovers: Vec<_> = std::fs::read_dir(&out_dir)
         .unwrap()

@@ -100,7 +100,10 @@ fn interrupt_build(signal: i32, expected_code: i32) {
         std::thread::sleep(Duration::from_millis(50));
     };
     let objects = root.join("build/.kbuild");
-    assert!(!temporaries(&objects).is_empty(), "no partial objects written");
+    assert!(
+        !temporaries(&objects).is_empty(),
+        "no partial objects written"
+    );
 
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
@@ -118,7 +121,11 @@ fn interrupt_build(signal: i32, expected_code: i32) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("{stderr}");
     assert_eq!(out.status.code(), Some(expected_code), "{stderr}");
-    let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+    let name = if signal == libc::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
     assert!(
         stderr.contains(&format!("compiling stopped: interrupted by {name}")),
         "{stderr}"

@@ -14,7 +14,10 @@ use crate::config::{Framework, Project};
 pub fn check_paths(project: &Project, out_dir: &Path) -> Result<(), BuildError> {
     // Only compiled projects run compilers, whose dependency files hold these paths.
     let compiled = matches!(project.framework, Framework::Torch(_));
-    for (what, path) in [("project", &project.root), ("output", &out_dir.to_path_buf())] {
+    for (what, path) in [
+        ("project", &project.root),
+        ("output", &out_dir.to_path_buf()),
+    ] {
         if compiled && path.to_str().is_none() {
             return Err(BuildError::NonUtf8Path {
                 what,
@@ -28,7 +31,10 @@ pub fn check_paths(project: &Project, out_dir: &Path) -> Result<(), BuildError> 
         if dir != project.root && out.starts_with(&dir) {
             return Err(BuildError::OutDirInSources {
                 out_dir: out_dir.to_path_buf(),
-                dir: dir.strip_prefix(&project.root).unwrap_or(&dir).to_path_buf(),
+                dir: dir
+                    .strip_prefix(&project.root)
+                    .unwrap_or(&dir)
+                    .to_path_buf(),
                 what,
             });
         }

@@ -57,9 +57,10 @@ impl BuildLock {
     pub fn sweep(&self, out_dir: &Path, work_dir: &Path, reporter: &dyn Reporter) {
         for swept in package::sweep_stale(out_dir) {
             match swept {
-                Swept::Removed(path) => {
-                    reporter.verbose(&format!("removed `{}`, left by a killed build", path.display()))
-                }
+                Swept::Removed(path) => reporter.verbose(&format!(
+                    "removed `{}`, left by a killed build",
+                    path.display()
+                )),
                 Swept::Restored(path) => reporter.warn(&format!(
                     "restored `{}`, which a killed build had moved aside",
                     path.display()

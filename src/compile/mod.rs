@@ -16,8 +16,8 @@ use crate::hint::Hint;
 use crate::jobs::{JobError, Unit, run_jobs};
 use crate::plan::{CompileJob, Lang};
 use crate::process::{
-    Cancel, CommandFailure, Interrupted, describe_status, diagnostics, on_new_line,
-    run_cancellable,
+    Cancel, CommandFailure, Interrupted, check_interrupted, describe_status, diagnostics,
+    on_new_line, run_cancellable,
 };
 use crate::report::{Reporter, UnitOutcome};
 use cache::{Cache, Freshness};
@@ -167,9 +167,13 @@ pub fn compile_all(
     reporter: &dyn Reporter,
 ) -> Result<CompileSummary, CompileError> {
     let cache = Cache::new(&settings.cache_dir);
-    let outcomes = run_jobs(jobs, settings.jobs, reporter, |job, cancel| {
+    let result = run_jobs(jobs, settings.jobs, reporter, |job, cancel| {
         compile_one(job, &cache, reporter, cancel)
-    })?;
+    });
+    // Checked first: a compiler that the terminal's Ctrl-C reached before kbuild noticed it
+    // fails too, and that failure is not the news.
+    check_interrupted()?;
+    let outcomes = result?;
     let mut summary = CompileSummary::default();
     for (job, outcome) in jobs.iter().zip(outcomes) {
         match outcome {

@@ -51,9 +51,7 @@ pub enum PackageError {
 impl Hint for PackageError {
     fn hint(&self) -> Option<String> {
         match self {
-            PackageError::Io { source, .. }
-                if source.kind() == std::io::ErrorKind::StorageFull =>
-            {
+            PackageError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
                 Some(
                     "the disk holding the output directory is full: free space on it, or build \
                      into another disk with `--out-dir`"

@@ -260,7 +260,12 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        let live_name = live.path().file_name().unwrap().to_string_lossy().into_owned();
+        let live_name = live
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert_eq!(left, [live_name.as_str(), "torch-cpu", "torch-noarch"]);
     }
 

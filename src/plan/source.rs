@@ -108,7 +108,9 @@ pub fn python_files(project: &Project) -> Result<Vec<(PathBuf, PathBuf)>, PlanEr
             let source = match e.into_io_error() {
                 Some(io) => io,
                 // walkdir's only other error: a link back to a directory above it.
-                None => std::io::Error::other("a symbolic link here leads back to a parent directory"),
+                None => {
+                    std::io::Error::other("a symbolic link here leads back to a parent directory")
+                }
             };
             PlanError::PythonUnreadable { path, source }
         })?;
@@ -123,8 +125,8 @@ pub fn python_files(project: &Project) -> Result<Vec<(PathBuf, PathBuf)>, PlanEr
             check_link_inside(path, &project.root)?;
         }
         // With links followed, the type is the target's.
-        if let Some(kind) = crate::files::kind_of(entry.file_type())
-            .filter(|_| !entry.file_type().is_dir())
+        if let Some(kind) =
+            crate::files::kind_of(entry.file_type()).filter(|_| !entry.file_type().is_dir())
         {
             return Err(PlanError::PythonNotRegular {
                 path: path.to_path_buf(),
