@@ -355,3 +355,43 @@ fn a_full_disk_while_packaging_names_the_destination_that_failed() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn a_build_sweeps_what_a_killed_build_left_and_puts_back_a_variant_it_moved_aside() {
+    let project = fixture("silu-noarch");
+    let root = project.path();
+    let out = build(root, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let build_dir = root.join("build");
+    // A build killed between the two renames of the fallback swap (pid 99999999 is above the
+    // kernel's pid_max: gone): `torch-cpu` sits in `.old-*`, its stage and a temporary object
+    // are left. pid 1 is alive: its temporary is not ours to remove.
+    std::fs::create_dir(build_dir.join(".old-99999999-Ab12Cd")).unwrap();
+    std::fs::rename(
+        build_dir.join("torch-cpu"),
+        build_dir.join(".old-99999999-Ab12Cd/torch-cpu"),
+    )
+    .unwrap();
+    std::fs::create_dir(build_dir.join(".stage-99999999-torch-cpu-Zz9")).unwrap();
+    let obj = build_dir.join(".kbuild/torch-cpu/obj");
+    std::fs::create_dir_all(&obj).unwrap();
+    std::fs::write(obj.join(".tmp-99999999-relu.cpp.o"), "partial").unwrap();
+    std::fs::write(obj.join(".tmp-1-relu.cpp.o"), "live").unwrap();
+
+    let out = build(root, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("torch-cpu`, which a killed build had moved aside"),
+        "{}",
+        stderr(&out)
+    );
+    kbuild::package::BuiltVariant::read(&build_dir.join("torch-cpu")).unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(&build_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".kbuild", "torch-cpu", "torch-cuda"]);
+    assert!(!obj.join(".tmp-99999999-relu.cpp.o").exists());
+    assert!(obj.join(".tmp-1-relu.cpp.o").exists());
+}
