@@ -7,7 +7,8 @@
 //! RNG seed, and `KBUILD_FUZZ_SEEDS` a directory whose `*/build.toml` files join the seeds
 //! (e.g. `/work/corpus/kernels-community`). A long run:
 //! `KBUILD_FUZZ_ITERS=1000000 cargo test --release --test config_fuzz -- --nocapture`.
-//! A panicking input is written to `target/config-fuzz-crash-<n>.toml`.
+//! A panicking input is written to `target/config-fuzz-crash-<n>.toml`, a slow one to
+//! `target/config-fuzz-slow-<n>.toml`.
 
 mod support;
 
@@ -301,7 +302,11 @@ fn mutated_build_toml_never_panics_or_hangs() {
             );
         };
         let took = one.elapsed();
-        assert!(took < limit, "input {n} took {took:?}:\n{text}");
+        if took >= limit {
+            let path = support::repo().join(format!("target/config-fuzz-slow-{n}.toml"));
+            std::fs::write(&path, &text).unwrap();
+            panic!("input {n} took {took:?}; written to {}", path.display());
+        }
         slowest = slowest.max(took);
         // Mutants that got past the TOML syntax are kept more often: mutating them reaches
         // the schema and the validators.
