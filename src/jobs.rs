@@ -1,5 +1,6 @@
 //! Units of work run in parallel under one budget: at most `jobs` at a time, and on the first
-//! failure the running siblings are cancelled (their process trees killed) and nothing new starts.
+//! failure (or SIGINT/SIGTERM, see `process::catch_interrupts`) the running siblings are
+//! cancelled (their process trees killed) and nothing new starts.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -79,7 +80,9 @@ impl<E> From<E> for JobError<E> {
 /// Run `work` for every unit, at most `jobs` at a time, reporting each unit's start and end.
 ///
 /// On the first failure the shared `Cancel` fires: running commands are killed, no new unit
-/// starts, and that first error is returned. Outcomes come back in the order of `units`.
+/// starts, and that first error is returned. After SIGINT/SIGTERM the `Cancel` reads as fired
+/// too: units stop, and the caller asks `process::interrupted` why. Outcomes come back in the
+/// order of `units`; a unit that never ran counts as `Failed`.
 pub fn run_jobs<T, E, F>(
     units: &[T],
     jobs: usize,

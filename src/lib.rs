@@ -1,7 +1,7 @@
 //! kbuild: build GPU kernels for the Hugging Face Kernel Hub and publish them.
 //!
 //! The modules follow the pipeline: config → toolchain → plan → compile → link → package →
-//! publish, and `build` runs the stages in order. `process` starts every external program,
+//! publish, and `build` runs the stages in order. `process` starts every external program, `files` reads the project's files,
 //! `jobs` runs units of work in parallel, `report` is the one output seam, and `commands` turns
 //! resolved settings into one library call each. See ARCHITECTURE.md.
 
@@ -13,6 +13,7 @@ pub mod config;
 pub mod deps;
 pub mod develop;
 pub mod error;
+pub mod files;
 pub mod hint;
 pub mod jobs;
 pub mod link;

@@ -25,7 +25,11 @@ fn main() -> ExitCode {
             if let Some(hint) = err.hint() {
                 eprintln!("  hint: {hint}");
             }
-            ExitCode::FAILURE
+            // Whatever stage noticed it, a build stopped by a signal exits as killed by it.
+            match kbuild::process::interrupted() {
+                Some(signal) => ExitCode::from(signal.exit_code()),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

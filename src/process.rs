@@ -2,6 +2,10 @@
 //! run to completion with its output captured, optionally cancelled (killing the whole process
 //! tree), and a failure (`CommandFailure`) that names the command and how it ended.
 //!
+//! While a [`InterruptGuard`] lives, SIGINT and SIGTERM do not kill kbuild at once: they cancel
+//! every running command (as a failed sibling job does), so the compilers' process trees are
+//! killed and their temporary outputs removed before kbuild exits with 128 + the signal.
+//!
 //! A leaf module: it imports nothing from the crate, so every stage can use it.
 
 use std::ffi::{OsStr, OsString};
@@ -9,7 +13,7 @@ use std::fmt;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -124,6 +128,12 @@ pub enum CommandFailure {
     /// Stopped by us because a sibling job failed.
     #[error("`{command}` was stopped because another job failed")]
     Cancelled { command: String },
+    /// Stopped by us because kbuild was interrupted.
+    #[error("`{command}` was stopped: {interrupted}")]
+    Interrupted {
+        command: String,
+        interrupted: Interrupted,
+    },
 }
 
 impl CommandFailure {
@@ -194,8 +204,104 @@ impl Cancel {
     pub fn cancel(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
+    /// Cancelled by a sibling's failure or by SIGINT/SIGTERM (see [`InterruptGuard`]).
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.load(Ordering::SeqCst) || interrupted().is_some()
+    }
+}
+
+/// The signal that interrupted kbuild; 0 while none has.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+/// kbuild was asked to stop by a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("interrupted by {}", signal_name(*signal))]
+pub struct Interrupted {
+    pub signal: i32,
+}
+
+impl Interrupted {
+    /// What a shell reports for a process killed by this signal: 128 + its number.
+    pub fn exit_code(&self) -> u8 {
+        (128 + self.signal).clamp(0, 255) as u8
+    }
+}
+
+fn signal_name(signal: i32) -> String {
+    match signal {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// The signal caught while an [`InterruptGuard`] was in place, if any.
+pub fn interrupted() -> Option<Interrupted> {
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        0 => None,
+        signal => Some(Interrupted { signal }),
+    }
+}
+
+/// `Err` once a signal was caught: where a stage checks between steps.
+pub fn check_interrupted() -> Result<(), Interrupted> {
+    interrupted().map_or(Ok(()), Err)
+}
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    // Only async-signal-safe work here: an atomic store, and for a second signal (the user
+    // insisting) the default action, which kills kbuild at once.
+    if INTERRUPTED.swap(signal, Ordering::SeqCst) != 0 {
+        // SAFETY: signal(2) and raise(3) are async-signal-safe.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+}
+
+const CAUGHT: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+
+/// SIGINT and SIGTERM handled by cancelling (see the module docs) while this lives; the
+/// previous handlers come back on drop.
+pub struct InterruptGuard {
+    previous: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+/// Catch SIGINT and SIGTERM until the guard is dropped.
+pub fn catch_interrupts() -> InterruptGuard {
+    let mut previous = Vec::new();
+    for signal in CAUGHT {
+        // SAFETY: sigaction structs are plain data, zeroed is a valid start; the handler only
+        // touches an atomic. No SA_RESTART: a blocking call returns EINTR and the caller sees
+        // the cancel sooner.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, &action, &mut old) == 0 {
+                // A signal ignored on entry (`nohup`, a background job of a script) stays
+                // ignored: whoever started kbuild chose that.
+                if old.sa_sigaction == libc::SIG_IGN {
+                    libc::sigaction(signal, &old, std::ptr::null_mut());
+                } else {
+                    previous.push((signal, old));
+                }
+            }
+        }
+    }
+    InterruptGuard { previous }
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        for (signal, old) in &self.previous {
+            // SAFETY: restores an action sigaction returned earlier.
+            unsafe {
+                libc::sigaction(*signal, old, std::ptr::null_mut());
+            }
+        }
     }
 }
 
@@ -234,8 +340,14 @@ pub fn run_cancellable(spec: &CommandSpec, cancel: &Cancel) -> Result<Output, Co
             stdout,
             stderr,
         }),
-        None => Err(CommandFailure::Cancelled {
-            command: spec.to_string(),
+        None => Err(match interrupted() {
+            Some(interrupted) => CommandFailure::Interrupted {
+                command: spec.to_string(),
+                interrupted,
+            },
+            None => CommandFailure::Cancelled {
+                command: spec.to_string(),
+            },
         }),
     }
 }

@@ -1,9 +1,12 @@
-//! The lock that keeps two builds from writing the same output directory.
+//! The lock that keeps two builds from writing the same output directory, and the sweep of
+//! what killed builds left there, which only the lock's holder may do.
 
 use std::fs::File;
 use std::path::Path;
 
 use super::BuildError;
+use crate::files::is_stale_temp;
+use crate::package::{self, Swept};
 use crate::report::Reporter;
 
 /// Exclusive right to write an output directory; released on drop.
@@ -43,5 +46,38 @@ impl BuildLock {
             Err(std::fs::TryLockError::Error(e)) => return Err(failed("lock", &path)(e)),
         }
         Ok(BuildLock { _file: file })
+    }
+}
+
+impl BuildLock {
+    /// Remove the temporaries of dead builds: staging and moved-aside variant directories in
+    /// `out_dir` (a variant a killed build moved aside and never replaced is put back), and
+    /// `.tmp-<pid>-*` files (objects, depfiles, cache entries, headers) under `work_dir`.
+    /// Those of live processes are left alone. Says what it did with `-v`.
+    pub fn sweep(&self, out_dir: &Path, work_dir: &Path, reporter: &dyn Reporter) {
+        for swept in package::sweep_stale(out_dir) {
+            match swept {
+                Swept::Removed(path) => reporter.verbose(&format!(
+                    "removed `{}`, left by a killed build",
+                    path.display()
+                )),
+                Swept::Restored(path) => reporter.warn(&format!(
+                    "restored `{}`, which a killed build had moved aside",
+                    path.display()
+                )),
+            }
+        }
+        let stale = walkdir::WalkDir::new(work_dir)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file() && is_stale_temp(e.file_name(), "tmp"));
+        for entry in stale {
+            if std::fs::remove_file(entry.path()).is_ok() {
+                reporter.verbose(&format!(
+                    "removed `{}`, left by a killed build",
+                    entry.path().display()
+                ));
+            }
+        }
     }
 }

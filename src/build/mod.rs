@@ -5,6 +5,7 @@
 //! build for several toolchains (one per torch) makes one plan per toolchain and executes them
 //! together: their compile jobs share one runner and one budget.
 
+mod checks;
 mod discover;
 mod lock;
 
@@ -24,6 +25,7 @@ use crate::jobs::JobBudget;
 use crate::link::{self, LinkError};
 use crate::package::{self, GitStatus, Installed, PackageError};
 use crate::plan::{self, BuildPlan, PlanError, PlanSettings, Skipped};
+use crate::process::{Interrupted, catch_interrupts, check_interrupted};
 use crate::report::Reporter;
 use crate::toolchain::{Toolchain, ToolchainError, ToolchainSettings};
 use crate::toolchains::InstallError;
@@ -89,6 +91,24 @@ pub enum BuildError {
     /// Two toolchains would write the same variant.
     #[error("two toolchains both build variant `{name}`")]
     DuplicateVariant { name: String },
+    /// `--out-dir` inside a directory the build reads.
+    #[error(
+        "the output directory `{}` is inside `{}`, {what}",
+        out_dir.display(),
+        dir.display()
+    )]
+    OutDirInSources {
+        out_dir: PathBuf,
+        /// Relative to the project root.
+        dir: PathBuf,
+        what: &'static str,
+    },
+    /// A path compilers write into dependency files, which kbuild reads as UTF-8 text.
+    #[error("the {what} path `{}` is not valid UTF-8", path.display())]
+    NonUtf8Path { what: &'static str, path: PathBuf },
+    /// SIGINT/SIGTERM stopped the build between two steps.
+    #[error("the build stopped: {0}")]
+    Interrupted(Interrupted),
     /// The output directory's lock could not be taken.
     #[error("cannot {action} `{}`", path.display())]
     Lock {
@@ -123,6 +143,19 @@ impl Hint for BuildError {
                  clashing backend with `--backend`"
                     .into(),
             ),
+            BuildError::OutDirInSources { .. } => Some(
+                "pass an `--out-dir` outside the project's sources and Python package (or leave \
+                 it out for `build/`): builds there would be copied into every new variant"
+                    .into(),
+            ),
+            BuildError::NonUtf8Path { .. } => Some(
+                "rename the directory (or move the project) to a UTF-8 path: kbuild reads the \
+                 compilers' dependency files, which hold these paths, as UTF-8 text"
+                    .into(),
+            ),
+            BuildError::Interrupted(_) => Some(
+                "run the build again to finish it: variants in place are whole, old or new".into(),
+            ),
             BuildError::Lock { .. } => Some(
                 "check that the output directory (`--out-dir`) can be created and written".into(),
             ),
@@ -150,6 +183,13 @@ from_stage! {
     Link => LinkError,
     Package => PackageError,
     Toolchains => InstallError,
+}
+
+// Not `#[from]`: that would also make the signal the error's source, said twice.
+impl From<Interrupted> for BuildError {
+    fn from(signal: Interrupted) -> Self {
+        BuildError::Interrupted(signal)
+    }
 }
 
 /// One variant a build wrote (or found unchanged).
@@ -213,6 +253,7 @@ impl<'r> Builder<'r> {
             Some(dir) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
             None => project.root.join("build"),
         };
+        checks::check_paths(project, &out_dir)?;
         let settings = PlanSettings {
             out_dir,
             backends: self.settings.backends.clone(),
@@ -298,7 +339,11 @@ impl<'r> Builder<'r> {
                 seconds: started.elapsed().as_secs_f64(),
             });
         };
-        let _lock = BuildLock::acquire(&first.out_dir, reporter)?;
+        let lock = BuildLock::acquire(&first.out_dir, reporter)?;
+        // From here on a signal cancels the running compilers (the runner kills their process
+        // trees and removes their temporary objects) instead of orphaning them.
+        let _signals = catch_interrupts();
+        lock.sweep(&first.out_dir, &first.work_dir, reporter);
         let mut fetched: Vec<&deps::Fetch> = Vec::new();
         for fetch in plans.iter().flat_map(|p| &p.fetches) {
             if fetched.iter().all(|f| f.into != fetch.into) {
@@ -336,9 +381,11 @@ impl<'r> Builder<'r> {
                 dirty: plan.source.dirty,
             });
             for variant in &plan.variants {
+                check_interrupted()?;
                 if let Some(job) = &variant.link {
                     link::link(job, &format!("{}.abi3.so", variant.id), reporter)?;
                 }
+                check_interrupted()?;
                 let metadata = package::metadata_for(project, variant, kernel_git.clone());
                 let install = package::install_variant(variant, &plan.out_dir, metadata)?;
                 let written = install.outcome == Installed::Written;

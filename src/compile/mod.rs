@@ -16,7 +16,8 @@ use crate::hint::Hint;
 use crate::jobs::{JobError, Unit, run_jobs};
 use crate::plan::{CompileJob, Lang};
 use crate::process::{
-    Cancel, CommandFailure, CommandSpec, describe_status, diagnostics, on_new_line, run_cancellable,
+    Cancel, CommandFailure, CommandSpec, Interrupted, check_interrupted, describe_status,
+    diagnostics, on_new_line, run_cancellable,
 };
 use crate::report::{Reporter, UnitOutcome};
 use cache::{Cache, Freshness};
@@ -69,6 +70,12 @@ pub enum CompileError {
         path: PathBuf,
         message: String,
     },
+    /// A file the unit depends on has a path that is not UTF-8 (shown lossily).
+    #[error("compiling `{label}`: the dependency `{name}` has a path that is not valid UTF-8")]
+    NonUtf8Dependency { label: String, name: String },
+    /// SIGINT/SIGTERM stopped the compilers.
+    #[error("compiling stopped: {0}")]
+    Interrupted(Interrupted),
     /// Writing an object or a cache entry failed.
     #[error("cannot write `{}`", path.display())]
     Io {
@@ -102,8 +109,15 @@ impl CompileError {
                 command,
                 status,
             },
-            CommandFailure::Cancelled { .. } => return None,
+            CommandFailure::Cancelled { .. } | CommandFailure::Interrupted { .. } => return None,
         })
+    }
+}
+
+// Not `#[from]`: that would also make the signal the error's source, said twice.
+impl From<Interrupted> for CompileError {
+    fn from(signal: Interrupted) -> Self {
+        CompileError::Interrupted(signal)
     }
 }
 
@@ -133,6 +147,14 @@ impl Hint for CompileError {
                  nvcc or a gcc-compatible C++ compiler"
                     .to_string()
             }
+            CompileError::NonUtf8Dependency { .. } => {
+                "rename the directory or file to a UTF-8 name: kbuild reads the compiler's \
+                 dependency file, which holds every header path, as UTF-8 text"
+                    .to_string()
+            }
+            CompileError::Interrupted(_) => {
+                "run the build again to finish it: objects compiled so far are kept".to_string()
+            }
             CompileError::Io { .. } => {
                 "check free disk space and permissions of the build directory".to_string()
             }
@@ -149,9 +171,13 @@ pub fn compile_all(
     reporter: &dyn Reporter,
 ) -> Result<CompileSummary, CompileError> {
     let cache = Cache::new(&settings.cache_dir);
-    let outcomes = run_jobs(jobs, settings.jobs, reporter, |job, cancel| {
+    let result = run_jobs(jobs, settings.jobs, reporter, |job, cancel| {
         compile_one(job, &cache, settings.launcher.as_deref(), reporter, cancel)
-    })?;
+    });
+    // Checked first: a compiler that the terminal's Ctrl-C reached before kbuild noticed it
+    // fails too, and that failure is not the news.
+    check_interrupted()?;
+    let outcomes = result?;
     let mut summary = CompileSummary::default();
     for (job, outcome) in jobs.iter().zip(outcomes) {
         match outcome {
@@ -270,7 +296,19 @@ fn dependencies(
             message,
         })
     };
-    let text = std::fs::read_to_string(depfile).map_err(|e| depfile_error(e.to_string()))?;
+    let bytes = std::fs::read(depfile).map_err(|e| depfile_error(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let lossy = String::from_utf8_lossy(e.as_bytes());
+        let name = lossy
+            .split_whitespace()
+            .find(|w| w.contains('\u{FFFD}'))
+            .unwrap_or_default()
+            .to_string();
+        JobError::Failed(CompileError::NonUtf8Dependency {
+            label: job.label.clone(),
+            name,
+        })
+    })?;
     let listed = parse_depfile(&text).map_err(depfile_error)?;
     let base = match cwd {
         Some(dir) => dir.to_path_buf(),
@@ -299,8 +337,8 @@ impl TempOutputs {
         let tmp = |p: &Path| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
             p.with_file_name(format!(
-                ".tmp-{}-{}",
-                std::process::id(),
+                "{}{}",
+                crate::files::temp_prefix("tmp"),
                 name.unwrap_or_default()
             ))
         };

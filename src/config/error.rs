@@ -77,6 +77,10 @@ impl Hint for ConfigError {
             }
             ConfigError::Read { source, .. } => Some(match source.kind() {
                 std::io::ErrorKind::InvalidData => "build.toml must be UTF-8 text".to_string(),
+                std::io::ErrorKind::InvalidInput | std::io::ErrorKind::FileTooLarge => {
+                    "build.toml must be a regular file (or a link to one) of at most 1 MiB"
+                        .to_string()
+                }
                 _ => "check the file's permissions".to_string(),
             }),
             ConfigError::Invalid { hint, .. } => hint.clone(),

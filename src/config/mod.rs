@@ -61,11 +61,15 @@ use std::path::{Path, PathBuf};
 
 use error::Source;
 
-/// Read and validate `<project_dir>/build.toml`.
+/// The largest build.toml kbuild reads: HF's biggest are a few KiB, and the cap keeps a link to
+/// `/dev/zero` or a runaway generated file from filling memory.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+/// Read and validate `<project_dir>/build.toml` (a regular file of at most 1 MiB).
 pub fn load(project_dir: &Path) -> Result<Project, ConfigError> {
     let manifest = project_dir.join("build.toml");
-    let text = match std::fs::read_to_string(&manifest) {
-        Ok(t) => t,
+    let bytes = match crate::files::read_regular(&manifest, MAX_MANIFEST_BYTES) {
+        Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(ConfigError::NotFound {
                 dir: project_dir.to_path_buf(),
@@ -78,6 +82,10 @@ pub fn load(project_dir: &Path) -> Result<Project, ConfigError> {
             });
         }
     };
+    let text = String::from_utf8(bytes).map_err(|e| ConfigError::Read {
+        path: manifest.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })?;
     parse_with(&text, &manifest, project_dir)
 }
 

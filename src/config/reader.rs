@@ -241,8 +241,9 @@ impl<'a, 'i> Table<'a, 'i> {
             return Ok(None);
         };
         let mut kept: Vec<Sp<String>> = Vec::with_capacity(list.v.len());
+        let mut seen = std::collections::HashSet::with_capacity(list.v.len());
         for item in list.v {
-            if kept.iter().any(|x| x.v == item.v) {
+            if !seen.insert(item.v.clone()) {
                 self.warn_duplicate(&item, spec, what);
             } else {
                 kept.push(item);
@@ -272,8 +273,9 @@ impl<'a, 'i> Table<'a, 'i> {
     ) -> Result<Option<Sp<Vec<Sp<String>>>>, ConfigError> {
         let list = self.strings(spec)?;
         if let Some(list) = &list {
-            for (i, item) in list.v.iter().enumerate() {
-                if list.v[..i].iter().any(|x| x.v == item.v) {
+            let mut seen = std::collections::HashSet::with_capacity(list.v.len());
+            for item in &list.v {
+                if !seen.insert(item.v.as_str()) {
                     return Err(self.src.error(
                         &item.span,
                         ErrorKind::Duplicate,

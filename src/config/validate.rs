@@ -141,6 +141,16 @@ fn check_path(
         }
     };
     match p.kind {
+        PathKind::Source if !meta.is_dir() && !meta.is_file() => {
+            let kind = crate::files::kind_of(meta.file_type()).unwrap_or("special file");
+            return Err(src.error(
+                span,
+                ErrorKind::Path,
+                format!("source `{}` is a {kind}, not a regular file", p.written.v),
+                "kbuild compiles and hashes regular files only: replace it with the file itself"
+                    .to_string(),
+            ));
+        }
         PathKind::Source if meta.is_dir() => {
             return Err(src.error(
                 span,

@@ -14,13 +14,6 @@ pub enum PackageError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot copy `{}` to `{}`", from.display(), to.display())]
-    Copy {
-        from: PathBuf,
-        to: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("template `{name}` failed to render")]
     Template {
         name: String,
@@ -68,14 +61,16 @@ pub enum PackageError {
 impl Hint for PackageError {
     fn hint(&self) -> Option<String> {
         match self {
+            PackageError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+                Some(
+                    "the disk holding the output directory is full: free space on it, or build \
+                     into another disk with `--out-dir`"
+                        .into(),
+                )
+            }
             PackageError::Io { .. } => {
                 Some("check permissions and free space of the output directory".into())
             }
-            PackageError::Copy { .. } => Some(
-                "check that the source file exists and is readable, and that the output \
-                 directory has free space"
-                    .into(),
-            ),
             PackageError::WheelUnsupported { .. } => Some(
                 "publish this variant to the Hub instead (`kbuild publish`), or load it with \
                  `kernels.get_local_kernel`"
@@ -86,7 +81,8 @@ impl Hint for PackageError {
             }
             PackageError::Template { .. } => Some("this is a kbuild bug: please report it".into()),
             PackageError::Read { .. } => Some(
-                "check the build directory's permissions, or rebuild it with `kbuild build`".into(),
+                "check the file's permissions; a file under `build/` is rebuilt by `kbuild build`"
+                    .into(),
             ),
             PackageError::Tree(e) => e.hint(),
             PackageError::Metadata { .. } | PackageError::Namespace { .. } => Some(

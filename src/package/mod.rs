@@ -20,7 +20,7 @@ pub use metadata::{
     BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, KernelDependencyEntry,
     Metadata, Provenance,
 };
-pub use stage::{Stage, write_if_changed};
+pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
 pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};
 pub use wheel::{Wheel, write_wheel};
 

@@ -1,11 +1,15 @@
-//! Staging: a variant is written to a temp dir beside its target and renamed into place (the
-//! build holds the output directory's lock meanwhile, see `build::BuildLock`).
+//! Staging: a variant is written to a temp dir beside its target and swapped into place (the
+//! build holds the output directory's lock meanwhile, see `build::BuildLock`). Temporaries
+//! carry the writer's pid (`.stage-<pid>-…`, `.old-<pid>-…`, `.tmp-<pid>-…`) so that
+//! [`sweep_stale`] can clear what a killed build left behind.
 
+use std::io;
 use std::path::{Path, PathBuf};
 
 use super::error::PackageError;
+use crate::files::{is_stale_temp, temp_prefix};
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PackageError + '_ {
+fn io(path: &Path) -> impl FnOnce(io::Error) -> PackageError + '_ {
     move |source| PackageError::Io {
         path: path.to_path_buf(),
         source,
@@ -19,7 +23,7 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// Create `<parent>/.stage-<name>-XXXX` on the same filesystem as `target`.
+    /// Create `<parent>/.stage-<pid>-<name>-XXXX` on the same filesystem as `target`.
     pub fn new(target: &Path) -> Result<Self, PackageError> {
         let parent = target.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(io(parent))?;
@@ -28,7 +32,7 @@ impl Stage {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let dir = tempfile::Builder::new()
-            .prefix(&format!(".stage-{name}-"))
+            .prefix(&format!("{}{name}-", temp_prefix("stage")))
             .tempdir_in(parent)
             .map_err(io(parent))?;
         Ok(Stage {
@@ -42,35 +46,127 @@ impl Stage {
         self.dir.path()
     }
 
-    /// Replace the target with the staged directory. The previous target is moved aside first
-    /// and restored if the final rename fails, so the target is never half-written.
+    /// Replace the target with the staged directory. Where the filesystem can, the two are
+    /// exchanged in one step (`renameat2` with `RENAME_EXCHANGE`), so that at every instant
+    /// the target is the old variant or the new one; elsewhere the old one is moved aside
+    /// first, and a kill between the two renames leaves it in `.old-<pid>-…/<name>`, from where
+    /// [`sweep_stale`] puts it back.
     pub fn commit(self) -> Result<(), PackageError> {
         let staged = self.dir.keep();
-        let old = if self.target.exists() {
-            let parent = self.target.parent().unwrap_or(Path::new("."));
-            let aside = tempfile::Builder::new()
-                .prefix(".old-")
-                .tempdir_in(parent)
-                .map_err(io(parent))?
-                .keep();
-            let old = aside.join("variant");
-            std::fs::rename(&self.target, &old).map_err(io(&self.target))?;
-            Some((aside, old))
-        } else {
-            None
-        };
-        if let Err(e) = std::fs::rename(&staged, &self.target) {
-            if let Some((_, old)) = &old {
-                let _ = std::fs::rename(old, &self.target);
+        let result = match exchange(&staged, &self.target) {
+            // `staged` now holds the previous variant.
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !self.target.exists() => {
+                std::fs::rename(&staged, &self.target)
             }
-            let _ = std::fs::remove_dir_all(&staged);
-            return Err(io(&self.target)(e));
-        }
-        if let Some((aside, _)) = old {
-            let _ = std::fs::remove_dir_all(aside);
-        }
-        Ok(())
+            Err(e) if exchange_unsupported(&e) => swap_with_renames(&staged, &self.target),
+            Err(e) => Err(e),
+        };
+        // Either the previous variant or the unused stage; a failure here only leaves a
+        // directory the next build sweeps.
+        let _ = std::fs::remove_dir_all(&staged);
+        result.map_err(io(&self.target))
     }
+}
+
+/// Swap two paths atomically.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    };
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: both are valid NUL-terminated paths that outlive the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_: &Path, _: &Path) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+/// The kernel or the filesystem (some network and FUSE ones) has no `RENAME_EXCHANGE`.
+fn exchange_unsupported(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Unsupported
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
+        )
+}
+
+/// Two renames: the target aside into `.old-<pid>-XXXX/<name>`, the stage into place; the old
+/// one is put back if the second fails. On return `staged` holds the previous variant (or is
+/// gone), like after an exchange.
+fn swap_with_renames(staged: &Path, target: &Path) -> io::Result<()> {
+    let parent = target.parent().unwrap_or(Path::new("."));
+    let aside = tempfile::Builder::new()
+        .prefix(&temp_prefix("old"))
+        .tempdir_in(parent)?
+        .keep();
+    let old = aside.join(target.file_name().unwrap_or_default());
+    std::fs::rename(target, &old)?;
+    if let Err(e) = std::fs::rename(staged, target) {
+        let _ = std::fs::rename(&old, target);
+        let _ = std::fs::remove_dir_all(&aside);
+        return Err(e);
+    }
+    let _ = std::fs::rename(&old, staged);
+    let _ = std::fs::remove_dir_all(&aside);
+    Ok(())
+}
+
+/// What [`sweep_stale`] did with one leftover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Swept {
+    /// A temporary of a dead build, removed.
+    Removed(PathBuf),
+    /// A variant a killed build had moved aside, put back in place (it was missing).
+    Restored(PathBuf),
+}
+
+/// Clear what killed builds left in `out_dir`: a variant moved aside and never replaced goes
+/// back to its place; `.stage-*` and `.old-*` directories of dead processes are removed. Call
+/// it only under the output directory's lock. Best effort: what cannot be removed stays.
+pub fn sweep_stale(out_dir: &Path) -> Vec<Swept> {
+    let mut done = Vec::new();
+    let Ok(entries) = std::fs::read_dir(out_dir) else {
+        return done;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let old = is_stale_temp(&name, "old");
+        if !(old || is_stale_temp(&name, "stage")) {
+            continue;
+        }
+        let path = entry.path();
+        if old {
+            for moved in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                let home = out_dir.join(moved.file_name());
+                if !home.exists() && std::fs::rename(moved.path(), &home).is_ok() {
+                    done.push(Swept::Restored(home));
+                }
+            }
+        }
+        if std::fs::remove_dir_all(&path).is_ok() {
+            done.push(Swept::Removed(path));
+        }
+    }
+    done
 }
 
 /// Write `contents` to `path` only when it differs, through a temp file and a rename.
@@ -80,7 +176,10 @@ pub fn write_if_changed(path: &Path, contents: &[u8]) -> Result<bool, PackageErr
     }
     let parent = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(io(parent))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(parent).map_err(io(parent))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&temp_prefix("tmp"))
+        .tempfile_in(parent)
+        .map_err(io(parent))?;
     std::io::Write::write_all(&mut tmp, contents).map_err(io(path))?;
     tmp.persist(path).map_err(|e| io(path)(e.error))?;
     Ok(true)
@@ -123,5 +222,64 @@ mod tests {
             "old"
         );
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn the_fallback_swap_replaces_the_variant_and_leaves_the_old_one_in_the_stage() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("variant");
+        let staged = tmp.path().join("staged");
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join("old.txt"), "old").unwrap();
+        std::fs::create_dir_all(&staged).unwrap();
+        std::fs::write(staged.join("new.txt"), "new").unwrap();
+        swap_with_renames(&staged, &target).unwrap();
+        assert!(target.join("new.txt").exists());
+        assert!(staged.join("old.txt").exists());
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn sweeping_puts_back_a_variant_a_killed_build_moved_aside_and_removes_dead_stages() {
+        let out = tempfile::tempdir().unwrap();
+        // A build killed between the two renames: `torch-cpu` sits in `.old-*`, its stage
+        // is left too. 99999999 is above the kernel's pid_max: that process is gone.
+        let aside = out.path().join(".old-99999999-Ab12Cd/torch-cpu");
+        std::fs::create_dir_all(&aside).unwrap();
+        std::fs::write(aside.join("metadata.json"), "{}").unwrap();
+        std::fs::create_dir_all(out.path().join(".stage-99999999-torch-cpu-Zz9")).unwrap();
+        // A live build's stage (this process) and a variant are left alone.
+        let live = Stage::new(&out.path().join("torch-cuda")).unwrap();
+        std::fs::create_dir_all(out.path().join("torch-noarch")).unwrap();
+
+        let swept = sweep_stale(out.path());
+        assert!(swept.contains(&Swept::Restored(out.path().join("torch-cpu"))));
+        assert!(out.path().join("torch-cpu/metadata.json").exists());
+        let mut left: Vec<String> = std::fs::read_dir(out.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let live_name = live
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(left, [live_name.as_str(), "torch-cpu", "torch-noarch"]);
+    }
+
+    #[test]
+    fn a_variant_moved_aside_stays_aside_when_a_newer_one_is_in_place() {
+        let out = tempfile::tempdir().unwrap();
+        let aside = out.path().join(".old-99999999-Ab12Cd/torch-cpu");
+        std::fs::create_dir_all(&aside).unwrap();
+        std::fs::write(aside.join("stale.txt"), "").unwrap();
+        std::fs::create_dir_all(out.path().join("torch-cpu")).unwrap();
+        std::fs::write(out.path().join("torch-cpu/new.txt"), "").unwrap();
+        sweep_stale(out.path());
+        assert!(out.path().join("torch-cpu/new.txt").exists());
+        assert!(!out.path().join("torch-cpu/stale.txt").exists());
+        assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 1);
     }
 }

@@ -241,11 +241,7 @@ pub fn install_variant(
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent).map_err(io(parent))?;
         }
-        std::fs::copy(src, &dest).map_err(|source| PackageError::Copy {
-            from: src.clone(),
-            to: dest.clone(),
-            source,
-        })?;
+        copy_file(src, &dest)?;
     }
     let ops_path = root.join("_ops.py");
     std::fs::write(&ops_path, ops_py(variant)?).map_err(io(&ops_path))?;
@@ -253,11 +249,7 @@ pub fn install_variant(
     std::fs::write(&caps_path, capabilities_py(variant)?).map_err(io(&caps_path))?;
     if let Some(link) = &variant.link {
         let so = root.join(link.output.file_name().unwrap_or_default());
-        std::fs::copy(&link.output, &so).map_err(|source| PackageError::Copy {
-            from: link.output.clone(),
-            to: so.clone(),
-            source,
-        })?;
+        copy_file(&link.output, &so)?;
     }
     let mut files = variant_files(&root)?;
     metadata.digest = Some(VariantDigest::hash(DigestAlgorithm::SHA256, &files.hashed)?);
@@ -281,4 +273,65 @@ pub fn install_variant(
         variant: built,
         outcome: Installed::Written,
     })
+}
+
+/// Copy `from` to the new file `to` (with `from`'s permissions). A failure names the side that
+/// failed: reading the source, or writing the destination (a full disk is the usual cause).
+fn copy_file(from: &Path, to: &Path) -> Result<(), PackageError> {
+    use std::io::{Read as _, Write as _};
+    let read_error = |source| PackageError::Read {
+        path: from.to_path_buf(),
+        source,
+    };
+    let write_error = |source| PackageError::Io {
+        path: to.to_path_buf(),
+        source,
+    };
+    let mut input = crate::files::open_regular(from).map_err(read_error)?;
+    let permissions = input.metadata().map_err(read_error)?.permissions();
+    let mut output = std::fs::File::create(to).map_err(write_error)?;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(read_error(e)),
+        };
+        output.write_all(&buf[..n]).map_err(write_error)?;
+    }
+    // tmpfs and most local filesystems report a full disk at write time; NFS and some others
+    // only when the data is flushed.
+    output.sync_all().map_err(write_error)?;
+    output.set_permissions(permissions).map_err(write_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_while_copying_names_the_destination_not_the_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("__init__.py");
+        std::fs::write(&from, "x = 1\n").unwrap();
+        // Every write to /dev/full fails with ENOSPC, as on a full disk.
+        match copy_file(&from, Path::new("/dev/full")) {
+            Err(PackageError::Io { path, source }) => {
+                assert_eq!(path, Path::new("/dev/full"));
+                assert_eq!(source.kind(), std::io::ErrorKind::StorageFull);
+            }
+            other => panic!("expected a write error naming /dev/full, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_unreadable_source_is_named_as_the_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("gone.py");
+        match copy_file(&missing, &dir.path().join("out.py")) {
+            Err(PackageError::Read { path, .. }) => assert_eq!(path, missing),
+            other => panic!("expected a read error naming the source, got {other:?}"),
+        }
+    }
 }

@@ -57,6 +57,7 @@ pub fn make_plan(
         None => (source.hash.clone(), source.dirty),
     };
     let python_name = project.general.python_name();
+    let python_files = python_files(project)?;
     let mut variants = Vec::new();
     let mut notes = Vec::new();
     for backend in selection.chosen {
@@ -79,7 +80,7 @@ pub fn make_plan(
             obj_dir: vwork.join("obj"),
             compile: Vec::new(),
             link: None,
-            python_files: python_files(project),
+            python_files: python_files.clone(),
         };
         match (&project.framework, &toolchain.torch) {
             (Framework::Torch(bindings), Some(torch)) => notes.extend(fill_compiled_variant(

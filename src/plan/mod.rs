@@ -208,6 +208,22 @@ pub enum PlanError {
         #[source]
         source: std::io::Error,
     },
+    /// A file or directory of the Python package that cannot be read.
+    #[error("cannot read `{}`, which is part of the Python package", path.display())]
+    PythonUnreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A link in the Python package that leads out of the project.
+    #[error("`{}` links to `{}`, outside the project", link.display(), target.display())]
+    PythonLinkOutside { link: PathBuf, target: PathBuf },
+    /// A FIFO, socket or device in the Python package.
+    #[error("`{}` in the Python package is a {kind}, not a regular file", path.display())]
+    PythonNotRegular { path: PathBuf, kind: &'static str },
+    /// A name in the Python package that a Hub repository cannot hold.
+    #[error("`{}` in the Python package has a name that is not valid UTF-8", path.display())]
+    PythonNonUtf8 { path: PathBuf },
 }
 
 impl Hint for PlanError {
@@ -245,7 +261,28 @@ impl Hint for PlanError {
                 "add `cpu` or `cuda` to `backends` in build.toml, or install the missing toolchain"
                     .into()
             }
-            PlanError::Io { .. } => return None,
+            PlanError::Io { source, .. } => match source.kind() {
+                std::io::ErrorKind::InvalidInput => {
+                    "kbuild hashes regular files only: replace it with the file itself".into()
+                }
+                _ => "check the file's permissions".into(),
+            },
+            PlanError::PythonUnreadable { .. } => {
+                "check its permissions (and links): every file under the Python package \
+                 directory is copied into each variant"
+                    .into()
+            }
+            PlanError::PythonLinkOutside { .. } => {
+                "a variant ships files from inside the project only: copy the file into the \
+                 package directory instead of linking to it, or remove the link"
+                    .into()
+            }
+            PlanError::PythonNotRegular { .. } => {
+                "remove it from the package directory: a variant holds regular files only".into()
+            }
+            PlanError::PythonNonUtf8 { .. } => {
+                "rename it: Hub repositories and metadata.json hold UTF-8 paths only".into()
+            }
         })
     }
 }

@@ -41,20 +41,24 @@ pub fn source_identity(project: &Project) -> Result<SourceIdentity, PlanError> {
     if let Framework::Torch(torch) = &project.framework {
         files.extend(torch.src.iter().map(|p| project.root.join(p)));
     }
-    files.extend(python_files(project).into_iter().map(|(src, _)| src));
+    files.extend(python_files(project)?.into_iter().map(|(src, _)| src));
     for file in files {
-        let bytes = std::fs::read(&file).map_err(|source| PlanError::Io {
-            path: file.clone(),
-            source,
-        })?;
         hasher.update(
             file.strip_prefix(&project.root)
                 .unwrap_or(&file)
                 .to_string_lossy()
                 .as_bytes(),
         );
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(&bytes);
+        // The content, then its length: streamed, so a huge file costs time but not memory.
+        let mut content = Sha256::new();
+        let len = crate::files::stream_regular(&file, |block| content.update(block)).map_err(
+            |source| PlanError::Io {
+                path: file.clone(),
+                source,
+            },
+        )?;
+        hasher.update(len.to_le_bytes());
+        hasher.update(content.finalize());
     }
     Ok(SourceIdentity {
         hash: hex::encode(hasher.finalize())[..7].to_string(),
@@ -106,32 +110,85 @@ pub fn shipped_extensions(project: &Project) -> Vec<String> {
 
 /// Files of `torch-ext/<python_name>/` with a shipped extension (see [`shipped_extensions`];
 /// never bytecode), with their place inside the variant.
-pub fn python_files(project: &Project) -> Vec<(PathBuf, PathBuf)> {
+///
+/// A link that stays inside the project is followed and ships its target's content (a file, or
+/// a directory's files under the link's name); a link leading out of the project, a FIFO,
+/// socket or device, a directory that cannot be read and a name that is not UTF-8 are errors
+/// naming the path: leaving any of them out would ship a package that fails on import.
+pub fn python_files(project: &Project) -> Result<Vec<(PathBuf, PathBuf)>, PlanError> {
     let dir = project
         .root
-        .join("torch-ext")
+        .join(project.framework.extension_dir())
         .join(project.general.python_name());
     let suffixes: Vec<String> = shipped_extensions(project)
         .iter()
         .map(|e| format!(".{e}"))
         .collect();
-    let mut files: Vec<(PathBuf, PathBuf)> = walkdir::WalkDir::new(&dir)
+    let is_cache = |e: &walkdir::DirEntry| {
+        e.file_name() == "__pycache__"
+            || (e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "pyc"))
+    };
+    let mut files = Vec::new();
+    let walk = walkdir::WalkDir::new(&dir)
+        .follow_links(true)
         .sort_by_file_name()
         .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .filter(|e| {
-            let name = e.file_name().to_string_lossy();
-            !e.path()
-                .components()
-                .any(|c| c.as_os_str() == "__pycache__")
-                && suffixes.iter().any(|s| name.ends_with(s.as_str()))
-        })
-        .filter_map(|e| {
-            let rel = e.path().strip_prefix(&dir).ok()?.to_path_buf();
-            Some((e.path().to_path_buf(), rel))
-        })
-        .collect();
+        .filter_entry(|e| !is_cache(e));
+    for entry in walk {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(&dir).to_path_buf();
+            let source = match e.into_io_error() {
+                Some(io) => io,
+                // walkdir's only other error: a link back to a directory above it.
+                None => {
+                    std::io::Error::other("a symbolic link here leads back to a parent directory")
+                }
+            };
+            PlanError::PythonUnreadable { path, source }
+        })?;
+        let path = entry.path();
+        let rel = path.strip_prefix(&dir).unwrap_or(path);
+        if rel.to_str().is_none() {
+            return Err(PlanError::PythonNonUtf8 {
+                path: path.to_path_buf(),
+            });
+        }
+        if entry.path_is_symlink() {
+            check_link_inside(path, &project.root)?;
+        }
+        // With links followed, the type is the target's.
+        if let Some(kind) =
+            crate::files::kind_of(entry.file_type()).filter(|_| !entry.file_type().is_dir())
+        {
+            return Err(PlanError::PythonNotRegular {
+                path: path.to_path_buf(),
+                kind,
+            });
+        }
+        let shipped = suffixes
+            .iter()
+            .any(|s| entry.file_name().to_string_lossy().ends_with(s.as_str()));
+        if entry.file_type().is_file() && shipped {
+            files.push((path.to_path_buf(), rel.to_path_buf()));
+        }
+    }
     files.sort();
-    files
+    Ok(files)
+}
+
+/// A link under the Python package must resolve inside the project root (already canonical).
+fn check_link_inside(link: &Path, root: &Path) -> Result<(), PlanError> {
+    let target = link
+        .canonicalize()
+        .map_err(|source| PlanError::PythonUnreadable {
+            path: link.to_path_buf(),
+            source,
+        })?;
+    if !target.starts_with(root) {
+        return Err(PlanError::PythonLinkOutside {
+            link: link.to_path_buf(),
+            target,
+        });
+    }
+    Ok(())
 }

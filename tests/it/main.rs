@@ -2,6 +2,8 @@
 
 mod common;
 
+mod build_faults;
+mod build_interrupt;
 mod build_pipeline;
 mod capabilities_hf;
 mod compile_cache;
@@ -10,6 +12,7 @@ mod compile_real;
 mod compile_runner;
 mod compiler_launcher;
 mod config_bad;
+mod config_fuzz;
 mod config_good;
 mod cutlass_deps;
 mod develop_pytest;

@@ -1,0 +1,202 @@
+//! Reading the project's own files (build.toml, sources, the Python package): regular files
+//! only, opened so that a FIFO cannot block the build and read with a size cap, so that a link
+//! to `/dev/zero` or a FIFO in the sources ends in an error naming the file instead of a hang.
+//!
+//! A leaf module: it imports nothing from the crate. Links are followed (a project may link a
+//! shared header in); whether the target stays inside the project is the caller's check.
+
+use std::fs::{File, FileType};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+use std::path::Path;
+
+/// What a path is, in words, when it is not a regular file: `FIFO`, `directory`, ….
+pub fn kind_of(file_type: FileType) -> Option<&'static str> {
+    Some(if file_type.is_file() {
+        return None;
+    } else if file_type.is_dir() {
+        "directory"
+    } else if file_type.is_symlink() {
+        "symbolic link"
+    } else if file_type.is_fifo() {
+        "FIFO"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_block_device() {
+        "block device"
+    } else if file_type.is_char_device() {
+        "character device"
+    } else {
+        "special file"
+    })
+}
+
+/// Open `path` (following links) for reading, only if it is a regular file. `O_NONBLOCK` keeps
+/// the open of a FIFO from waiting for a writer; the type is then checked on the open file, so
+/// the file checked is the file read.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if let Some(kind) = kind_of(file.metadata()?.file_type()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("it is a {kind}, not a regular file"),
+        ));
+    }
+    Ok(file)
+}
+
+/// The bytes of the regular file `path`, refusing (with `ErrorKind::FileTooLarge`) one that
+/// holds more than `limit` bytes.
+pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    // One byte past the limit tells "exactly at the limit" from "larger".
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("it is larger than {}", human_size(limit)),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `1 MiB`, `64 KiB`, `100 bytes`.
+pub fn human_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// Feed the regular file `path` to `sink` in blocks (no size limit: nothing is kept).
+pub fn stream_regular(path: &Path, mut sink: impl FnMut(&[u8])) -> io::Result<u64> {
+    let mut file = open_regular(path)?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => {
+                sink(&buf[..n]);
+                total += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `.<kind>-<pid>-`: the start of the name of a temporary file or directory this process
+/// writes (`kind` is `tmp`, `stage` or `old`). The pid lets a later build tell leftovers of a
+/// killed build from the files of a live one.
+pub fn temp_prefix(kind: &str) -> String {
+    format!(".{kind}-{}-", std::process::id())
+}
+
+/// Whether `name` is a temporary of `kind` (see [`temp_prefix`]) left by a process that is
+/// gone. A name of the kind without a readable pid counts as stale (kbuild wrote it before
+/// names carried the pid); one of this process or of another live one does not.
+pub fn is_stale_temp(name: &std::ffi::OsStr, kind: &str) -> bool {
+    let Some(rest) = name
+        .to_str()
+        .and_then(|n| n.strip_prefix('.'))
+        .and_then(|n| n.strip_prefix(kind))
+        .and_then(|n| n.strip_prefix('-'))
+    else {
+        return false;
+    };
+    let pid = rest
+        .split_once('-')
+        .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+        .filter(|pid| *pid > 0);
+    match pid {
+        Some(pid) => pid != std::process::id() as libc::pid_t && !process_alive(pid),
+        None => true,
+    }
+}
+
+fn process_alive(pid: libc::pid_t) -> bool {
+    // SAFETY: kill(2) with signal 0 only checks that the process exists; no memory is touched.
+    let rc = unsafe { libc::kill(pid, 0) };
+    // EPERM: it exists but belongs to someone else.
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkfifo(path: &Path) {
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once_instead_of_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        mkfifo(&fifo);
+        let err = read_regular(&fifo, 100).unwrap_err();
+        assert_eq!(err.to_string(), "it is a FIFO, not a regular file");
+    }
+
+    #[test]
+    fn a_link_to_dev_zero_is_refused_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("build.toml");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let err = read_regular(&link, 100).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "it is a character device, not a regular file"
+        );
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_and_one_at_the_limit_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, [7u8; 1024]).unwrap();
+        assert_eq!(read_regular(&path, 1024).unwrap().len(), 1024);
+        let err = read_regular(&path, 1023).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(err.to_string(), "it is larger than 1023 bytes");
+    }
+
+    #[test]
+    fn temporaries_of_dead_processes_are_stale_and_ours_are_not() {
+        use std::ffi::OsStr;
+        let ours = format!("{}x.o", temp_prefix("tmp"));
+        assert!(!is_stale_temp(OsStr::new(&ours), "tmp"));
+        // pid 1 is always alive.
+        assert!(!is_stale_temp(
+            OsStr::new(".stage-1-torch-cpu-abc"),
+            "stage"
+        ));
+        // Above the kernel's pid_max (4194304): no such process.
+        assert!(is_stale_temp(
+            OsStr::new(".stage-99999999-torch-cpu-abc"),
+            "stage"
+        ));
+        assert!(is_stale_temp(OsStr::new(".old-Xy12ab"), "old"));
+        assert!(!is_stale_temp(OsStr::new(".stage-1-x"), "old"));
+        assert!(!is_stale_temp(OsStr::new("torch-cpu"), "stage"));
+    }
+
+    #[test]
+    fn a_link_to_a_regular_file_is_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("real"), "x").unwrap();
+        std::os::unix::fs::symlink("real", dir.path().join("link")).unwrap();
+        assert_eq!(read_regular(&dir.path().join("link"), 10).unwrap(), b"x");
+        let mut seen = Vec::new();
+        let n = stream_regular(&dir.path().join("link"), |b| seen.extend_from_slice(b)).unwrap();
+        assert_eq!((n, seen.as_slice()), (1, b"x".as_slice()));
+    }
+}
