@@ -3,7 +3,6 @@
 //! sources, a full disk. Each must end in an error naming the path, never a hang or a variant
 //! silently missing files.
 
-
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
@@ -235,7 +234,10 @@ fn a_non_utf8_file_name_in_the_package_is_an_error_naming_it() {
 fn a_non_utf8_project_path_is_named_instead_of_blaming_the_compiler() {
     let parent = tempfile::tempdir().unwrap();
     let root = parent.path().join(OsStr::from_bytes(b"proj\xff"));
-    crate::common::kbuild::copy_dir(&crate::common::kbuild::repo().join("tests/fixtures/relu-v5"), &root);
+    crate::common::kbuild::copy_dir(
+        &crate::common::kbuild::repo().join("tests/fixtures/relu-v5"),
+        &root,
+    );
     let out = build(&root, &["--backend", "cpu", "--dry-run"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);

@@ -2,7 +2,6 @@
 //! are killed as on a first failure, their temporary objects removed, and kbuild exits with
 //! 128 + the signal.
 
-
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -10,7 +10,6 @@
 //! A panicking input is written to `target/config-fuzz-crash-<n>.toml`, a slow one to
 //! `target/config-fuzz-slow-<n>.toml`.
 
-
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -293,7 +292,8 @@ fn mutated_build_toml_never_panics_or_hangs() {
         let root = &seeds[seed].1;
         let one = Instant::now();
         let Ok(outcome) = catch_unwind(AssertUnwindSafe(|| exercise(&text, root))) else {
-            let path = crate::common::kbuild::repo().join(format!("target/config-fuzz-crash-{n}.toml"));
+            let path =
+                crate::common::kbuild::repo().join(format!("target/config-fuzz-crash-{n}.toml"));
             std::fs::write(&path, &text).unwrap();
             panic!(
                 "input {n} panicked the reader; written to {}",
@@ -302,7 +302,8 @@ fn mutated_build_toml_never_panics_or_hangs() {
         };
         let took = one.elapsed();
         if took >= limit {
-            let path = crate::common::kbuild::repo().join(format!("target/config-fuzz-slow-{n}.toml"));
+            let path =
+                crate::common::kbuild::repo().join(format!("target/config-fuzz-slow-{n}.toml"));
             std::fs::write(&path, &text).unwrap();
             panic!("input {n} took {took:?}; written to {}", path.display());
         }
