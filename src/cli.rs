@@ -73,6 +73,13 @@ pub enum Command {
     /// links to build/<variant>: later `kbuild build`s are picked up without running develop
     /// again. The environment is `--python`'s, else the active one (`VIRTUAL_ENV`), else ./.venv.
     Develop(DevelopArgs),
+    /// Write each built variant as `<name>-<variant>.tar.gz` into dist/.
+    ///
+    /// An artifact holds `<variant>/…` with its metadata.json (and so its digest), for CI jobs
+    /// that each build one variant and hand them to one publish job: `kbuild publish
+    /// --build-dir` takes an artifact, or a directory of artifacts and variant directories.
+    /// Artifacts are byte-for-byte reproducible from the same variant.
+    Pack(PackArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
     /// Print the build variants this toolchain would produce.
@@ -127,6 +134,9 @@ pub struct BuildArgs {
     /// Also write one wheel per variant (see `kbuild wheel`).
     #[arg(long)]
     pub wheel: bool,
+    /// Also write one `<name>-<variant>.tar.gz` per variant (see `kbuild pack`).
+    #[arg(long)]
+    pub artifact: bool,
     /// Where wheels and artifacts go [default: <project>/dist].
     #[arg(long, value_name = "DIR")]
     pub dist_dir: Option<PathBuf>,
@@ -145,6 +155,22 @@ pub struct DevelopArgs {
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// Directory holding the variants [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub build_dir: Option<PathBuf>,
+    /// Pack only these variants (repeatable) [default: all in the build directory].
+    #[arg(long = "variant", value_name = "NAME")]
+    pub variants: Vec<String>,
+    /// Where the artifacts go [default: <project>/dist].
+    #[arg(long, value_name = "DIR")]
+    pub dist_dir: Option<PathBuf>,
+    /// Print the written artifacts as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

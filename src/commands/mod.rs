@@ -4,6 +4,7 @@ pub mod build;
 pub mod check_config;
 pub mod develop;
 pub mod list_variants;
+pub mod pack;
 pub mod publish;
 pub mod wheel;
 
@@ -32,6 +33,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Wheel(args) => {
             let printer = Printer::new(verbosity, args.json);
             wheel::run(&project, args, &printer)?;
+        }
+        Command::Pack(args) => {
+            let printer = Printer::new(verbosity, args.json);
+            pack::run(&project, &args, &printer)?;
         }
         Command::ListVariants(args) => {
             let printer = Printer::new(verbosity, args.json);
