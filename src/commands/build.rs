@@ -25,8 +25,12 @@ pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
         out_dir: args.out_dir.clone(),
         unique_id: args.unique_id.clone(),
         outputs: Outputs {
-            wheel_dir: args.wheel.then(|| dist_dir(project_dir, args.dist_dir.as_deref())),
-            artifact_dir: args.artifact.then(|| dist_dir(project_dir, args.dist_dir.as_deref())),
+            wheel_dir: args
+                .wheel
+                .then(|| dist_dir(project_dir, args.dist_dir.as_deref())),
+            artifact_dir: args
+                .artifact
+                .then(|| dist_dir(project_dir, args.dist_dir.as_deref())),
         },
     }
 }

@@ -64,12 +64,10 @@ pub fn write_artifact(variant: &BuiltVariant, out_dir: &Path) -> Result<PathBuf,
     let mut gz = tar.into_inner().map_err(io(&target))?;
     gz.flush().map_err(io(&target))?;
     gz.finish().map_err(io(&target))?;
-    staged
-        .persist(&target)
-        .map_err(|e| PackageError::Io {
-            path: target.clone(),
-            source: e.error,
-        })?;
+    staged.persist(&target).map_err(|e| PackageError::Io {
+        path: target.clone(),
+        source: e.error,
+    })?;
     Ok(target)
 }
 
@@ -118,7 +116,9 @@ pub fn unpack_artifact(archive: &Path, into: &Path) -> Result<BuiltVariant, Pack
     BuiltVariant::read(&dir)
 }
 
-fn open(archive: &Path) -> Result<tar::Archive<flate2::read::GzDecoder<std::fs::File>>, PackageError> {
+fn open(
+    archive: &Path,
+) -> Result<tar::Archive<flate2::read::GzDecoder<std::fs::File>>, PackageError> {
     let file = open_regular(archive)?;
     Ok(tar::Archive::new(flate2::read::GzDecoder::new(file)))
 }
@@ -203,12 +203,13 @@ fn check_archive(archive: &Path) -> Result<Checked, PackageError> {
         }
         let rel = parts[1..].join("/");
         if rel.is_empty() {
-            return Err(refuse(&name, "a file where the variant directory should be"));
+            return Err(refuse(
+                &name,
+                "a file where the variant directory should be",
+            ));
         }
         let mut bytes = Vec::new();
-        entry
-            .read_to_end(&mut bytes)
-            .map_err(read_err(archive))?;
+        entry.read_to_end(&mut bytes).map_err(read_err(archive))?;
         if rel == "metadata.json" {
             metadata = Some(bytes.clone());
         }
@@ -277,7 +278,11 @@ pub struct Packed {
 
 /// Verify the variants under `build_dir` (all, or only `only`) and write each as an artifact
 /// into `dist_dir`.
-pub fn pack(build_dir: &Path, only: &[String], dist_dir: &Path) -> Result<Vec<Packed>, PackageError> {
+pub fn pack(
+    build_dir: &Path,
+    only: &[String],
+    dist_dir: &Path,
+) -> Result<Vec<Packed>, PackageError> {
     let read = |source| PackageError::Read {
         path: build_dir.to_path_buf(),
         source,
@@ -285,7 +290,11 @@ pub fn pack(build_dir: &Path, only: &[String], dist_dir: &Path) -> Result<Vec<Pa
     let mut dirs = Vec::new();
     for entry in std::fs::read_dir(build_dir).map_err(read)? {
         let path = entry.map_err(read)?.path();
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let wanted = only.is_empty() || only.contains(&name);
         if wanted && !name.starts_with('.') && path.join("metadata.json").is_file() {
             dirs.push((name, path));

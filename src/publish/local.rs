@@ -147,19 +147,20 @@ pub fn collect(
     let staging = if archives.is_empty() {
         None
     } else {
-        Some(tempfile::tempdir().map_err(|source| PublishError::ReadBuild {
-            path: std::env::temp_dir(),
-            source,
-        })?)
+        Some(
+            tempfile::tempdir().map_err(|source| PublishError::ReadBuild {
+                path: std::env::temp_dir(),
+                source,
+            })?,
+        )
     };
     for archive in &archives {
         let into = staging.as_ref().map_or(build_dir, |s| s.path());
-        let unpacked = package::unpack_artifact(archive, into).map_err(|source| {
-            PublishError::Verify {
+        let unpacked =
+            package::unpack_artifact(archive, into).map_err(|source| PublishError::Verify {
                 variant: archive.display().to_string(),
                 source,
-            }
-        })?;
+            })?;
         if available.iter().any(|(n, _)| *n == unpacked.name) {
             return Err(PublishError::DuplicateVariant {
                 name: unpacked.name,

@@ -2,6 +2,7 @@
 
 mod common;
 
+mod artifacts;
 mod build_pipeline;
 mod compile_cache;
 mod compile_command;
