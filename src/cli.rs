@@ -80,6 +80,15 @@ pub enum Command {
     /// --build-dir` takes an artifact, or a directory of artifacts and variant directories.
     /// Artifacts are byte-for-byte reproducible from the same variant.
     Pack(PackArgs),
+    /// Check built variants against the Hub's rules; exits non-zero on any violation.
+    ///
+    /// PATH is a build directory (default <project>/build), a variant directory, an artifact
+    /// or a wheel. Rules: metadata parses, digest matches, `id` is the op namespace, the files
+    /// kernels needs, a valid variant name; for each extension the manylinux symbol versions and
+    /// Python abi3 (3.9) of HF's kernel-abi-check, DT_NEEDED (libc, libstdc++, torch's and
+    /// torch's CUDA libraries only), no RPATH/RUNPATH into the build machine, and
+    /// `backend.archs` equal to the cubins (when cuobjdump is found).
+    Check(CheckArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
     /// Print the build variants this toolchain would produce.
@@ -155,6 +164,22 @@ pub struct DevelopArgs {
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Build directory, variant directory, artifact (.tar.gz) or wheel [default: <project>/build].
+    pub path: Option<std::path::PathBuf>,
+    /// Print the findings as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// manylinux policy for symbol versions; `none` skips that rule (e.g. for a build on a
+    /// distribution newer than the policy, used only locally).
+    #[arg(long, value_name = "POLICY", default_value = "manylinux_2_28")]
+    pub manylinux: String,
+    /// cuobjdump for the `archs` rule [default: PATH, then the pip CUDA next to --python's torch].
+    #[arg(long, value_name = "PATH")]
+    pub cuobjdump: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

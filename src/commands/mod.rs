@@ -1,6 +1,7 @@
 //! One module per verb: clap args → resolved settings → one library call → print.
 
 pub mod build;
+pub mod check;
 pub mod check_config;
 pub mod develop;
 pub mod list_variants;
@@ -34,6 +35,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             wheel::run(&project, args, &printer)?;
         }
+        Command::Check(args) => return check::run(&project, &args),
         Command::Pack(args) => {
             let printer = Printer::new(verbosity, args.json);
             pack::run(&project, &args, &printer)?;
