@@ -106,12 +106,25 @@ fn check_dir(dir: &Path, opts: &CheckOptions, named: bool) -> VariantCheck {
         .unwrap_or_default()
         .to_string_lossy()
         .into_owned();
-    let mut check = match BuiltVariant::read(dir) {
-        Ok(v) => VariantCheck {
+    // Reading a variant without these fails on the first one opened; name them all instead.
+    let missing: Vec<Finding> = ["__init__.py", "_ops.py"]
+        .into_iter()
+        .filter(|f| !dir.join(f).is_file())
+        .map(missing_file)
+        .collect();
+    let mut check = if !missing.is_empty() {
+        VariantCheck {
             variant: name.clone(),
-            findings: check_variant(&v, opts),
-        },
-        Err(e) => unreadable(&name, &e),
+            findings: missing,
+        }
+    } else {
+        match BuiltVariant::read(dir) {
+            Ok(v) => VariantCheck {
+                variant: name.clone(),
+                findings: check_variant(&v, opts),
+            },
+            Err(e) => unreadable(&name, &e),
+        }
     };
     if named && VariantName::parse(&name).is_none() {
         check.findings.insert(0, Finding {
@@ -172,18 +185,22 @@ pub fn check_variant(variant: &BuiltVariant, opts: &CheckOptions) -> Vec<Finding
     }
     for file in needed {
         if !variant.files.contains(&file) {
-            out.push(Finding {
-                rule: "layout",
-                file,
-                message: "missing: kernels needs it to load the variant".into(),
-                fix: "rebuild the variant with `kbuild build`".into(),
-            });
+            out.push(missing_file(&file));
         }
     }
     for rel in variant.files.iter().filter(|f| f.ends_with(".so")) {
         out.extend(elf::check_extension(variant, rel, opts));
     }
     out
+}
+
+fn missing_file(file: &str) -> Finding {
+    Finding {
+        rule: "layout",
+        file: file.to_string(),
+        message: "missing: kernels needs it to load the variant".into(),
+        fix: "rebuild the variant with `kbuild build`".into(),
+    }
 }
 
 /// One line per finding: `<variant>/<file>: [<rule>] <message> (fix: <what to do>)`.

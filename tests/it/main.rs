@@ -4,6 +4,7 @@ mod common;
 
 mod artifacts;
 mod build_pipeline;
+mod check;
 mod compile_cache;
 mod compile_command;
 mod compile_real;
