@@ -251,6 +251,12 @@ pub struct PublishArgs {
     /// Publish a build made from a dirty git tree.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Publish without running `kbuild check`'s rules first.
+    #[arg(long)]
+    pub skip_check: bool,
+    /// manylinux policy for `kbuild check`'s symbol-version rule; `none` skips that rule.
+    #[arg(long, value_name = "POLICY", default_value = "manylinux_2_28")]
+    pub manylinux: String,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,

@@ -61,6 +61,7 @@ pub fn check_extension(variant: &BuiltVariant, rel: &str, opts: &CheckOptions) -
     };
     let file = match object::File::parse(&*data) {
         Ok(f) => f,
+        Err(_) if opts.lenient => return Vec::new(),
         Err(e) => {
             return vec![finding(
                 "abi",

@@ -34,6 +34,9 @@ pub struct CheckOptions {
     pub manylinux: Option<String>,
     /// Lists the cubins of a CUDA extension; `None` skips the `archs` rule.
     pub cuobjdump: Option<PathBuf>,
+    /// Skip the extension rules for a `.so` that is not an ELF shared object (publish's
+    /// default: the ABI cannot be evaluated there, and the digest already pins the file).
+    pub lenient: bool,
 }
 
 /// Check a build directory, a variant directory, an artifact (`.tar.gz`) or a wheel (`.whl`).

@@ -17,6 +17,7 @@ pub fn run(project_dir: &Path, args: &CheckArgs) -> Result<ExitCode> {
     let opts = CheckOptions {
         manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
         cuobjdump: args.cuobjdump.clone().or_else(find_cuobjdump),
+        lenient: false,
     };
     let checks = check_path(&path, &opts)?;
     if args.json {

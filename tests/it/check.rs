@@ -176,3 +176,40 @@ fn built_fixture_fails_manylinux_only_on_libc_single_threaded() {
     let out = check(&artifact, &["--manylinux", "none"]);
     assert!(out.status.success());
 }
+
+#[test]
+fn publish_refuses_a_foreign_library_unless_skip_check() {
+    let project = tempfile::tempdir().unwrap();
+    let libs = tempfile::tempdir().unwrap();
+    shared_object(libs.path(), "libforeign", &[]);
+    let so = shared_object(
+        libs.path(),
+        "ext",
+        &[
+            "-L",
+            libs.path().to_str().unwrap(),
+            "-Wl,--no-as-needed",
+            "-lforeign",
+        ],
+    );
+    let build = project.path().join("build");
+    write_variant(
+        &build,
+        &VariantSpec {
+            so: Some(so),
+            ..VariantSpec::default()
+        },
+    );
+    let hub = crate::common::hub::Hub::start(&[]);
+    let refused = hub.publish(&build, &["--repo", "org/relu"]);
+    assert!(!refused.ok);
+    assert!(
+        refused.stderr.contains("[needed] links `libforeign.so`"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(hub.commits_made(), 0);
+    hub.publish(&build, &["--repo", "org/relu", "--skip-check"])
+        .success();
+    assert!(hub.commits_made() > 0);
+}
