@@ -177,7 +177,8 @@ pub struct CheckArgs {
     /// distribution newer than the policy, used only locally).
     #[arg(long, value_name = "POLICY", default_value = "manylinux_2_28")]
     pub manylinux: String,
-    /// cuobjdump for the `archs` rule [default: PATH, then the pip CUDA next to --python's torch].
+    /// cuobjdump for the `archs` rule [default: PATH, then $CUDA_HOME/bin; without one the
+    /// rule is skipped].
     #[arg(long, value_name = "PATH")]
     pub cuobjdump: Option<PathBuf>,
 }

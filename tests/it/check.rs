@@ -213,3 +213,36 @@ fn publish_refuses_a_foreign_library_unless_skip_check() {
         .success();
     assert!(hub.commits_made() > 0);
 }
+
+#[test]
+fn check_reads_a_wheel_and_names_its_foreign_library() {
+    let project = tempfile::tempdir().unwrap();
+    let libs = tempfile::tempdir().unwrap();
+    shared_object(libs.path(), "libforeign", &[]);
+    let so = shared_object(
+        libs.path(),
+        "ext",
+        &[
+            "-L",
+            libs.path().to_str().unwrap(),
+            "-Wl,--no-as-needed",
+            "-lforeign",
+        ],
+    );
+    let build = project.path().join("build");
+    let dir = write_variant(
+        &build,
+        &VariantSpec {
+            so: Some(so),
+            ..VariantSpec::default()
+        },
+    );
+    let variant = kbuild::package::BuiltVariant::read(&dir).unwrap();
+    let wheel = kbuild::package::write_wheel(&variant, &project.path().join("dist")).unwrap();
+    let out = check(&wheel.path, &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let found = findings(&out);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["rule"], "needed");
+    assert_eq!(found[0]["file"], "_relu_cpu_abc1234.abi3.so");
+}
