@@ -73,6 +73,22 @@ pub enum Command {
     /// links to build/<variant>: later `kbuild build`s are picked up without running develop
     /// again. The environment is `--python`'s, else the active one (`VIRTUAL_ENV`), else ./.venv.
     Develop(DevelopArgs),
+    /// Write each built variant as `<name>-<variant>.tar.gz` into dist/.
+    ///
+    /// An artifact holds `<variant>/…` with its metadata.json (and so its digest), for CI jobs
+    /// that each build one variant and hand them to one publish job: `kbuild publish
+    /// --build-dir` takes an artifact, or a directory of artifacts and variant directories.
+    /// Artifacts are byte-for-byte reproducible from the same variant.
+    Pack(PackArgs),
+    /// Check built variants against the Hub's rules; exits non-zero on any violation.
+    ///
+    /// PATH is a build directory (default <project>/build), a variant directory, an artifact
+    /// or a wheel. Rules: metadata parses, digest matches, `id` is the op namespace, the files
+    /// kernels needs, a valid variant name; for each extension the manylinux symbol versions and
+    /// Python abi3 (3.9) of HF's kernel-abi-check, DT_NEEDED (libc, libstdc++, torch's and
+    /// torch's CUDA libraries only), no RPATH/RUNPATH into the build machine, and
+    /// `backend.archs` equal to the cubins (when cuobjdump is found).
+    Check(CheckArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
     /// Print the build variants this toolchain would produce.
@@ -144,6 +160,9 @@ pub struct BuildArgs {
     /// Also write one wheel per variant (see `kbuild wheel`).
     #[arg(long)]
     pub wheel: bool,
+    /// Also write one `<name>-<variant>.tar.gz` per variant (see `kbuild pack`).
+    #[arg(long)]
+    pub artifact: bool,
     /// Where wheels and artifacts go [default: <project>/dist].
     #[arg(long, value_name = "DIR")]
     pub dist_dir: Option<PathBuf>,
@@ -216,6 +235,39 @@ pub struct ToolchainListArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Build directory, variant directory, artifact (.tar.gz) or wheel [default: <project>/build].
+    pub path: Option<std::path::PathBuf>,
+    /// Print the findings as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// manylinux policy for symbol versions; `none` skips that rule (e.g. for a build on a
+    /// distribution newer than the policy, used only locally).
+    #[arg(long, value_name = "POLICY", default_value = "manylinux_2_28")]
+    pub manylinux: String,
+    /// cuobjdump for the `archs` rule [default: PATH, then $CUDA_HOME/bin; without one the
+    /// rule is skipped].
+    #[arg(long, value_name = "PATH")]
+    pub cuobjdump: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// Directory holding the variants [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub build_dir: Option<PathBuf>,
+    /// Pack only these variants (repeatable) [default: all in the build directory].
+    #[arg(long = "variant", value_name = "NAME")]
+    pub variants: Vec<String>,
+    /// Where the artifacts go [default: <project>/dist].
+    #[arg(long, value_name = "DIR")]
+    pub dist_dir: Option<PathBuf>,
+    /// Print the written artifacts as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct ToolchainRemoveArgs {
     /// Toolchain name, e.g. `torch2.14-cu130` (see `kbuild toolchain list`).
     pub name: String,
@@ -274,6 +326,12 @@ pub struct PublishArgs {
     /// Publish a build made from a dirty git tree.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Publish without running `kbuild check`'s rules first.
+    #[arg(long)]
+    pub skip_check: bool,
+    /// manylinux policy for `kbuild check`'s symbol-version rule; `none` skips that rule.
+    #[arg(long, value_name = "POLICY", default_value = "manylinux_2_28")]
+    pub manylinux: String,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,

@@ -6,6 +6,7 @@
 //! resolved settings into one library call each. See ARCHITECTURE.md.
 
 pub mod build;
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod compile;

@@ -57,6 +57,8 @@ pub struct BuildSettings {
 pub struct Outputs {
     /// One wheel per variant into this directory.
     pub wheel_dir: Option<PathBuf>,
+    /// One `<name>-<variant>.tar.gz` per variant into this directory.
+    pub artifact_dir: Option<PathBuf>,
 }
 
 /// A build that failed, at the stage that failed.
@@ -205,6 +207,9 @@ pub struct VariantReport {
     /// The wheel written from it, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<PathBuf>,
+    /// The artifact written from it, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<PathBuf>,
 }
 
 /// What a build did (`kbuild build --json` prints it).
@@ -400,6 +405,14 @@ impl<'r> Builder<'r> {
                     }
                     None => None,
                 };
+                let artifact = match &self.settings.outputs.artifact_dir {
+                    Some(dir) => {
+                        let path = package::write_artifact(&install.variant, dir)?;
+                        reporter.stage("Artifact", &path.display().to_string());
+                        Some(path)
+                    }
+                    None => None,
+                };
                 variants.push(VariantReport {
                     name: variant.name.clone(),
                     path,
@@ -412,6 +425,7 @@ impl<'r> Builder<'r> {
                         .collect(),
                     written,
                     wheel,
+                    artifact,
                 });
             }
         }

@@ -25,7 +25,12 @@ pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
         out_dir: args.out_dir.clone(),
         unique_id: args.unique_id.clone(),
         outputs: Outputs {
-            wheel_dir: args.wheel.then(|| dist_dir(project_dir, args)),
+            wheel_dir: args
+                .wheel
+                .then(|| dist_dir(project_dir, args.dist_dir.as_deref())),
+            artifact_dir: args
+                .artifact
+                .then(|| dist_dir(project_dir, args.dist_dir.as_deref())),
         },
         torch: args.torch.clone(),
         variants: args.variants.clone(),
@@ -34,10 +39,9 @@ pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
 }
 
 /// `--dist-dir`, else `<project>/dist`; absolute, as it is printed.
-fn dist_dir(project_dir: &Path, args: &BuildArgs) -> std::path::PathBuf {
-    let dir = args
-        .dist_dir
-        .clone()
+pub fn dist_dir(project_dir: &Path, dist_dir: Option<&Path>) -> std::path::PathBuf {
+    let dir = dist_dir
+        .map(Path::to_path_buf)
         .unwrap_or_else(|| project_dir.join("dist"));
     std::path::absolute(&dir).unwrap_or(dir)
 }

@@ -22,6 +22,7 @@ pub fn run(project_dir: &Path, args: DevelopArgs, printer: &Printer) -> Result<(
         dry_run: false,
         json: false,
         wheel: false,
+        artifact: false,
         dist_dir: None,
         torch: Vec::new(),
         variants: Vec::new(),

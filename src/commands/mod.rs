@@ -1,9 +1,11 @@
 //! One module per verb: clap args → resolved settings → one library call → print.
 
 pub mod build;
+pub mod check;
 pub mod check_config;
 pub mod develop;
 pub mod list_variants;
+pub mod pack;
 pub mod publish;
 pub mod toolchain;
 pub mod wheel;
@@ -33,6 +35,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Wheel(args) => {
             let printer = Printer::new(verbosity, args.json);
             wheel::run(&project, args, &printer)?;
+        }
+        Command::Check(args) => return check::run(&project, &args),
+        Command::Pack(args) => {
+            let printer = Printer::new(verbosity, args.json);
+            pack::run(&project, &args, &printer)?;
         }
         Command::ListVariants(args) => {
             let printer = Printer::new(verbosity, args.json);

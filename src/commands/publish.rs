@@ -97,6 +97,12 @@ pub fn resolve(
         create_pr: args.create_pr,
         dry_run: args.dry_run,
         allow_dirty: args.allow_dirty,
+        // A stand-in binary (not ELF) has no ABI to evaluate; what publish verifies still holds.
+        check: (!args.skip_check).then(|| crate::check::CheckOptions {
+            manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
+            cuobjdump: None,
+            lenient: true,
+        }),
         limits: BatchLimits::from_env(env),
         retry: RetryPolicy::from_env(env),
     })

@@ -49,6 +49,16 @@ pub enum PackageError {
         #[source]
         source: zip::result::ZipError,
     },
+    /// No (or not every asked-for) variant directory in a build directory.
+    #[error("no variant{} in `{}`", if missing.is_empty() { String::new() } else { format!(" `{}`", missing.join("`, `")) }, dir.display())]
+    NoVariants { dir: PathBuf, missing: Vec<String> },
+    /// An artifact holds an entry that unpacking refuses; nothing was written.
+    #[error("refusing artifact `{}`: entry `{entry}`: {reason}", archive.display())]
+    Artifact {
+        archive: PathBuf,
+        entry: String,
+        reason: String,
+    },
     /// The extension or `_ops.py` uses another op namespace than metadata `id`.
     #[error("`{}` uses op namespace `{found}`, but metadata.json says `{expected}`", path.display())]
     Namespace {
@@ -85,6 +95,16 @@ impl Hint for PackageError {
                     .into(),
             ),
             PackageError::Tree(e) => e.hint(),
+            PackageError::NoVariants { .. } => Some(
+                "build first (`kbuild build`), or name the directory holding build/<variant>/ \
+                 with `--build-dir`"
+                    .into(),
+            ),
+            PackageError::Artifact { .. } => Some(
+                "only unpack artifacts written by `kbuild pack`: they hold one variant \
+                 directory of regular files"
+                    .into(),
+            ),
             PackageError::Metadata { .. } | PackageError::Namespace { .. } => Some(
                 "rebuild the variant with `kbuild build`; do not edit build outputs by hand".into(),
             ),

@@ -2,6 +2,7 @@
 //! into place; [`BuiltVariant`] is a variant on disk, read back and verified; wheels and
 //! artifacts are written from a `BuiltVariant`.
 
+mod artifact;
 mod digest;
 mod error;
 mod generate;
@@ -13,6 +14,7 @@ pub mod tree;
 mod variant;
 mod wheel;
 
+pub use artifact::{Packed, artifact_name, pack, unpack_artifact, write_artifact};
 pub use digest::{VariantDigest, open_regular};
 pub use error::PackageError;
 pub use generate::{capabilities_py, capability_table, dtypes_h, ops_py, registration_h};

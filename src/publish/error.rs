@@ -34,6 +34,10 @@ pub enum PublishError {
     /// A link or special file among what would be published (or the directory itself a link).
     #[error(transparent)]
     Tree(#[from] TreeError),
+    #[error("the build violates the Hub's rules (`kbuild check`):\n{}", report.trim_end())]
+    Check { report: String },
+    #[error("variant `{name}` is both a directory and an artifact in the build directory")]
+    DuplicateVariant { name: String },
     #[error("variant `{variant}` failed verification")]
     Verify {
         variant: String,
@@ -141,6 +145,8 @@ impl Hint for PublishError {
             UnknownVariant { available, .. } => format!("variants here: {}", available.join(", ")),
             ReadBuild { .. } => "check that the build directory exists and is readable".into(),
             Tree(source) => source.hint()?,
+            Check { .. } => "fix what each line says and rebuild, or pass `--skip-check` to publish anyway".into(),
+            DuplicateVariant { .. } => "keep either the directory or the artifact of that variant in the build directory".into(),
             Verify { source, .. } => source.hint()?,
             VersionMismatch { .. } => "rebuild every variant from the same build.toml with `kbuild build`".into(),
             StaleBuild { .. } => "rebuild with `kbuild build`, or pass `--branch` to publish this build elsewhere".into(),

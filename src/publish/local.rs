@@ -8,7 +8,7 @@ use sha1::Digest as _;
 
 use super::error::PublishError;
 use crate::package::tree::{self, TreeError};
-use crate::package::{BuiltVariant, open_regular};
+use crate::package::{self, BuiltVariant, open_regular};
 
 /// A file to publish, with its hashes.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -127,16 +127,48 @@ pub struct LocalBuild {
     /// Repository prefixes this publish replaces (`build/<variant>/`, `benchmarks/`): remote
     /// files under them that are not in `files` are deleted; nothing outside them is.
     pub prefixes: Vec<String>,
+    /// Where artifacts were unpacked; the variants' files are read from it until publish ends.
+    pub staging: Option<tempfile::TempDir>,
 }
 
 /// Find, verify and hash the variants under `build_dir` (all, or only `only`) and the files of
-/// `benchmarks`, if given.
+/// `benchmarks`, if given. `build_dir` may also be an artifact (`kbuild pack`), or hold
+/// artifacts beside variant directories: each is unpacked, verified, into a staging directory.
 pub fn collect(
     build_dir: &Path,
     only: &[String],
     benchmarks: Option<&Path>,
 ) -> Result<LocalBuild, PublishError> {
-    let available = variant_dirs(build_dir)?;
+    let (mut available, archives) = if build_dir.is_file() {
+        (Vec::new(), vec![build_dir.to_path_buf()])
+    } else {
+        (variant_dirs(build_dir)?, artifacts(build_dir)?)
+    };
+    let staging = if archives.is_empty() {
+        None
+    } else {
+        Some(
+            tempfile::tempdir().map_err(|source| PublishError::ReadBuild {
+                path: std::env::temp_dir(),
+                source,
+            })?,
+        )
+    };
+    for archive in &archives {
+        let into = staging.as_ref().map_or(build_dir, |s| s.path());
+        let unpacked =
+            package::unpack_artifact(archive, into).map_err(|source| PublishError::Verify {
+                variant: archive.display().to_string(),
+                source,
+            })?;
+        if available.iter().any(|(n, _)| *n == unpacked.name) {
+            return Err(PublishError::DuplicateVariant {
+                name: unpacked.name,
+            });
+        }
+        available.push((unpacked.name, unpacked.dir));
+    }
+    available.sort();
     let names: Vec<String> = available.iter().map(|(n, _)| n.clone()).collect();
     if available.is_empty() {
         return Err(PublishError::NoVariants {
@@ -196,7 +228,26 @@ pub fn collect(
         version,
         files,
         prefixes,
+        staging,
     })
+}
+
+/// The `*.tar.gz` files directly in the build directory, sorted.
+fn artifacts(build_dir: &Path) -> Result<Vec<PathBuf>, PublishError> {
+    let read_err = |source| PublishError::ReadBuild {
+        path: build_dir.to_path_buf(),
+        source,
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(build_dir).map_err(read_err)? {
+        let path = entry.map_err(read_err)?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.ends_with(".tar.gz") && !name.starts_with('.') && path.is_file() {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Sub-directories of the build directory that hold a `metadata.json`, sorted by name.

@@ -1,6 +1,7 @@
 //! The publish pipeline: verify → compare with the branch → create repo/branch → commit in
 //! batches → card on `main`. Each commit is atomic; a new branch whose commits fail is removed.
 
+use crate::check::VariantCheck;
 use std::collections::BTreeMap;
 
 use super::card::Card;
@@ -40,6 +41,22 @@ pub async fn publish(
             v.files.len(),
             v.id
         ));
+    }
+    if let Some(opts) = &s.check {
+        let checks: Vec<VariantCheck> = build
+            .variants
+            .iter()
+            .map(|v| VariantCheck {
+                variant: v.name.clone(),
+                findings: crate::check::check_variant(v, opts),
+            })
+            .filter(|c| !c.findings.is_empty())
+            .collect();
+        if !checks.is_empty() {
+            return Err(PublishError::Check {
+                report: crate::check::human(&checks),
+            });
+        }
     }
     let dirty: Vec<String> = build
         .variants

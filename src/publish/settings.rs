@@ -31,6 +31,9 @@ pub struct PublishSettings {
     pub create_pr: bool,
     pub dry_run: bool,
     pub allow_dirty: bool,
+    /// The `kbuild check` rules run before anything is uploaded; `None` (`--skip-check`) runs
+    /// none beyond the verification every publish does.
+    pub check: Option<crate::check::CheckOptions>,
     pub limits: BatchLimits,
     /// Timeouts and retries of Hub requests.
     pub retry: RetryPolicy,

@@ -2,10 +2,12 @@
 
 mod common;
 
+mod artifacts;
 mod build_faults;
 mod build_interrupt;
 mod build_pipeline;
 mod capabilities_hf;
+mod check;
 mod compile_cache;
 mod compile_command;
 mod compile_real;

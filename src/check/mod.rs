@@ -1,0 +1,226 @@
+//! `kbuild check`: the Hub's rules on built variants. Every rule takes a verified
+//! [`BuiltVariant`]; a variant that cannot be read as one (metadata, digest, files) is itself a
+//! finding. Also opens artifacts and wheels, unpacked into a temporary directory.
+
+mod elf;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::package::{self, BuiltVariant, PackageError, name::VariantName};
+
+/// One violation: the rule, the file, what is wrong and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub rule: &'static str,
+    /// Path in the variant (or the variant directory itself).
+    pub file: String,
+    pub message: String,
+    pub fix: String,
+}
+
+/// The findings on one variant.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantCheck {
+    pub variant: String,
+    pub findings: Vec<Finding>,
+}
+
+/// Which rules run and how.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// The manylinux policy for symbol versions (`manylinux_2_28`); `None` skips the rule.
+    pub manylinux: Option<String>,
+    /// Lists the cubins of a CUDA extension; `None` skips the `archs` rule.
+    pub cuobjdump: Option<PathBuf>,
+    /// Skip the extension rules for a `.so` that is not an ELF shared object (publish's
+    /// default: the ABI cannot be evaluated there, and the digest already pins the file).
+    pub lenient: bool,
+}
+
+/// Check a build directory, a variant directory, an artifact (`.tar.gz`) or a wheel (`.whl`).
+pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>, PackageError> {
+    let name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let staging = tempfile::tempdir().map_err(|source| PackageError::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    if name.ends_with(".tar.gz") {
+        return Ok(vec![match package::unpack_artifact(path, staging.path()) {
+            Ok(v) => VariantCheck {
+                variant: v.name.clone(),
+                findings: check_variant(&v, opts),
+            },
+            Err(e) => unreadable(&name, &e),
+        }]);
+    }
+    if name.ends_with(".whl") {
+        let file = package::open_regular(path)?;
+        let mut zip = zip::ZipArchive::new(file).map_err(|source| PackageError::Zip {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        zip.extract(staging.path())
+            .map_err(|source| PackageError::Zip {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        return dirs_below(staging.path(), opts, false);
+    }
+    if path.join("metadata.json").is_file() {
+        return Ok(vec![check_dir(path, opts, true)]);
+    }
+    dirs_below(path, opts, true)
+}
+
+fn dirs_below(
+    dir: &Path,
+    opts: &CheckOptions,
+    named: bool,
+) -> Result<Vec<VariantCheck>, PackageError> {
+    let read = |source| PackageError::Read {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(read)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("metadata.json").is_file())
+        .collect();
+    dirs.sort();
+    if dirs.is_empty() {
+        return Err(PackageError::NoVariants {
+            dir: dir.to_path_buf(),
+            missing: Vec::new(),
+        });
+    }
+    Ok(dirs.iter().map(|d| check_dir(d, opts, named)).collect())
+}
+
+/// `named`: the directory name is the variant name (not so in a wheel, where it is the package).
+fn check_dir(dir: &Path, opts: &CheckOptions, named: bool) -> VariantCheck {
+    let name = dir
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    // Reading a variant without these fails on the first one opened; name them all instead.
+    let missing: Vec<Finding> = ["__init__.py", "_ops.py"]
+        .into_iter()
+        .filter(|f| !dir.join(f).is_file())
+        .map(missing_file)
+        .collect();
+    let mut check = if !missing.is_empty() {
+        VariantCheck {
+            variant: name.clone(),
+            findings: missing,
+        }
+    } else {
+        match BuiltVariant::read(dir) {
+            Ok(v) => VariantCheck {
+                variant: name.clone(),
+                findings: check_variant(&v, opts),
+            },
+            Err(e) => unreadable(&name, &e),
+        }
+    };
+    if named && VariantName::parse(&name).is_none() {
+        check.findings.insert(0, Finding {
+            rule: "variant-name",
+            file: format!("{name}/"),
+            message: "not a variant name kernels recognizes (`torch<ver>-<abi>-<compute>-<arch>-<os>`)".into(),
+            fix: "keep the directory name `kbuild build` gave it".into(),
+        });
+    }
+    check
+}
+
+fn unreadable(name: &str, e: &PackageError) -> VariantCheck {
+    let (rule, file) = match e {
+        PackageError::Digest { .. } => ("digest", "metadata.json".to_string()),
+        PackageError::Metadata { .. } => ("metadata", "metadata.json".to_string()),
+        PackageError::Namespace { path, .. } => (
+            "id",
+            path.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        ),
+        _ => ("layout", format!("{name}/")),
+    };
+    let message = e
+        .to_string()
+        .replace('\n', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let fix = crate::hint::Hint::hint(e).unwrap_or_else(|| "rebuild it with `kbuild build`".into());
+    VariantCheck {
+        variant: name.to_string(),
+        findings: vec![Finding {
+            rule,
+            file,
+            message,
+            fix,
+        }],
+    }
+}
+
+/// The rules on a variant that reads back verified (metadata, digest and `id` already hold).
+pub fn check_variant(variant: &BuiltVariant, opts: &CheckOptions) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let compiled = matches!(
+        VariantName::parse(&variant.name),
+        Some(VariantName::Compiled { .. })
+    );
+    let mut needed = vec![
+        "__init__.py".to_string(),
+        "_ops.py".into(),
+        "metadata.json".into(),
+    ];
+    if compiled {
+        needed.push(format!("{}.abi3.so", variant.id));
+    }
+    for file in needed {
+        if !variant.files.contains(&file) {
+            out.push(missing_file(&file));
+        }
+    }
+    for rel in variant.files.iter().filter(|f| f.ends_with(".so")) {
+        out.extend(elf::check_extension(variant, rel, opts));
+    }
+    out
+}
+
+fn missing_file(file: &str) -> Finding {
+    Finding {
+        rule: "layout",
+        file: file.to_string(),
+        message: "missing: kernels needs it to load the variant".into(),
+        fix: "rebuild the variant with `kbuild build`".into(),
+    }
+}
+
+/// One line per finding: `<variant>/<file>: [<rule>] <message> (fix: <what to do>)`.
+pub fn human(checks: &[VariantCheck]) -> String {
+    let mut text = String::new();
+    for c in checks {
+        for f in &c.findings {
+            let file = if f.file.ends_with('/') {
+                f.file.clone()
+            } else {
+                format!("{}/{}", c.variant, f.file)
+            };
+            text.push_str(&format!(
+                "{file}: [{}] {} (fix: {})\n",
+                f.rule, f.message, f.fix
+            ));
+        }
+    }
+    text
+}

@@ -1,0 +1,47 @@
+//! `kbuild check`: the Hub's rules on built variants, one line per violation.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use super::{print, print_json};
+use crate::check::{CheckOptions, check_path, human};
+use crate::cli::CheckArgs;
+use crate::error::Result;
+
+/// Run `kbuild check`; exits 1 when any rule is violated.
+pub fn run(project_dir: &Path, args: &CheckArgs) -> Result<ExitCode> {
+    let path = args
+        .path
+        .clone()
+        .unwrap_or_else(|| project_dir.join("build"));
+    let opts = CheckOptions {
+        manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
+        cuobjdump: args.cuobjdump.clone().or_else(find_cuobjdump),
+        lenient: false,
+    };
+    let checks = check_path(&path, &opts)?;
+    if args.json {
+        print_json("the check's findings", &checks)?;
+    } else {
+        print(&human(&checks))?;
+    }
+    let failed = checks.iter().any(|c| !c.findings.is_empty());
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `cuobjdump` on PATH, else next to `nvcc` on PATH or under `CUDA_HOME`.
+fn find_cuobjdump() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("CUDA_HOME") {
+        dirs.push(PathBuf::from(home).join("bin"));
+    }
+    dirs.into_iter()
+        .map(|d| d.join("cuobjdump"))
+        .find(|p| p.is_file())
+}

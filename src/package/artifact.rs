@@ -1,0 +1,324 @@
+//! Artifacts: one variant as `<name>-<variant>.tar.gz`, holding `<variant>/…` with its
+//! metadata.json (and so its digest), for CI jobs that each build one variant and hand them to
+//! one publish job.
+//!
+//! Reproducible: entries sorted, every mtime 0, uid/gid 0, mode 0644, no name or time in the gzip
+//! header. Unpacking never trusts the archive: a first pass reads every header and hashes every
+//! file in memory, refusing absolute paths, `..`, links, devices, FIFOs and files that do not
+//! match metadata.json's digest; only then does a second pass write anything.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read as _, Write as _};
+use std::path::{Component, Path, PathBuf};
+
+use base64::prelude::{BASE64_STANDARD, Engine as _};
+use flate2::Compression;
+use kernels_data::digest::DigestAlgorithm;
+use sha2::Digest as _;
+
+use super::digest::{VariantDigest, open_regular};
+use super::error::PackageError;
+use super::metadata::Metadata;
+use super::variant::BuiltVariant;
+
+/// The file name of a variant's artifact.
+pub fn artifact_name(variant: &BuiltVariant) -> String {
+    format!("{}-{}.tar.gz", variant.kernel_name, variant.name)
+}
+
+/// Write `<out_dir>/<name>-<variant>.tar.gz`, staged beside it and renamed into place.
+pub fn write_artifact(variant: &BuiltVariant, out_dir: &Path) -> Result<PathBuf, PackageError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PackageError::Io { path, source }
+    };
+    std::fs::create_dir_all(out_dir).map_err(io(out_dir))?;
+    let target = out_dir.join(artifact_name(variant));
+    let staged = tempfile::NamedTempFile::new_in(out_dir).map_err(io(out_dir))?;
+    let gz = flate2::GzBuilder::new()
+        .mtime(0)
+        .write(staged.as_file(), Compression::default());
+    let mut tar = tar::Builder::new(gz);
+    let mut files = variant.files.clone();
+    files.sort();
+    for rel in &files {
+        let path = variant.dir.join(rel);
+        let mut bytes = Vec::new();
+        open_regular(&path)?
+            .read_to_end(&mut bytes)
+            .map_err(|source| PackageError::Read { path, source })?;
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        tar.append_data(
+            &mut header,
+            format!("{}/{rel}", variant.name),
+            bytes.as_slice(),
+        )
+        .map_err(io(&target))?;
+    }
+    let mut gz = tar.into_inner().map_err(io(&target))?;
+    gz.flush().map_err(io(&target))?;
+    gz.finish().map_err(io(&target))?;
+    staged.persist(&target).map_err(|e| PackageError::Io {
+        path: target.clone(),
+        source: e.error,
+    })?;
+    Ok(target)
+}
+
+/// What the first pass learnt about one archive.
+struct Checked {
+    variant: String,
+    /// Entry name in the archive → path relative to the variant, for every file checked.
+    files: BTreeMap<String, String>,
+}
+
+/// Unpack `archive` into `into/<variant>/` (which must not exist) and read it back verified.
+/// Nothing is written unless every entry is a regular file or directory below one top-level
+/// directory, and the files match metadata.json's digest.
+pub fn unpack_artifact(archive: &Path, into: &Path) -> Result<BuiltVariant, PackageError> {
+    let checked = check_archive(archive)?;
+    let dir = into.join(&checked.variant);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PackageError::Io { path, source }
+    };
+    std::fs::create_dir_all(into).map_err(io(into))?;
+    std::fs::create_dir(&dir).map_err(io(&dir))?;
+    let mut entries = open(archive)?;
+    for entry in entries.entries().map_err(read_err(archive))? {
+        let mut entry = entry.map_err(read_err(archive))?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        // Only what the first pass checked is written, should the archive have changed since.
+        let name = entry_name(archive, &entry)?;
+        let Some(rel) = checked.files.get(&name) else {
+            continue;
+        };
+        let dest = dir.join(rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let mut file = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&dest)
+            .map_err(io(&dest))?;
+        std::io::copy(&mut entry, &mut file).map_err(io(&dest))?;
+    }
+    // `read` hashes what was written, should the archive have changed between the passes.
+    BuiltVariant::read(&dir)
+}
+
+fn open(
+    archive: &Path,
+) -> Result<tar::Archive<flate2::read::GzDecoder<std::fs::File>>, PackageError> {
+    let file = open_regular(archive)?;
+    Ok(tar::Archive::new(flate2::read::GzDecoder::new(file)))
+}
+
+fn read_err(archive: &Path) -> impl Fn(std::io::Error) -> PackageError {
+    let path = archive.to_path_buf();
+    move |source| PackageError::Read {
+        path: path.clone(),
+        source,
+    }
+}
+
+fn entry_name<R: std::io::Read>(
+    archive: &Path,
+    entry: &tar::Entry<'_, R>,
+) -> Result<String, PackageError> {
+    let raw = entry.path_bytes();
+    String::from_utf8(raw.to_vec()).map_err(|_| PackageError::Artifact {
+        archive: archive.to_path_buf(),
+        entry: String::from_utf8_lossy(&raw).into_owned(),
+        reason: "its name is not UTF-8".into(),
+    })
+}
+
+/// The first pass: every header checked, every file hashed, the digest compared.
+fn check_archive(archive: &Path) -> Result<Checked, PackageError> {
+    let refuse = |entry: &str, reason: &str| PackageError::Artifact {
+        archive: archive.to_path_buf(),
+        entry: entry.to_string(),
+        reason: reason.to_string(),
+    };
+    let mut top: Option<String> = None;
+    let mut files = BTreeMap::new();
+    let mut names = BTreeMap::new();
+    let mut metadata = None;
+    let mut entries = open(archive)?;
+    for entry in entries.entries().map_err(read_err(archive))? {
+        let mut entry = entry.map_err(read_err(archive))?;
+        let name = entry_name(archive, &entry)?;
+        let kind = entry.header().entry_type();
+        let reason = match kind {
+            tar::EntryType::Regular | tar::EntryType::Directory => None,
+            tar::EntryType::Symlink => Some("it is a symbolic link"),
+            tar::EntryType::Link => Some("it is a hard link"),
+            tar::EntryType::Char | tar::EntryType::Block => Some("it is a device file"),
+            tar::EntryType::Fifo => Some("it is a FIFO"),
+            _ => Some("it is not a regular file or directory"),
+        };
+        if let Some(reason) = reason {
+            return Err(refuse(&name, reason));
+        }
+        let path = Path::new(&name);
+        if path.is_absolute() {
+            return Err(refuse(&name, "its path is absolute"));
+        }
+        let mut parts = Vec::new();
+        for component in path.components() {
+            match component {
+                Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+                Component::CurDir => {}
+                Component::ParentDir => return Err(refuse(&name, "its path contains `..`")),
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(refuse(&name, "its path is absolute"));
+                }
+            }
+        }
+        let Some(first) = parts.first() else {
+            continue;
+        };
+        match &top {
+            None => top = Some(first.clone()),
+            Some(t) if t != first => {
+                return Err(refuse(
+                    &name,
+                    &format!("it is outside the variant directory `{t}/`"),
+                ));
+            }
+            Some(_) => {}
+        }
+        if kind == tar::EntryType::Directory {
+            continue;
+        }
+        let rel = parts[1..].join("/");
+        if rel.is_empty() {
+            return Err(refuse(
+                &name,
+                "a file where the variant directory should be",
+            ));
+        }
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes).map_err(read_err(archive))?;
+        if rel == "metadata.json" {
+            metadata = Some(bytes.clone());
+        }
+        let hashes = (
+            sha2::Sha256::digest(&bytes).to_vec(),
+            sha2::Sha512::digest(&bytes).to_vec(),
+        );
+        if files.insert(rel.clone(), hashes).is_some() {
+            return Err(refuse(&name, "it appears twice"));
+        }
+        names.insert(name, rel);
+    }
+    let variant = top.ok_or_else(|| refuse("", "the archive is empty"))?;
+    let metadata_name = format!("{variant}/metadata.json");
+    let metadata = metadata.ok_or_else(|| refuse(&metadata_name, "it is missing"))?;
+    let invalid = |message: String| PackageError::Metadata {
+        path: archive.join(&metadata_name),
+        message,
+    };
+    let parsed = Metadata::parse(&metadata).map_err(invalid)?;
+    let expected = parsed
+        .digest
+        .ok_or_else(|| invalid("no `digest`: the archive's files cannot be checked".into()))?;
+    let hashed: BTreeSet<&String> = files
+        .keys()
+        .filter(|rel| {
+            !(rel.as_str() == "metadata.json"
+                || rel.as_str() == "metadata.json.sigstore"
+                || rel.split('/').any(|p| p == "__pycache__")
+                || rel.ends_with(".pyc"))
+        })
+        .collect();
+    let actual = VariantDigest {
+        algorithm: expected.algorithm,
+        files: hashed
+            .into_iter()
+            .map(|rel| {
+                let (sha256, sha512) = &files[rel];
+                let hash = match expected.algorithm {
+                    DigestAlgorithm::SHA256 => sha256,
+                    DigestAlgorithm::SHA512 => sha512,
+                };
+                (rel.clone(), BASE64_STANDARD.encode(hash))
+            })
+            .collect(),
+    };
+    let violations = expected.violations(&actual);
+    if !violations.is_empty() {
+        return Err(PackageError::Digest {
+            dir: archive.to_path_buf(),
+            violations: violations.iter().map(|v| format!("  {v}")).collect(),
+        });
+    }
+    Ok(Checked {
+        variant,
+        files: names,
+    })
+}
+
+/// An artifact written by [`pack`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Packed {
+    pub variant: String,
+    pub path: PathBuf,
+}
+
+/// Verify the variants under `build_dir` (all, or only `only`) and write each as an artifact
+/// into `dist_dir`.
+pub fn pack(
+    build_dir: &Path,
+    only: &[String],
+    dist_dir: &Path,
+) -> Result<Vec<Packed>, PackageError> {
+    let read = |source| PackageError::Read {
+        path: build_dir.to_path_buf(),
+        source,
+    };
+    let mut dirs = Vec::new();
+    for entry in std::fs::read_dir(build_dir).map_err(read)? {
+        let path = entry.map_err(read)?.path();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let wanted = only.is_empty() || only.contains(&name);
+        if wanted && !name.starts_with('.') && path.join("metadata.json").is_file() {
+            dirs.push((name, path));
+        }
+    }
+    dirs.sort();
+    let missing: Vec<String> = only
+        .iter()
+        .filter(|w| !dirs.iter().any(|(n, _)| n == *w))
+        .cloned()
+        .collect();
+    if dirs.is_empty() || !missing.is_empty() {
+        return Err(PackageError::NoVariants {
+            dir: build_dir.to_path_buf(),
+            missing,
+        });
+    }
+    let mut out = Vec::new();
+    for (name, dir) in dirs {
+        let variant = BuiltVariant::read(&dir)?;
+        out.push(Packed {
+            variant: name,
+            path: write_artifact(&variant, dist_dir)?,
+        });
+    }
+    Ok(out)
+}
