@@ -5,19 +5,23 @@ use super::BuildError;
 use crate::config::{Backend, Framework, Project};
 use crate::plan::select_backends;
 use crate::report::Reporter;
-use crate::toolchain::{Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch};
+use crate::toolchain::{
+    FactCache, Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch,
+};
 
 /// The tools `project` needs for the backends `requested` selects (noarch projects need none).
+/// What the tools say about themselves comes from `facts` while they are unchanged.
 pub fn discover_toolchain(
     project: &Project,
     settings: &ToolchainSettings,
     requested: &[String],
+    facts: &FactCache,
     reporter: &dyn Reporter,
 ) -> Result<Toolchain, BuildError> {
     if !matches!(project.framework, Framework::Torch(_)) {
         return Ok(Toolchain::default());
     }
-    let torch = find_torch(settings.python.as_deref(), &project.root)?;
+    let torch = find_torch(settings.python.as_deref(), &project.root, facts)?;
     reporter.verbose(&format!(
         "python {} ({}), torch {} (cuda {})",
         torch.python.path.display(),
@@ -28,12 +32,12 @@ pub fn discover_toolchain(
     // nvcc is looked for only when the cuda backend will be built; the plan selects again from
     // the same inputs and reports what it skips.
     let selection = select_backends(project, Some(&torch.info), requested)?;
-    let cxx = find_cxx()?;
+    let cxx = find_cxx(facts)?;
     for w in &cxx.warnings {
         reporter.warn(w);
     }
     let nvcc = if selection.chosen.contains(&Backend::Cuda) {
-        let nvcc = find_nvcc(settings.nvcc.as_deref(), &torch.info)?;
+        let nvcc = find_nvcc(settings.nvcc.as_deref(), &torch.info, facts)?;
         for w in &nvcc.warnings {
             reporter.warn(w);
         }

@@ -6,13 +6,14 @@
 //! together: their compile jobs share one runner and one budget.
 
 mod discover;
+mod fresh;
 mod lock;
 
 pub use discover::discover_toolchain;
 pub use lock::BuildLock;
 
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
 
 use serde::Serialize;
 
@@ -21,10 +22,10 @@ use crate::config::{self, Backend, ConfigError, Project};
 use crate::hint::Hint;
 use crate::jobs::JobBudget;
 use crate::link::{self, LinkError};
-use crate::package::{self, GitStatus, Installed, PackageError};
-use crate::plan::{self, BuildPlan, PlanError, PlanSettings, Skipped};
+use crate::package::{self, Installed, PackageError};
+use crate::plan::{self, BuildPlan, PlanError, PlanSettings, Skipped, VariantPlan};
 use crate::report::Reporter;
-use crate::toolchain::{Toolchain, ToolchainError, ToolchainSettings};
+use crate::toolchain::{FactCache, Toolchain, ToolchainError, ToolchainSettings};
 
 /// What to build and how, resolved from the command line.
 #[derive(Debug, Clone)]
@@ -63,6 +64,13 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+    /// The record of the last build (the no-op fast path) could not be removed.
+    #[error("cannot remove `{}`", path.display())]
+    Record {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Hint for BuildError {
@@ -74,7 +82,7 @@ impl Hint for BuildError {
             BuildError::Compile(e) => e.hint(),
             BuildError::Link(e) => e.hint(),
             BuildError::Package(e) => e.hint(),
-            BuildError::Lock { .. } => Some(
+            BuildError::Lock { .. } | BuildError::Record { .. } => Some(
                 "check that the output directory (`--out-dir`) can be created and written".into(),
             ),
         }
@@ -153,14 +161,18 @@ impl<'r> Builder<'r> {
         Ok(project)
     }
 
-    /// The plan for `project` built with `toolchain`; reports the backends it skips.
-    pub fn plan(&self, project: &Project, toolchain: &Toolchain) -> Result<BuildPlan, BuildError> {
-        let out_dir = match &self.settings.out_dir {
+    /// Where `project`'s variants go: `--out-dir`, else `<project>/build`.
+    fn out_dir(&self, project: &Project) -> PathBuf {
+        match &self.settings.out_dir {
             Some(dir) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
             None => project.root.join("build"),
-        };
+        }
+    }
+
+    /// The plan for `project` built with `toolchain`; reports the backends it skips.
+    pub fn plan(&self, project: &Project, toolchain: &Toolchain) -> Result<BuildPlan, BuildError> {
         let settings = PlanSettings {
-            out_dir,
+            out_dir: self.out_dir(project),
             backends: self.settings.backends.clone(),
             unique_id: self.settings.unique_id.clone(),
             budget: self.settings.budget,
@@ -173,27 +185,43 @@ impl<'r> Builder<'r> {
         Ok(plan)
     }
 
-    /// Load the project, discover its toolchain and plan the build.
+    /// Load the project, discover its toolchain and plan the build. Toolchain facts remembered
+    /// by an earlier build are used, but nothing is written.
     pub fn prepare(&self) -> Result<Prepared, BuildError> {
+        self.prepare_with_facts().map(|(prepared, _)| prepared)
+    }
+
+    /// [`Builder::prepare`], also returning the toolchain facts cache of the output directory
+    /// (`<out_dir>/.kbuild/toolchain.json`) with what this build had to ask anew.
+    fn prepare_with_facts(&self) -> Result<(Prepared, FactCache), BuildError> {
         let project = self.load()?;
+        let facts = FactCache::open(&self.out_dir(&project).join(".kbuild/toolchain.json"));
         let toolchain = discover_toolchain(
             &project,
             &self.settings.toolchain,
             &self.settings.backends,
+            &facts,
             self.reporter,
         )?;
         let plan = self.plan(&project, &toolchain)?;
-        Ok(Prepared {
+        let prepared = Prepared {
             project,
             toolchain,
             plan,
-        })
+        };
+        Ok((prepared, facts))
     }
 
     /// Prepare and execute: the whole `kbuild build`.
     pub fn build(&self) -> Result<BuildReport, BuildError> {
         let started = Instant::now();
-        let prepared = self.prepare()?;
+        let (prepared, facts) = self.prepare_with_facts()?;
+        if let Err(e) = facts.save() {
+            self.reporter.warn(&format!(
+                "cannot save the toolchain facts under `{}` (the next build asks the tools again): {e}",
+                prepared.plan.work_dir.display()
+            ));
+        }
         self.execute(
             &prepared.project,
             std::slice::from_ref(&prepared.plan),
@@ -221,6 +249,14 @@ impl<'r> Builder<'r> {
             });
         };
         let _lock = BuildLock::acquire(&first.out_dir, reporter)?;
+        let key = fresh::key(project, plans);
+        if fresh::is_fresh(&first.work_dir, &key) {
+            return Ok(self.fresh_report(plans, started));
+        }
+        fresh::forget(&first.work_dir).map_err(|source| BuildError::Record {
+            path: first.work_dir.join("fresh.json"),
+            source,
+        })?;
         let mut jobs = Vec::new();
         for variant in plans.iter().flat_map(|p| &p.variants) {
             package::write_headers(variant)?;
@@ -232,44 +268,44 @@ impl<'r> Builder<'r> {
             let detail = format!("{what} ({} units, -j{})", jobs.len(), budget.jobs);
             reporter.stage("Compiling", &detail);
         }
+        let cache_dir = first.work_dir.join("cache");
         let compiled = compile::compile_all(
             &jobs,
             &CompileSettings {
                 jobs: budget.jobs,
-                cache_dir: first.work_dir.join("cache"),
+                cache_dir: cache_dir.clone(),
             },
             reporter,
         )?;
 
         let mut variants = Vec::new();
         for plan in plans {
-            let kernel_git = plan.source.commit.clone().map(|commit| GitStatus {
-                commit,
-                dirty: plan.source.dirty,
-            });
             for variant in &plan.variants {
                 if let Some(job) = &variant.link {
                     link::link(job, &format!("{}.abi3.so", variant.id), reporter)?;
                 }
-                let metadata = package::metadata_for(project, variant, kernel_git.clone());
+                let metadata = package::metadata_for(project, variant, fresh::kernel_git(plan));
                 let installed = package::install_variant(variant, &plan.out_dir, metadata)?.outcome;
                 let written = installed == Installed::Written;
-                let path = plan.out_dir.join(&variant.name);
-                let stage = if written { "Packaged" } else { "Fresh" };
-                reporter.stage(stage, &path.display().to_string());
-                variants.push(VariantReport {
-                    name: variant.name.clone(),
-                    path,
-                    id: variant.id.clone(),
-                    backend: variant.backend,
-                    capabilities: variant
-                        .capabilities
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect(),
-                    written,
-                });
+                variants.push(self.variant_report(variant, &plan.out_dir, written));
             }
+        }
+        let places = fresh::Places {
+            work_dir: &first.work_dir,
+            cache_dir: &cache_dir,
+        };
+        let build_began = SystemTime::now()
+            .checked_sub(started.elapsed())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        match fresh::record(&places, &key, project, plans, build_began) {
+            Ok(true) => {}
+            Ok(false) => reporter.verbose(
+                "a source changed during the build: the next build checks everything again",
+            ),
+            Err(e) => reporter.warn(&format!(
+                "cannot record the build in `{}` (the next build checks everything again): {e}",
+                first.work_dir.display()
+            )),
         }
         Ok(BuildReport {
             variants,
@@ -278,5 +314,45 @@ impl<'r> Builder<'r> {
             cached: compiled.cached,
             seconds: started.elapsed().as_secs_f64(),
         })
+    }
+
+    /// A variant's line (`Packaged` when written, `Fresh` when already in place) and report.
+    fn variant_report(&self, variant: &VariantPlan, out_dir: &Path, written: bool) -> VariantReport {
+        let path = out_dir.join(&variant.name);
+        let stage = if written { "Packaged" } else { "Fresh" };
+        self.reporter.stage(stage, &path.display().to_string());
+        VariantReport {
+            name: variant.name.clone(),
+            path,
+            id: variant.id.clone(),
+            backend: variant.backend,
+            capabilities: variant
+                .capabilities
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            written,
+        }
+    }
+
+    /// The report of a build that found everything as the last one left it.
+    fn fresh_report(&self, plans: &[BuildPlan], started: Instant) -> BuildReport {
+        let mut variants = Vec::new();
+        let mut cached = Vec::new();
+        for plan in plans {
+            for variant in &plan.variants {
+                cached.extend(variant.compile.iter().map(|j| j.label.clone()));
+                variants.push(self.variant_report(variant, &plan.out_dir, false));
+            }
+        }
+        self.reporter
+            .verbose("nothing changed since the last build: no tool runs");
+        BuildReport {
+            variants,
+            skipped: plans.iter().flat_map(|p| p.skipped.clone()).collect(),
+            compiled: Vec::new(),
+            cached,
+            seconds: started.elapsed().as_secs_f64(),
+        }
     }
 }
