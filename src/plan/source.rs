@@ -75,6 +75,9 @@ fn git_state(root: &Path) -> Option<(String, bool)> {
         "--",
         ".",
     ]);
+    // A status refresh would take `index.lock`: a build must not write the user's repository
+    // (nor fail a `git commit` running beside it).
+    spec.env.push(("GIT_OPTIONAL_LOCKS".into(), "0".into()));
     let out = process::run(&spec).ok()?;
     parse_status(&String::from_utf8_lossy(&out.stdout))
 }
