@@ -140,7 +140,9 @@ fn summary(out: &std::process::Output) -> serde_json::Value {
 fn compiled(out: &std::process::Output) -> Vec<String> {
     let json = summary(out);
     let list = json["compiled"].as_array().expect("compiled list");
-    list.iter().map(|v| v.as_str().unwrap().to_string()).collect()
+    list.iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
 }
 
 /// Names of the variants the build wrote (rather than found in place).
@@ -166,7 +168,13 @@ fn a_second_build_without_changes_runs_no_python_no_compiler_and_no_linker() {
     let first = tools.build(project.path());
     assert!(!compiled(&first).is_empty());
     let calls = tools.take_calls();
-    for tool in ["python", "c++ --version", "nvcc --version", "nvcc -ccbin", "c++ -shared"] {
+    for tool in [
+        "python",
+        "c++ --version",
+        "nvcc --version",
+        "nvcc -ccbin",
+        "c++ -shared",
+    ] {
         assert!(
             calls.iter().any(|c| c.starts_with(tool)),
             "the first build ran no `{tool}`: {calls:?}"
@@ -187,7 +195,10 @@ fn changing_torch_asks_python_again_and_nothing_else() {
     tools.build(project.path());
     tools.take_calls();
 
-    rewrite(&tools.torch_version, "__version__ = '2.16.0+cu132'  # upgraded\n");
+    rewrite(
+        &tools.torch_version,
+        "__version__ = '2.16.0+cu132'  # upgraded\n",
+    );
     let out = tools.build(project.path());
     assert_eq!(tools.take_calls(), ["python"]);
     assert_eq!(compiled(&out), Vec::<String>::new());
@@ -224,8 +235,14 @@ fn an_edited_source_recompiles_and_relinks_without_asking_the_toolchain() {
     let out = tools.build(project.path());
     // Outside git the op namespace hashes the sources: the bindings compile again too.
     let compiled = compiled(&out);
-    assert!(compiled.iter().any(|l| l.contains("relu.cu")), "{compiled:?}");
-    assert!(!compiled.iter().any(|l| l.contains("relu_cpu.cpp")), "{compiled:?}");
+    assert!(
+        compiled.iter().any(|l| l.contains("relu.cu")),
+        "{compiled:?}"
+    );
+    assert!(
+        !compiled.iter().any(|l| l.contains("relu_cpu.cpp")),
+        "{compiled:?}"
+    );
     let calls = tools.take_calls();
     let probes = ["python", "--version", "--list-gpu-arch", "-print-file-name"];
     assert!(

@@ -5,9 +5,7 @@ use super::BuildError;
 use crate::config::{Backend, Framework, Project};
 use crate::plan::select_backends;
 use crate::report::Reporter;
-use crate::toolchain::{
-    FactCache, Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch,
-};
+use crate::toolchain::{FactCache, Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch};
 
 /// The tools `project` needs for the backends `requested` selects (noarch projects need none).
 /// What the tools say about themselves comes from `facts` while they are unchanged.

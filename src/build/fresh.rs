@@ -129,8 +129,9 @@ pub(super) fn record(
         }
     }
     // Generated headers are inputs of the compile but outputs of this build.
-    let (own, inputs): (BTreeSet<PathBuf>, BTreeSet<PathBuf>) =
-        inputs.into_iter().partition(|p| p.starts_with(places.work_dir));
+    let (own, inputs): (BTreeSet<PathBuf>, BTreeSet<PathBuf>) = inputs
+        .into_iter()
+        .partition(|p| p.starts_with(places.work_dir));
     outputs.extend(own);
     let inputs: Vec<FileStamp> = inputs.iter().map(|p| FileStamp::of(p)).collect();
     if inputs.iter().any(|s| s.changed_since(started)) {

@@ -317,7 +317,12 @@ impl<'r> Builder<'r> {
     }
 
     /// A variant's line (`Packaged` when written, `Fresh` when already in place) and report.
-    fn variant_report(&self, variant: &VariantPlan, out_dir: &Path, written: bool) -> VariantReport {
+    fn variant_report(
+        &self,
+        variant: &VariantPlan,
+        out_dir: &Path,
+        written: bool,
+    ) -> VariantReport {
         let path = out_dir.join(&variant.name);
         let stage = if written { "Packaged" } else { "Fresh" };
         self.reporter.stage(stage, &path.display().to_string());

@@ -135,6 +135,9 @@ mod tests {
 
     #[test]
     fn a_repository_without_commits_has_no_git_identity() {
-        assert_eq!(parse_status("# branch.oid (initial)\n# branch.head main\n"), None);
+        assert_eq!(
+            parse_status("# branch.oid (initial)\n# branch.head main\n"),
+            None
+        );
     }
 }

@@ -234,15 +234,24 @@ mod tests {
         let calls = Cell::new(0);
 
         let cache = FactCache::open(&store);
-        assert_eq!(cache.answer("q", ask_counting(&calls, &tool)).unwrap(), "v1");
+        assert_eq!(
+            cache.answer("q", ask_counting(&calls, &tool)).unwrap(),
+            "v1"
+        );
         cache.save().unwrap();
         let cache = FactCache::open(&store);
-        assert_eq!(cache.answer("q", ask_counting(&calls, &tool)).unwrap(), "v1");
+        assert_eq!(
+            cache.answer("q", ask_counting(&calls, &tool)).unwrap(),
+            "v1"
+        );
         assert_eq!(calls.get(), 1, "the second build asks nothing");
 
         std::fs::write(&tool, "v2").unwrap();
         backdate(&tool);
-        assert_eq!(cache.answer("q", ask_counting(&calls, &tool)).unwrap(), "v2");
+        assert_eq!(
+            cache.answer("q", ask_counting(&calls, &tool)).unwrap(),
+            "v2"
+        );
         assert_eq!(calls.get(), 2, "a rewritten tool is asked again");
     }
 

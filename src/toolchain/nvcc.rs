@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::python::parse_major_minor;
 use super::cache::FactCache;
+use super::python::parse_major_minor;
 use super::{ToolchainError, TorchInfo, capture_known, resolve_program};
 use crate::config::Capability;
 
