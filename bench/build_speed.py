@@ -136,6 +136,8 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Run:
         done.set()
         sampler.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
+    with open(log, "a") as out:
+        out.write(f"[{seconds:.2f} s, largest process {usage.ru_maxrss // 1024} MiB]\n")
     if proc.returncode != 0:
         sys.exit(f"error: `{shlex.join(argv)}` exited with {proc.returncode}; see {log}")
     return Run(seconds, usage.ru_maxrss, peak[0])
@@ -207,9 +209,24 @@ def without_gencodes(argv: list[str]) -> list[str]:
     return result
 
 
+@dataclass
+class Floor:
+    """Every pass of every unit, each run alone, and the link."""
+
+    passes: list[tuple[float, str]]
+    link: float
+
+    def longest(self) -> tuple[float, str]:
+        return max(self.passes)
+
+    def work(self) -> float:
+        return sum(t for t, _ in self.passes)
+
+
 def floor(compiles: list, link: list[str], variant: dict, env: dict[str, str], tmp: Path,
-          log: Path) -> tuple[float, str, float]:
-    """The longest single pass of any unit, alone, and the link: (pass seconds, which, link)."""
+          log: Path) -> Floor:
+    """Time every device pass (one capability, `-cubin`) and host pass of every unit alone,
+    and the link."""
     passes: list[tuple[float, str]] = []
     jobs = {j["label"]: j for j in variant["compile"]}
     for label, argv in compiles:
@@ -232,8 +249,7 @@ def floor(compiles: list, link: list[str], variant: dict, env: dict[str, str], t
         whole = timed(redirect(one, tmp / "unit.o"), env, tmp, log).seconds
         passes.append((max(whole - cubins[0], 0.0), f"{label} host (one-arch compile - its cubin)"))
     link_s = timed(redirect(link, tmp / "link.so"), env, tmp, log).seconds if link else 0.0
-    longest = max(passes)
-    return longest[0], longest[1], link_s
+    return Floor(passes, link_s)
 
 
 CPPEXT_SCRIPT = """
@@ -382,12 +398,19 @@ def report(results: dict, args, header: str) -> str:
             ratios.append(f"{b / a:.2f}x" if a and b else "-")
         lines.append("| cpp_extension / kbuild | " + " | ".join(ratios) + " | |")
         if r["floor"]:
-            pass_s, which, link_s = r["floor"]
-            total = pass_s + link_s
+            fl: Floor = r["floor"]
+            pass_s, which = fl.longest()
+            total = pass_s + fl.link
+            # With fewer cores than passes the work itself bounds the build too.
+            work = max(pass_s, fl.work() / args.jobs) + fl.link
             cold = kb.median("cold")
             lines.append("")
             lines.append(f"floor: {fmt_s(total)} = longest pass {fmt_s(pass_s)} ({which}) + link "
-                         f"{fmt_s(link_s)}; kbuild cold = {cold / total:.2f}x the floor")
+                         f"{fmt_s(fl.link)}; kbuild cold = {cold / total:.2f}x the floor")
+            lines.append(f"work bound at -j{args.jobs}: {fmt_s(work)} = max(longest pass, all "
+                         f"passes {fmt_s(fl.work())} / {args.jobs}) + link; kbuild cold = "
+                         f"{cold / work:.2f}x it")
+            lines.append("passes alone: " + "; ".join(f"{w} {fmt_s(t)}" for t, w in fl.passes))
         lines.append("")
         lines.append("all runs (s): " + "; ".join(
             f"{tool} {c}: " + ", ".join(f"{x.seconds:.2f}" for x in res.cases.get(c, []))
