@@ -314,8 +314,11 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
     # the generated headers come from kbuild's first build.
     gen_include = scratch / "gen-include"
     in_cwork = lambda p: p.replace(str(work), str(cwork))  # noqa: E731
+    # cpp_extension sets its own extension name and half/bf16 rules, and builds against the
+    # full Python API (with `Py_LIMITED_API` torch's pybind11 headers do not compile).
+    own = ("TORCH_EXTENSION_NAME", "Py_LIMITED_API")
     defines = sorted({tuple(d) for j in variant["compile"] for d in j["defines"]
-                      if d[0] != "TORCH_EXTENSION_NAME" and not d[0].startswith("__CUDA_NO_")},
+                      if d[0] not in own and not d[0].startswith("__CUDA_NO_")},
                      key=str)
     dflags = [f"-D{k}={v}" if v is not None else f"-D{k}" for k, v in defines]
     std = variant["compile"][0]["std"]
