@@ -9,7 +9,7 @@ use crate::config::{Backend, Framework, Project};
 use crate::deps;
 use crate::plan::select_backends;
 use crate::report::Reporter;
-use crate::toolchain::{Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch};
+use crate::toolchain::{FactCache, Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch};
 use crate::toolchains::{self, InstallError, LockFile, major_minor, toolchains_dir};
 
 /// Where one toolchain of a build comes from.
@@ -67,17 +67,19 @@ pub fn choose_toolchains(
 }
 
 /// The tools `project` needs for the backends `requested` selects (noarch projects need none).
+/// What the tools say about themselves comes from `facts` while they are unchanged.
 pub fn discover_toolchain(
     project: &Project,
     settings: &ToolchainSettings,
     requested: &[String],
     expected_torch: Option<&str>,
+    facts: &FactCache,
     reporter: &dyn Reporter,
 ) -> Result<Toolchain, BuildError> {
     if !matches!(project.framework, Framework::Torch(_)) {
         return Ok(Toolchain::default());
     }
-    let torch = find_torch(settings.python.as_deref(), &project.root)?;
+    let torch = find_torch(settings.python.as_deref(), &project.root, facts)?;
     if let Some(wanted) = expected_torch {
         let (major, minor) = torch.info.major_minor();
         if format!("{major}.{minor}") != *wanted {
@@ -98,12 +100,12 @@ pub fn discover_toolchain(
     // nvcc is looked for only when the cuda backend will be built; the plan selects again from
     // the same inputs and reports what it skips.
     let selection = select_backends(project, Some(&torch.info), requested)?;
-    let cxx = find_cxx()?;
+    let cxx = find_cxx(facts)?;
     for w in &cxx.warnings {
         reporter.warn(w);
     }
     let nvcc = if selection.chosen.contains(&Backend::Cuda) {
-        let nvcc = find_nvcc(settings.nvcc.as_deref(), &torch.info)?;
+        let nvcc = find_nvcc(settings.nvcc.as_deref(), &torch.info, facts)?;
         for w in &nvcc.warnings {
             reporter.warn(w);
         }

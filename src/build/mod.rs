@@ -7,13 +7,14 @@
 
 mod checks;
 mod discover;
+mod fresh;
 mod lock;
 
 pub use discover::{ToolchainChoice, choose_toolchains, discover_toolchain};
 pub use lock::BuildLock;
 
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
 
 use serde::Serialize;
 
@@ -23,11 +24,11 @@ use crate::deps::{self, DepsError};
 use crate::hint::Hint;
 use crate::jobs::JobBudget;
 use crate::link::{self, LinkError};
-use crate::package::{self, GitStatus, Installed, PackageError};
-use crate::plan::{self, BuildPlan, PlanError, PlanSettings, Skipped};
+use crate::package::{self, Installed, PackageError};
+use crate::plan::{self, BuildPlan, PlanError, PlanSettings, Skipped, VariantPlan};
 use crate::process::{Interrupted, catch_interrupts, check_interrupted};
 use crate::report::Reporter;
-use crate::toolchain::{Toolchain, ToolchainError, ToolchainSettings};
+use crate::toolchain::{FactCache, Toolchain, ToolchainError, ToolchainSettings};
 use crate::toolchains::InstallError;
 
 /// What to build and how, resolved from the command line.
@@ -119,6 +120,13 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+    /// The record of the last build (the no-op fast path) could not be removed.
+    #[error("cannot remove `{}`", path.display())]
+    Record {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Hint for BuildError {
@@ -158,7 +166,7 @@ impl Hint for BuildError {
             BuildError::Interrupted(_) => Some(
                 "run the build again to finish it: variants in place are whole, old or new".into(),
             ),
-            BuildError::Lock { .. } => Some(
+            BuildError::Lock { .. } | BuildError::Record { .. } => Some(
                 "check that the output directory (`--out-dir`) can be created and written".into(),
             ),
         }
@@ -252,15 +260,19 @@ impl<'r> Builder<'r> {
         Ok(project)
     }
 
-    /// The plan for `project` built with `toolchain`; reports the backends it skips.
-    pub fn plan(&self, project: &Project, toolchain: &Toolchain) -> Result<BuildPlan, BuildError> {
-        let out_dir = match &self.settings.out_dir {
+    /// Where `project`'s variants go: `--out-dir`, else `<project>/build`.
+    fn out_dir(&self, project: &Project) -> PathBuf {
+        match &self.settings.out_dir {
             Some(dir) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
             None => project.root.join("build"),
-        };
-        checks::check_paths(project, &out_dir)?;
+        }
+    }
+
+    /// The plan for `project` built with `toolchain`; reports the backends it skips.
+    pub fn plan(&self, project: &Project, toolchain: &Toolchain) -> Result<BuildPlan, BuildError> {
+        checks::check_paths(project, &self.out_dir(project))?;
         let settings = PlanSettings {
-            out_dir,
+            out_dir: self.out_dir(project),
             backends: self.settings.backends.clone(),
             unique_id: self.settings.unique_id.clone(),
             budget: self.settings.budget,
@@ -276,28 +288,46 @@ impl<'r> Builder<'r> {
         Ok(plan)
     }
 
-    /// Load the project, discover its toolchain and plan the build.
+    /// Load the project, discover its toolchain and plan the build. Toolchain facts remembered
+    /// by an earlier build are used, but nothing is written.
     pub fn prepare(&self) -> Result<Prepared, BuildError> {
+        self.prepare_with_facts().map(|(prepared, _)| prepared)
+    }
+
+    /// [`Builder::prepare`], also returning the toolchain facts cache of the output directory
+    /// (`<out_dir>/.kbuild/toolchain.json`) with what this build had to ask anew.
+    fn prepare_with_facts(&self) -> Result<(Prepared, FactCache), BuildError> {
         let project = self.load()?;
+        let facts = FactCache::open(&self.out_dir(&project).join(".kbuild/toolchain.json"));
         let toolchain = discover_toolchain(
             &project,
             &self.settings.toolchain,
             &self.settings.backends,
             None,
+            &facts,
             self.reporter,
         )?;
         let plan = self.plan(&project, &toolchain)?;
-        Ok(Prepared {
+        let prepared = Prepared {
             project,
             toolchain,
             plan,
-        })
+        };
+        Ok((prepared, facts))
     }
 
     /// Load the project and plan it once per toolchain (one per requested torch, see
     /// [`choose_toolchains`]), keeping only the `--variant`s asked for.
     pub fn prepare_all(&self) -> Result<(Project, Vec<BuildPlan>), BuildError> {
+        self.prepare_all_with_facts()
+            .map(|(project, plans, _)| (project, plans))
+    }
+
+    /// [`Builder::prepare_all`], also returning the toolchain facts cache with what this build
+    /// had to ask anew.
+    fn prepare_all_with_facts(&self) -> Result<(Project, Vec<BuildPlan>, FactCache), BuildError> {
         let project = self.load()?;
+        let facts = FactCache::open(&self.out_dir(&project).join(".kbuild/toolchain.json"));
         let choices = choose_toolchains(
             &project.root,
             &self.settings.toolchain,
@@ -310,18 +340,25 @@ impl<'r> Builder<'r> {
                 &choice.settings,
                 &self.settings.backends,
                 choice.torch.as_deref(),
+                &facts,
                 self.reporter,
             )?;
             plans.push(self.plan(&project, &toolchain)?);
         }
         select_variants(&mut plans, &self.settings.variants)?;
-        Ok((project, plans))
+        Ok((project, plans, facts))
     }
 
     /// Prepare and execute: the whole `kbuild build`.
     pub fn build(&self) -> Result<BuildReport, BuildError> {
         let started = Instant::now();
-        let (project, plans) = self.prepare_all()?;
+        let (project, plans, facts) = self.prepare_all_with_facts()?;
+        if let Err(e) = facts.save() {
+            self.reporter.warn(&format!(
+                "cannot save the toolchain facts of `{}` (the next build asks the tools again): {e}",
+                project.root.display()
+            ));
+        }
         self.execute(&project, &plans, started)
     }
 
@@ -349,6 +386,20 @@ impl<'r> Builder<'r> {
         // trees and removes their temporary objects) instead of orphaning them.
         let _signals = catch_interrupts();
         lock.sweep(&first.out_dir, &first.work_dir, reporter);
+        // Wheels and artifacts are written from the installed variants: only a plain build can
+        // stop at "nothing changed".
+        let outputs = &self.settings.outputs;
+        let key = fresh::key(project, plans);
+        if outputs.wheel_dir.is_none()
+            && outputs.artifact_dir.is_none()
+            && fresh::is_fresh(&first.work_dir, &key)
+        {
+            return Ok(self.fresh_report(plans, started));
+        }
+        fresh::forget(&first.work_dir).map_err(|source| BuildError::Record {
+            path: first.work_dir.join("fresh.json"),
+            source,
+        })?;
         let mut fetched: Vec<&deps::Fetch> = Vec::new();
         for fetch in plans.iter().flat_map(|p| &p.fetches) {
             if fetched.iter().all(|f| f.into != fetch.into) {
@@ -369,11 +420,12 @@ impl<'r> Builder<'r> {
             let detail = format!("{what} ({} units, -j{})", jobs.len(), budget.jobs);
             reporter.stage("Compiling", &detail);
         }
+        let cache_dir = first.work_dir.join("cache");
         let compiled = compile::compile_all(
             &jobs,
             &CompileSettings {
                 jobs: budget.jobs,
-                cache_dir: first.work_dir.join("cache"),
+                cache_dir: cache_dir.clone(),
                 launcher: self.settings.compiler_launcher.clone(),
             },
             reporter,
@@ -381,17 +433,13 @@ impl<'r> Builder<'r> {
 
         let mut variants = Vec::new();
         for plan in plans {
-            let kernel_git = plan.source.commit.clone().map(|commit| GitStatus {
-                commit,
-                dirty: plan.source.dirty,
-            });
             for variant in &plan.variants {
                 check_interrupted()?;
                 if let Some(job) = &variant.link {
                     link::link(job, &format!("{}.abi3.so", variant.id), reporter)?;
                 }
                 check_interrupted()?;
-                let metadata = package::metadata_for(project, variant, kernel_git.clone());
+                let metadata = package::metadata_for(project, variant, fresh::kernel_git(plan));
                 let install = package::install_variant(variant, &plan.out_dir, metadata)?;
                 let written = install.outcome == Installed::Written;
                 let path = plan.out_dir.join(&variant.name);
@@ -429,26 +477,93 @@ impl<'r> Builder<'r> {
                 });
             }
         }
+        let places = fresh::Places {
+            work_dir: &first.work_dir,
+            cache_dir: &cache_dir,
+        };
+        let build_began = SystemTime::now()
+            .checked_sub(started.elapsed())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        match fresh::record(&places, &key, project, plans, build_began) {
+            Ok(true) => {}
+            Ok(false) => reporter.verbose(
+                "a source changed during the build: the next build checks everything again",
+            ),
+            Err(e) => reporter.warn(&format!(
+                "cannot record the build in `{}` (the next build checks everything again): {e}",
+                first.work_dir.display()
+            )),
+        }
         Ok(BuildReport {
             variants,
-            skipped: plans.iter().flat_map(|p| p.skipped.clone()).fold(
-                Vec::new(),
-                // Every toolchain skips the same backends for the same reason: report each once.
-                |mut all: Vec<Skipped>, s| {
-                    if !all
-                        .iter()
-                        .any(|a| a.backend == s.backend && a.reason == s.reason)
-                    {
-                        all.push(s);
-                    }
-                    all
-                },
-            ),
+            skipped: skipped_once(plans),
             compiled: compiled.compiled,
             cached: compiled.cached,
             seconds: started.elapsed().as_secs_f64(),
         })
     }
+
+    /// A variant's line (`Packaged` when written, `Fresh` when already in place) and report.
+    fn variant_report(
+        &self,
+        variant: &VariantPlan,
+        out_dir: &Path,
+        written: bool,
+    ) -> VariantReport {
+        let path = out_dir.join(&variant.name);
+        let stage = if written { "Packaged" } else { "Fresh" };
+        self.reporter.stage(stage, &path.display().to_string());
+        VariantReport {
+            name: variant.name.clone(),
+            path,
+            id: variant.id.clone(),
+            backend: variant.backend,
+            capabilities: variant
+                .capabilities
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            written,
+            wheel: None,
+            artifact: None,
+        }
+    }
+
+    /// The report of a build that found everything as the last one left it.
+    fn fresh_report(&self, plans: &[BuildPlan], started: Instant) -> BuildReport {
+        let mut variants = Vec::new();
+        let mut cached = Vec::new();
+        for plan in plans {
+            for variant in &plan.variants {
+                cached.extend(variant.compile.iter().map(|j| j.label.clone()));
+                variants.push(self.variant_report(variant, &plan.out_dir, false));
+            }
+        }
+        self.reporter
+            .verbose("nothing changed since the last build: no tool runs");
+        BuildReport {
+            variants,
+            skipped: skipped_once(plans),
+            compiled: Vec::new(),
+            cached,
+            seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// The backends the plans skip; every toolchain skips the same backends for the same reason,
+/// so each is reported once.
+fn skipped_once(plans: &[BuildPlan]) -> Vec<Skipped> {
+    let mut all: Vec<Skipped> = Vec::new();
+    for s in plans.iter().flat_map(|p| &p.skipped) {
+        if !all
+            .iter()
+            .any(|a| a.backend == s.backend && a.reason == s.reason)
+        {
+            all.push(s.clone());
+        }
+    }
+    all
 }
 
 /// Refuse two plans writing the same variant, then keep only `wanted` (all when empty); a name

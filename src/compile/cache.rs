@@ -116,6 +116,14 @@ impl Cache {
         Freshness::Fresh
     }
 
+    /// The files the object of `job` was last built from (source first), as its manifest
+    /// records them; `None` without a readable manifest of this version.
+    pub(crate) fn recorded_dependencies(&self, job: &CompileJob) -> Option<Vec<PathBuf>> {
+        let text = std::fs::read(self.manifest_path(job)).ok()?;
+        let m = serde_json::from_slice::<Manifest>(&text).ok()?;
+        (m.version == MANIFEST_VERSION).then(|| m.deps.into_iter().map(|d| d.path).collect())
+    }
+
     /// Build the manifest for an object just compiled from `deps` (source first). `None` when a
     /// dependency changed after `started` (or vanished): the compiler may have seen either
     /// version, so nothing is recorded and the next build compiles again.
@@ -172,7 +180,8 @@ impl Cache {
 }
 
 /// Hash of everything on the command line but the output paths, which differ between the
-/// temporary names a compile writes to and the final ones.
+/// temporary names a compile writes to and the final ones, and nvcc's `--threads N`, which
+/// changes how fast the object is made, not what it is (another `-j` must not recompile).
 pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
@@ -180,9 +189,12 @@ pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
         h.update(bytes);
     };
     field(spec.program.as_os_str().as_encoded_bytes());
-    for arg in &spec.args {
+    let mut args = spec.args.iter();
+    while let Some(arg) = args.next() {
         let arg = arg.as_os_str();
-        if arg == job.object.as_os_str() {
+        if arg == "--threads" {
+            args.next();
+        } else if arg == job.object.as_os_str() {
             field(b"<object>");
         } else if arg == job.depfile.as_os_str() {
             field(b"<depfile>");

@@ -188,6 +188,17 @@ pub fn compile_all(
     Ok(summary)
 }
 
+/// Every file the objects of `jobs` were last built from (sources and headers, as the object
+/// cache in `cache_dir` records them); `None` when an object has no cache entry.
+pub fn recorded_dependencies(jobs: &[CompileJob], cache_dir: &Path) -> Option<Vec<PathBuf>> {
+    let cache = Cache::new(cache_dir);
+    let mut all = Vec::new();
+    for job in jobs {
+        all.extend(cache.recorded_dependencies(job)?);
+    }
+    Some(all)
+}
+
 fn compile_one(
     job: &CompileJob,
     cache: &Cache,

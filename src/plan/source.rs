@@ -67,18 +67,33 @@ pub fn source_identity(project: &Project) -> Result<SourceIdentity, PlanError> {
     })
 }
 
-/// `(HEAD commit, dirty)`, or `None` outside a git checkout (or without git).
+/// `(HEAD commit, dirty)`, or `None` outside a git checkout (or without git, or before the
+/// first commit). One `git status` answers both: every build asks, so one process, not two.
 fn git_state(root: &Path) -> Option<(String, bool)> {
-    let git = |args: &[&str]| {
-        let mut spec = CommandSpec::new("git");
-        spec.arg("-C").arg(root).args(args);
-        process::run(&spec)
-            .ok()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    let commit = git(&["rev-parse", "HEAD"])?;
-    let status = git(&["status", "--porcelain", "--untracked-files=no", "--", "."])?;
-    Some((commit, !status.is_empty()))
+    let mut spec = CommandSpec::new("git");
+    spec.arg("-C").arg(root).args([
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "--untracked-files=no",
+        "--",
+        ".",
+    ]);
+    // A status refresh would take `index.lock`: a build must not write the user's repository
+    // (nor fail a `git commit` running beside it).
+    spec.env.push(("GIT_OPTIONAL_LOCKS".into(), "0".into()));
+    let out = process::run(&spec).ok()?;
+    parse_status(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `# branch.oid <commit>` gives the commit; any line that is not a `#` header is a change.
+fn parse_status(text: &str) -> Option<(String, bool)> {
+    let commit = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# branch.oid "))
+        .filter(|oid| oid.chars().all(|c| c.is_ascii_hexdigit()))?;
+    let dirty = text.lines().any(|l| !l.is_empty() && !l.starts_with('#'));
+    Some((commit.to_string(), dirty))
 }
 
 /// The extensions of `torch-ext/<name>/` files a variant ships, as HF's builds choose them. A
@@ -191,4 +206,28 @@ fn check_link_inside(link: &Path, root: &Path) -> Result<(), PlanError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_status_gives_the_commit_and_whether_the_tree_is_dirty() {
+        let clean = "# branch.oid 71154b7cfd938ddd32ab8cae6546de70a58451b0\n# branch.head speed\n";
+        assert_eq!(
+            parse_status(clean),
+            Some(("71154b7cfd938ddd32ab8cae6546de70a58451b0".into(), false))
+        );
+        let dirty = format!("{clean}1 .M N... 100644 100644 100644 a b src/x.rs\n");
+        assert_eq!(parse_status(&dirty).map(|(_, d)| d), Some(true));
+    }
+
+    #[test]
+    fn a_repository_without_commits_has_no_git_identity() {
+        assert_eq!(
+            parse_status("# branch.oid (initial)\n# branch.head main\n"),
+            None
+        );
+    }
 }

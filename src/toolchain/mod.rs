@@ -4,10 +4,12 @@
 //! `python3`; one Python call reads every torch fact the build needs. nvcc comes from `--nvcc`,
 //! `CUDA_HOME`, `PATH`, then the pip CUDA (`site-packages/nvidia/cu*/bin/nvcc`) next to torch.
 
+mod cache;
 mod nvcc;
 mod python;
 mod torch;
 
+pub use cache::{FactCache, FileStamp, kbuild_stamp};
 pub use nvcc::{Nvcc, find_nvcc};
 pub use python::{Python, TorchInfo, find_python};
 pub use torch::{ExtensionFlags, TorchEnv, find_torch, target_version_define};
@@ -165,39 +167,65 @@ impl Cxx {
 }
 
 /// Locate the host C++ compiler (honours `CXX`) through the `cc` crate, insisting on one that
-/// links libstdc++ dynamically.
-pub fn find_cxx() -> Result<Cxx, ToolchainError> {
+/// links libstdc++ dynamically. The choice and the compiler's answers are remembered in
+/// `facts` while the variables that steer the choice, the `PATH` directories and the compiler
+/// are unchanged (the `cc` crate starts the compiler to detect its family).
+pub fn find_cxx(facts: &FactCache) -> Result<Cxx, ToolchainError> {
     let target = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-    let compiler = cc::Build::new()
-        .cpp(true)
-        .cargo_metadata(false)
-        .cargo_warnings(false)
-        .target(&target)
-        .host(&target)
-        .opt_level(3)
-        .try_get_compiler()
-        .map_err(|e| ToolchainError::NoCxx {
-            reason: e.to_string(),
-        })?;
-    choose_cxx(compiler.path(), &["c++", "g++"])
+    let underscored = target.replace('-', "_");
+    let steering = [
+        "CXX".to_string(),
+        "HOST_CXX".into(),
+        "TARGET_CXX".into(),
+        format!("CXX_{target}"),
+        format!("CXX_{underscored}"),
+        "PATH".into(),
+    ];
+    let steering: Vec<&str> = steering.iter().map(String::as_str).collect();
+    let question = format!(
+        "cc crate C++ compiler for {target} {}",
+        cache::env_part(&steering)
+    );
+    let chosen = facts.answer(&question, || {
+        let compiler = cc::Build::new()
+            .cpp(true)
+            .cargo_metadata(false)
+            .cargo_warnings(false)
+            .target(&target)
+            .host(&target)
+            .opt_level(3)
+            .try_get_compiler()
+            .map_err(|e| ToolchainError::NoCxx {
+                reason: e.to_string(),
+            })?;
+        let path = compiler.path().to_path_buf();
+        let mut watch = cache::path_dirs();
+        watch.extend(resolve_program(&path));
+        Ok((path.to_string_lossy().into_owned(), watch))
+    })?;
+    choose_cxx(Path::new(&chosen), &["c++", "g++"], facts)
 }
 
 /// `preferred` if it links the shared libstdc++, else the first of `fallbacks` (on PATH) that
 /// does, with a warning. An extension that carries its own static copy of the C++ runtime
 /// crashes when a C++ exception (every `TORCH_CHECK`) crosses into torch: seen with a
 /// `CXX=/opt/gcc/bin/g++` that had only `libstdc++.a`.
-pub fn choose_cxx(preferred: &Path, fallbacks: &[&str]) -> Result<Cxx, ToolchainError> {
+pub fn choose_cxx(
+    preferred: &Path,
+    fallbacks: &[&str],
+    facts: &FactCache,
+) -> Result<Cxx, ToolchainError> {
     let path = resolve_program(preferred).ok_or_else(|| ToolchainError::NoCxx {
         reason: format!("`{}` is not on PATH", preferred.display()),
     })?;
     let mut warnings = Vec::new();
-    let chosen = if links_shared_libstdcxx(&path) {
+    let chosen = if links_shared_libstdcxx(&path, facts) {
         path
     } else {
         let alternative = fallbacks
             .iter()
             .filter_map(|name| resolve_program(Path::new(name)))
-            .find(|alt| links_shared_libstdcxx(alt))
+            .find(|alt| links_shared_libstdcxx(alt, facts))
             .ok_or_else(|| ToolchainError::NoSharedLibstdcxx { cxx: path.clone() })?;
         warnings.push(format!(
             "`{}` has no shared libstdc++ (an extension linked with it would carry its own C++ \
@@ -207,7 +235,12 @@ pub fn choose_cxx(preferred: &Path, fallbacks: &[&str]) -> Result<Cxx, Toolchain
         ));
         alternative
     };
-    let version = first_line_of(&chosen, &["--version"])?;
+    let version = capture_known(facts, &chosen, &["--version"])?
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
     Ok(Cxx {
         path: chosen,
         version,
@@ -217,16 +250,22 @@ pub fn choose_cxx(preferred: &Path, fallbacks: &[&str]) -> Result<Cxx, Toolchain
 
 /// Whether `cxx -print-file-name=libstdc++.so` names an existing file (it echoes the bare name
 /// when the compiler has none).
-fn links_shared_libstdcxx(cxx: &Path) -> bool {
-    capture(cxx, &["-print-file-name=libstdc++.so"])
+fn links_shared_libstdcxx(cxx: &Path, facts: &FactCache) -> bool {
+    capture_known(facts, cxx, &["-print-file-name=libstdc++.so"])
         .map(|out| Path::new(out.trim()).is_absolute() && Path::new(out.trim()).exists())
         .unwrap_or(false)
 }
 
-/// Run `tool args…` and return the first line of its stdout.
-pub(crate) fn first_line_of(tool: &Path, args: &[&str]) -> Result<String, ToolchainError> {
-    let out = capture(tool, args)?;
-    Ok(out.lines().next().unwrap_or_default().trim().to_string())
+/// [`capture`], remembered in `facts` while `tool` is unchanged.
+pub(crate) fn capture_known(
+    facts: &FactCache,
+    tool: &Path,
+    args: &[&str],
+) -> Result<String, ToolchainError> {
+    let question = format!("{} {}", tool.display(), args.join(" "));
+    facts.answer(&question, || {
+        Ok((capture(tool, args)?, vec![tool.to_path_buf()]))
+    })
 }
 
 /// Run `tool args…` and return its stdout; a failure names the tool and what it printed.
@@ -274,7 +313,12 @@ mod tests {
         std::fs::write(&real_so, "").unwrap();
         let static_only = fake_compiler(dir.path(), "static-g++", "libstdc++.so");
         let good = fake_compiler(dir.path(), "good-g++", &real_so.display().to_string());
-        let cxx = choose_cxx(&static_only, &[good.to_str().unwrap()]).unwrap();
+        let cxx = choose_cxx(
+            &static_only,
+            &[good.to_str().unwrap()],
+            &FactCache::in_memory(),
+        )
+        .unwrap();
         assert_eq!(cxx.path, good);
         assert_eq!(cxx.version, "good-g++ 1.0");
         assert!(cxx.warnings[0].contains("static-g++"), "{:?}", cxx.warnings);
@@ -284,7 +328,12 @@ mod tests {
     fn no_compiler_with_shared_libstdcxx_is_an_error_with_a_hint() {
         let dir = tempfile::tempdir().unwrap();
         let static_only = fake_compiler(dir.path(), "static-g++", "libstdc++.so");
-        let err = choose_cxx(&static_only, &[static_only.to_str().unwrap()]).unwrap_err();
+        let err = choose_cxx(
+            &static_only,
+            &[static_only.to_str().unwrap()],
+            &FactCache::in_memory(),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("shared libstdc++"), "{err}");
         assert!(err.hint().unwrap().contains("CXX"));
     }

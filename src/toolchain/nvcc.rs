@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::cache::FactCache;
 use super::python::parse_major_minor;
-use super::{ToolchainError, TorchInfo, capture, resolve_program};
+use super::{ToolchainError, TorchInfo, capture_known, resolve_program};
 use crate::config::Capability;
 
 /// A usable nvcc and what it can do.
@@ -42,8 +43,13 @@ impl Nvcc {
     }
 }
 
-/// Find nvcc: `--nvcc`, `CUDA_HOME`, `PATH`, then the pip CUDA next to torch.
-pub fn find_nvcc(explicit: Option<&Path>, torch: &TorchInfo) -> Result<Nvcc, ToolchainError> {
+/// Find nvcc: `--nvcc`, `CUDA_HOME`, `PATH`, then the pip CUDA next to torch. What it says
+/// about itself is remembered in `facts` while its binary is unchanged.
+pub fn find_nvcc(
+    explicit: Option<&Path>,
+    torch: &TorchInfo,
+    facts: &FactCache,
+) -> Result<Nvcc, ToolchainError> {
     let mut candidates: Vec<(PathBuf, String)> = Vec::new();
     if let Some(p) = explicit {
         candidates.push((p.to_path_buf(), "--nvcc".into()));
@@ -76,21 +82,26 @@ pub fn find_nvcc(explicit: Option<&Path>, torch: &TorchInfo) -> Result<Nvcc, Too
             }
             continue;
         };
-        return probe(resolved, origin.clone(), torch);
+        return probe(resolved, origin.clone(), torch, facts);
     }
     Err(ToolchainError::NoNvcc {
         tried: tried.join(", "),
     })
 }
 
-fn probe(path: PathBuf, origin: String, torch: &TorchInfo) -> Result<Nvcc, ToolchainError> {
-    let version_text = capture(&path, &["--version"])?;
+fn probe(
+    path: PathBuf,
+    origin: String,
+    torch: &TorchInfo,
+    facts: &FactCache,
+) -> Result<Nvcc, ToolchainError> {
+    let version_text = capture_known(facts, &path, &["--version"])?;
     let (version, id) = parse_version(&version_text).ok_or_else(|| ToolchainError::ToolOutput {
         tool: path.clone(),
         what: "a release number",
         output: version_text.trim().to_string(),
     })?;
-    let arch_text = capture(&path, &["--list-gpu-arch"])?;
+    let arch_text = capture_known(facts, &path, &["--list-gpu-arch"])?;
     let supported = parse_gpu_archs(&arch_text);
 
     let mut warnings = Vec::new();

@@ -4,6 +4,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use sha2::{Digest, Sha256};
+
+use super::cache::{FactCache, env_part};
 use super::{ToolchainError, resolve_program};
 use crate::process::{self, CommandSpec};
 
@@ -111,18 +114,25 @@ pub fn find_python(explicit: Option<&Path>, project_root: &Path) -> Result<Pytho
     })
 }
 
-/// The script run once per build; prints one JSON object.
+/// The script run once per build; prints one JSON object. `watch` lists the files and
+/// directories whose change can change the answer (for the toolchain facts cache): every
+/// `sys.path` directory (an install or uninstall adds or removes an entry), torch's version
+/// files and its dist-info `RECORD`.
 const PROBE: &str = r#"
-import json, os, re, sys, sysconfig
+import glob, json, os, re, sys, sysconfig
+watch = [p for p in sys.path if p and os.path.isdir(p)]
 try:
     import torch
 except Exception as e:
-    print(json.dumps({"error": "no-torch", "detail": str(e)}))
+    print(json.dumps({"error": "no-torch", "detail": str(e), "watch": watch}))
     sys.exit(0)
 d = os.path.dirname(torch.__file__)
+aten = os.path.join(d, "include", "ATen", "ATen.h")
+watch += [d, os.path.join(d, "__init__.py"), os.path.join(d, "version.py"), aten]
+watch += glob.glob(os.path.join(os.path.dirname(d), "torch-*.dist-info", "RECORD"))
 std = 17
 try:
-    with open(os.path.join(d, "include", "ATen", "ATen.h")) as f:
+    with open(aten) as f:
         m = re.search(r"C\+\+(\d+) or later compatible compiler", f.read())
         std = int(m.group(1)) if m else 17
 except OSError:
@@ -137,12 +147,57 @@ print(json.dumps({
     "python_include": sysconfig.get_paths()["include"],
     "site_packages": os.path.dirname(d),
     "python_version": "%d.%d.%d" % sys.version_info[:3],
+    "watch": watch,
 }))
 "#;
 
+/// Environment variables that change what the interpreter imports.
+const PYTHON_ENV: &[&str] = &[
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONNOUSERSITE",
+    "PYTHONUSERBASE",
+    "PYTHONSAFEPATH",
+    "HOME",
+];
+
+/// The files the probe says its answer depends on.
+#[derive(Deserialize)]
+struct Watched {
+    #[serde(default)]
+    watch: Vec<PathBuf>,
+}
+
 impl Python {
-    /// Ask this interpreter's torch for the facts the build needs.
-    pub fn torch_info(&self) -> Result<TorchInfo, ToolchainError> {
+    /// Ask this interpreter's torch for the facts the build needs (remembered in `facts` until
+    /// the interpreter, torch or `sys.path` changes).
+    pub fn torch_info(&self, facts: &FactCache) -> Result<TorchInfo, ToolchainError> {
+        let question = format!(
+            "{} -c <torch probe {}> {}",
+            self.path.display(),
+            &hex::encode(Sha256::digest(PROBE))[..12],
+            env_part(PYTHON_ENV)
+        );
+        let line = facts.answer(&question, || {
+            let line = self.run_probe()?;
+            let mut watch = vec![self.path.clone()];
+            watch.extend(serde_json::from_str::<Watched>(&line).map_or(Vec::new(), |w| w.watch));
+            Ok((line, watch))
+        })?;
+        if line.contains("\"error\": \"no-torch\"") {
+            return Err(ToolchainError::NoTorch {
+                python: self.path.clone(),
+            });
+        }
+        serde_json::from_str(&line).map_err(|source| ToolchainError::ProbeOutput {
+            python: self.path.clone(),
+            line: line.to_string(),
+            source,
+        })
+    }
+
+    /// Run the probe; its last line of output is the answer.
+    fn run_probe(&self) -> Result<String, ToolchainError> {
         let mut probe = CommandSpec::new(&self.path);
         probe.args(["-c", PROBE]);
         let out = process::run(&probe).map_err(|failure| ToolchainError::PythonFailed {
@@ -151,17 +206,7 @@ impl Python {
             failure: Box::new(failure),
         })?;
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let line = stdout.lines().last().unwrap_or_default();
-        if line.contains("\"error\": \"no-torch\"") {
-            return Err(ToolchainError::NoTorch {
-                python: self.path.clone(),
-            });
-        }
-        serde_json::from_str(line).map_err(|source| ToolchainError::ProbeOutput {
-            python: self.path.clone(),
-            line: line.to_string(),
-            source,
-        })
+        Ok(stdout.lines().last().unwrap_or_default().to_string())
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{Python, ToolchainError, TorchInfo, find_python};
+use super::{FactCache, Python, ToolchainError, TorchInfo, find_python};
 
 /// A Python with torch, and the extension flags its torch asks for.
 #[derive(Debug, Clone, Serialize)]
@@ -15,13 +15,15 @@ pub struct TorchEnv {
     pub flags: ExtensionFlags,
 }
 
-/// Find the interpreter (`explicit` first, see [`find_python`]) and ask its torch about itself.
+/// Find the interpreter (`explicit` first, see [`find_python`]) and ask its torch about itself
+/// (or take the answer `facts` remembers).
 pub fn find_torch(
     explicit: Option<&Path>,
     project_root: &Path,
+    facts: &FactCache,
 ) -> Result<TorchEnv, ToolchainError> {
     let python = find_python(explicit, project_root)?;
-    let info = python.torch_info()?;
+    let info = python.torch_info(facts)?;
     Ok(TorchEnv {
         flags: ExtensionFlags::for_torch(&info),
         python,

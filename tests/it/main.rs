@@ -23,6 +23,7 @@ mod generated_files;
 mod matrix_build;
 mod matrix_real;
 mod module_graph;
+mod noop_fast_path;
 mod publish_cli;
 mod publish_e2e;
 mod publish_faults;
