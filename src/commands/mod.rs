@@ -5,8 +5,8 @@ pub mod check_config;
 pub mod develop;
 pub mod list_variants;
 pub mod publish;
-pub mod wheel;
 pub mod toolchain;
+pub mod wheel;
 
 use std::process::ExitCode;
 

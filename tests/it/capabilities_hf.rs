@@ -2,11 +2,10 @@
 //! matrix: capabilities intersected with what nvcc builds, version bounds, HF's default compiler
 //! flags, `pyext`, `kernel-depends`, and `-fno-gnu-unique` (two kernels in one process).
 
-
 use std::path::Path;
 
-use serde_json::{Value, json};
 use crate::common::kbuild::{fixture, kbuild, python_ok, run, stdout_json};
+use serde_json::{Value, json};
 
 /// The cuda variant of `caps-hf` as `build --dry-run --json` plans it.
 fn caps_hf_cuda_plan(root: &Path) -> Value {
@@ -285,7 +284,10 @@ fn cuda_bounds_apply_to_the_cuda_backend_only() {
 
 /// Build the `gnu-unique` fixture as kernel `name` under `dir`.
 fn tally_copy(dir: &Path, name: &str) {
-    crate::common::kbuild::copy_dir(&crate::common::kbuild::repo().join("tests/fixtures/gnu-unique"), dir);
+    crate::common::kbuild::copy_dir(
+        &crate::common::kbuild::repo().join("tests/fixtures/gnu-unique"),
+        dir,
+    );
     let manifest = dir.join("build.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(

@@ -1,7 +1,6 @@
 //! `depends = ["cutlass_X_Y"]`: kbuild provides the headers (PyPI's `nvidia-cutlass` fetched
 //! into its cache, or `CUTLASS_HOME`), or stops at the `depends` entry saying what to install.
 
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,7 +1,6 @@
 //! `kbuild develop`: the relu fixture's own `tests/` (which `import relu`) pass under pytest in
 //! a fresh venv, and a later plain `kbuild build` is picked up without another develop.
 
-
 use std::process::Command;
 
 use crate::common::kbuild::{fixture, kbuild, run, venv_seeing_toolchain};

@@ -2,11 +2,12 @@
 //! between commits, by never answering, by asking to wait, by losing the answer to a commit
 //! that landed; and against tokens that an HTTP header cannot carry.
 
-
 use std::time::{Duration, Instant};
 
 use crate::common::hub::{Hub, TOKEN};
-use crate::common::variant::{CPU_VARIANT, VariantSpec, project_with_variant, redigest, write_variant};
+use crate::common::variant::{
+    CPU_VARIANT, VariantSpec, project_with_variant, redigest, write_variant,
+};
 use serde_json::Value;
 
 const REPO: &str = "org/relu";

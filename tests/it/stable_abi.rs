@@ -1,7 +1,6 @@
 //! `[torch] stable-abi`: built with HF's `TORCH_TARGET_VERSION`, named `torch-stable-abi…`, and
 //! loaded by `kernels` with a torch newer than the target.
 
-
 use std::path::Path;
 
 use crate::common::kbuild::{fixture, kbuild, python_ok, run, stdout_json};

@@ -1,7 +1,6 @@
 //! Commands whose stdout is closed (`| head -0`) or full (`>/dev/full`): no panic (exit 101).
 //! A closed reader ends the command quietly with 141; a full stdout is an error naming it.
 
-
 use std::io::Read as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

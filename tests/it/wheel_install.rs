@@ -2,13 +2,12 @@
 //! imports, runs, passes `pip check` and uninstalls without a trace; the same build gives the
 //! same bytes.
 
-
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sha2::Digest as _;
 use crate::common::kbuild::{fixture, kbuild, run, venv_seeing_toolchain};
+use sha2::Digest as _;
 
 fn wheels_in(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)

@@ -28,13 +28,6 @@ pub enum RepoKind {
 }
 
 impl RepoKind {
-    pub const ALL: [RepoKind; 4] = [
-        RepoKind::Model,
-        RepoKind::Dataset,
-        RepoKind::Space,
-        RepoKind::Kernel,
-    ];
-
     /// From the plural API segment (`models`, `kernels`, ...).
     pub fn from_plural(s: &str) -> Option<Self> {
         match s {
