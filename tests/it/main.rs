@@ -20,6 +20,7 @@ mod cutlass_deps;
 mod develop_pytest;
 mod error_output;
 mod generated_files;
+mod hub_trust;
 mod matrix_build;
 mod matrix_real;
 mod module_graph;

@@ -40,7 +40,7 @@ extern "C" PyObject* KB_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) { return PyModu
 "#;
 
 /// Compile the relu extension as `<id>.abi3.so` with g++ against the test Python's torch.
-fn compile_relu(id: &str, dir: &Path) -> Vec<u8> {
+pub(crate) fn compile_relu(id: &str, dir: &Path) -> Vec<u8> {
     let paths = Command::new(python())
         .args([
             "-c",

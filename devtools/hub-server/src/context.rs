@@ -18,6 +18,8 @@ pub struct State {
     pub tokens: Tokens,
     /// `http://127.0.0.1:PORT`, for URLs handed to clients.
     pub base_url: String,
+    /// Organizations whose overview says `trustedKernelPublisher: true`.
+    pub trusted_publishers: Vec<String>,
     /// Entries per page of paginated listings.
     pub page_size: usize,
     /// Request log (method, path, status: never headers, so never tokens).

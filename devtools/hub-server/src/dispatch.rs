@@ -8,7 +8,7 @@ use hyper::header::AUTHORIZATION;
 use serde_json::json;
 
 use crate::context::{Ctx, State};
-use crate::handlers::{commit, lfs, refs, repos, resolve, tree};
+use crate::handlers::{commit, lfs, orgs, refs, repos, resolve, tree};
 use crate::http::{Reply, Request, Resp, error, json_resp, set_header, store_error};
 use crate::policy::{Access, Action, Denied, Fault};
 use crate::routes::Route;
@@ -131,6 +131,7 @@ fn answer(state: &State, req: &Request<'_>, route: &Route, access: Access) -> Re
         Route::LfsUpload { oid } => lfs::upload(&ctx, oid),
         Route::LfsVerify => lfs::verify(&ctx),
         Route::Resolve { repo, rev, path } => resolve::download(&ctx, repo, rev, path),
+        Route::OrgOverview { org } => orgs::overview(&ctx, org),
         Route::AgentHarnesses => Ok(json_resp(
             StatusCode::OK,
             &json!({"standardEnvVars": [], "harnesses": {}}),

@@ -57,6 +57,12 @@ struct Args {
     /// `commit:lose-response:1:1`.
     #[arg(long = "fail", value_name = "SPEC", verbatim_doc_comment)]
     faults: Vec<Fault>,
+    /// Mark organization ORG as a trusted kernel publisher (repeatable): its
+    /// `GET /api/organizations/ORG/overview` answers `"trustedKernelPublisher": true`, so
+    /// Python's `kernels.get_kernel` loads its repos without `trust_remote_code=True`.
+    /// Every other organization that owns a repo answers `false`.
+    #[arg(long = "trusted-publisher", value_name = "ORG")]
+    trusted_publishers: Vec<String>,
     /// Entries per page of paginated listings (tree, commits).
     #[arg(long, default_value_t = 1000)]
     page_size: usize,
@@ -91,6 +97,7 @@ async fn run(args: Args) -> std::io::Result<()> {
             read: args.read_tokens,
         },
         base_url: base_url.clone(),
+        trusted_publishers: args.trusted_publishers,
         page_size: args.page_size.max(1),
         log: Mutex::new(Some(log)),
     });

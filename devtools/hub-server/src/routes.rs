@@ -46,6 +46,8 @@ pub enum Route {
     },
     /// `POST /_admin/fault`: arm a fault while running (tests).
     AdminFault,
+    /// `GET /api/organizations/{org}/overview`: what `kernels` reads to decide publisher trust.
+    OrgOverview { org: String },
     /// `GET /api/agent-harnesses`: the registry `huggingface_hub` reads for its user agent.
     AgentHarnesses,
 }
@@ -71,6 +73,11 @@ impl Route {
             }),
             ["_admin", "fault"] if post => Some(Route::AdminFault),
             ["api", "agent-harnesses"] if get => Some(Route::AgentHarnesses),
+            ["api", "organizations", org, "overview"] if get && valid_name(org) => {
+                Some(Route::OrgOverview {
+                    org: org.to_string(),
+                })
+            }
             ["api", kinds, owner, name, rest @ ..] => {
                 let repo = repo_id(RepoKind::from_plural(kinds)?, owner, name)?;
                 api_route(method, repo, rest)
@@ -85,7 +92,7 @@ impl Route {
         match self {
             Route::CreateRepo => "create",
             Route::DeleteRepo => "delete",
-            Route::Info { .. } | Route::AgentHarnesses => "info",
+            Route::Info { .. } | Route::AgentHarnesses | Route::OrgOverview { .. } => "info",
             Route::Refs { .. } => "refs",
             Route::Branch { .. } => "branch",
             Route::Tree { .. } => "tree",
@@ -132,15 +139,17 @@ impl Route {
     }
 }
 
+/// An owner or repository name the Hub would accept (and that is safe as a path segment).
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 96
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
 fn repo_id(kind: RepoKind, owner: &str, name: &str) -> Option<RepoId> {
-    let valid = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 96
-            && !s.starts_with('.')
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    };
-    (valid(owner) && valid(name)).then(|| RepoId {
+    (valid_name(owner) && valid_name(name)).then(|| RepoId {
         kind,
         owner: owner.to_string(),
         name: name.to_string(),
@@ -252,6 +261,16 @@ mod tests {
     }
 
     #[test]
+    fn organization_overview_is_recognised() {
+        assert_eq!(
+            Route::parse(&Method::GET, "/api/organizations/kernels-test/overview"),
+            Some(Route::OrgOverview {
+                org: "kernels-test".into()
+            })
+        );
+    }
+
+    #[test]
     fn lfs_batch_strips_dot_git() {
         let r = Route::parse(&Method::POST, "/kernels/org/k.git/info/lfs/objects/batch");
         assert_eq!(
@@ -268,5 +287,13 @@ mod tests {
         assert_eq!(Route::parse(&Method::GET, "/api/repos/create"), None);
         assert_eq!(Route::parse(&Method::GET, "/api/widgets/org/k"), None);
         assert_eq!(Route::parse(&Method::GET, "/api/kernels/org/../refs"), None);
+        assert_eq!(
+            Route::parse(&Method::GET, "/api/organizations/../overview"),
+            None
+        );
+        assert_eq!(
+            Route::parse(&Method::POST, "/api/organizations/org/overview"),
+            None
+        );
     }
 }

@@ -132,6 +132,7 @@ mod tests {
                 faults: Mutex::new(Faults::default()),
                 tokens: Tokens::default(),
                 base_url: format!("http://{addr}"),
+                trusted_publishers: Vec::new(),
                 page_size: 1000,
                 log: Mutex::new(None),
             });

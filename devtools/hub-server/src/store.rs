@@ -291,6 +291,23 @@ impl Store {
         Ok(())
     }
 
+    /// How many repositories of `kind` `owner` has (a directory without `repo.json` is not one).
+    pub fn count_repos(&self, kind: RepoKind, owner: &str) -> Result<usize, StoreError> {
+        let dir = self.root.join("repos").join(kind.plural()).join(owner);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e.into()),
+        };
+        let mut count = 0;
+        for entry in entries {
+            if entry?.path().join("repo.json").is_file() {
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
     pub fn load_commit(&self, repo: &RepoId, id: &str) -> Result<Commit, StoreError> {
         if id.len() != 40 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(StoreError::RevisionNotFound(id.to_string()));

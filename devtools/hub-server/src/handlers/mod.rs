@@ -3,6 +3,7 @@
 
 pub mod commit;
 pub mod lfs;
+pub mod orgs;
 pub mod refs;
 pub mod repos;
 pub mod resolve;
