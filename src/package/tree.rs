@@ -4,7 +4,6 @@
 //! whatever it points at (a token file, `/etc/passwd`) or block on a FIFO.
 
 use std::fs::FileType;
-use std::os::unix::fs::FileTypeExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::hint::Hint;
@@ -110,27 +109,18 @@ pub fn regular_files(
 
 /// Regular files and directories pass; everything else is named.
 pub fn check_type(path: &Path, file_type: FileType) -> Result<(), TreeError> {
-    let kind = if file_type.is_file() || file_type.is_dir() {
-        return Ok(());
-    } else if file_type.is_symlink() {
+    if file_type.is_symlink() {
         return Err(TreeError::Link {
             path: path.to_path_buf(),
         });
-    } else if file_type.is_fifo() {
-        "FIFO"
-    } else if file_type.is_socket() {
-        "socket"
-    } else if file_type.is_block_device() {
-        "block device"
-    } else if file_type.is_char_device() {
-        "character device"
-    } else {
-        "special file"
-    };
-    Err(TreeError::Special {
-        path: path.to_path_buf(),
-        kind,
-    })
+    }
+    match crate::files::kind_of(file_type) {
+        None | Some("directory") => Ok(()),
+        Some(kind) => Err(TreeError::Special {
+            path: path.to_path_buf(),
+            kind,
+        }),
+    }
 }
 
 fn relative(root: &Path, path: &Path) -> Result<String, TreeError> {
