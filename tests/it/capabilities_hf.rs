@@ -133,7 +133,11 @@ fn cuda_units_get_the_flags_torchs_cmake_gives_hf_builds() {
             .all(|part| part.starts_with("--diag_suppress=")),
         "{suppress}"
     );
-    assert_eq!(strings(&cu["host_flags"]), ["-fPIC", "-fno-gnu-unique"]);
+    // Host flags: torch's, then the reproducibility prefix map (see matrix_build).
+    let host = strings(&cu["host_flags"]);
+    assert_eq!(host[0], "-fPIC", "{host:?}");
+    assert!(host[1].starts_with("-ffile-prefix-map="), "{host:?}");
+    assert_eq!(host[2..], ["-fno-gnu-unique"], "{host:?}");
     let defines: Vec<String> = cu["defines"]
         .as_array()
         .unwrap()
