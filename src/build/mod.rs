@@ -442,39 +442,18 @@ impl<'r> Builder<'r> {
                 let metadata = package::metadata_for(project, variant, fresh::kernel_git(plan));
                 let install = package::install_variant(variant, &plan.out_dir, metadata)?;
                 let written = install.outcome == Installed::Written;
-                let path = plan.out_dir.join(&variant.name);
-                let stage = if written { "Packaged" } else { "Fresh" };
-                reporter.stage(stage, &path.display().to_string());
-                let wheel = match &self.settings.outputs.wheel_dir {
-                    Some(dir) => {
-                        let wheel = package::write_wheel(&install.variant, dir)?;
-                        reporter.stage("Wheel", &wheel.path.display().to_string());
-                        Some(wheel.path)
-                    }
-                    None => None,
-                };
-                let artifact = match &self.settings.outputs.artifact_dir {
-                    Some(dir) => {
-                        let path = package::write_artifact(&install.variant, dir)?;
-                        reporter.stage("Artifact", &path.display().to_string());
-                        Some(path)
-                    }
-                    None => None,
-                };
-                variants.push(VariantReport {
-                    name: variant.name.clone(),
-                    path,
-                    id: variant.id.clone(),
-                    backend: variant.backend,
-                    capabilities: variant
-                        .capabilities
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect(),
-                    written,
-                    wheel,
-                    artifact,
-                });
+                let mut report = self.variant_report(variant, &plan.out_dir, written);
+                if let Some(dir) = &self.settings.outputs.wheel_dir {
+                    let wheel = package::write_wheel(&install.variant, dir)?;
+                    reporter.stage("Wheel", &wheel.path.display().to_string());
+                    report.wheel = Some(wheel.path);
+                }
+                if let Some(dir) = &self.settings.outputs.artifact_dir {
+                    let path = package::write_artifact(&install.variant, dir)?;
+                    reporter.stage("Artifact", &path.display().to_string());
+                    report.artifact = Some(path);
+                }
+                variants.push(report);
             }
         }
         let places = fresh::Places {
