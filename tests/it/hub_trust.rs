@@ -41,8 +41,10 @@ fn publish_relu(hub: &Hub, repos: &[&str]) {
             ..VariantSpec::default()
         },
     );
+    // g++ on this Debian machine pulls in a glibc 2.32 symbol; manylinux is `kbuild check`'s test.
     for repo in repos {
-        hub.publish(&build, &["--repo", repo]).success();
+        hub.publish(&build, &["--repo", repo, "--manylinux", "none"])
+            .success();
     }
 }
 
