@@ -15,7 +15,7 @@ them, and whole LTX-Video / Mochi block forwards (``blocks``), into a diffusers 
 class name.
 """
 
-from . import blocks, layers
+from . import blocks, layers, ltx_model
 from .diffusers_patch import patch_transformer
 from .functional import (
     BACKEND,
@@ -45,6 +45,7 @@ __all__ = [
     "gelu_tanh",
     "layers",
     "linear_gelu_tanh",
+    "ltx_model",
     "materialize",
     "patch_transformer",
     "qk_norm_rope",
