@@ -1,7 +1,8 @@
 // Block-level fusions for LTX-Video-style transformer blocks:
 // - qk_norm_rope: q and k RMS-normalized across heads, then rotated (interleaved-pair RoPE with
 //   full-width tables), one block per token reading that token's table row once for the q and
-//   k rows of up to two batch entries.
+//   k rows of up to two batch entries; or, in grid mode, with cos/sin computed from the token's
+//   (frame, row, col) position (no table read).
 // - residual: h + y * gate (flat), optionally followed by AdaLN-RMS of the result with both
 //   outputs written (block per row).
 // Every access is a 16-byte vector where sizes and alignment allow; scalar kernels cover the rest.

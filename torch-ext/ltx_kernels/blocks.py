@@ -11,7 +11,10 @@ LTX-Video (``LTXVideoTransformerBlock``), per block:
 - ``h + attn * gate_msa``: :func:`gated_residual`;
 - ``h + attn2`` and norm2 + modulation: one :func:`residual_adaln` pass;
 - feed-forward ``proj`` + GELU-tanh: :func:`linear_gelu_tanh` (the GELU in the GEMM epilogue);
-- ``h + ff * gate_mlp``: :func:`gated_residual`.
+- ``h + ff * gate_mlp``: :func:`gated_residual`, or, called by ``ltx_model.ltx_model_forward``
+  (the patched transformer), one :func:`residual_adaln` that also computes the next block's
+  norm1 (which then skips its :func:`adaln`), with RoPE from token positions
+  (:func:`qk_norm_rope_grid`) instead of tables.
 
 ``LTXVideoRotaryPosEmbed`` is patched to compute its tables for one batch entry when every
 entry's grid is the same, so the tables are built once and read once per token.
