@@ -8,7 +8,9 @@ relative error of each output against eager's, ‖out − eager‖ / ‖eager‖
     HF_HUB_OFFLINE=1 python bench/e2e.py [--models ltx,mochi] [--ops] [--json out.json]
 
 `--ops` first times each fused piece of the LTX block on its own at the step's shapes (ours,
-torch.compile of the code it replaces, eager), in interleaved rounds.
+torch.compile of the code it replaces, eager), in interleaved rounds (`--ops-only chain,grid`:
+the pieces whose names contain those words). `--without chain,rope_grid` adds an LTX row:
+compile + kernels without those pieces, on the same machine.
 
 The model is built once on the GPU; configurations run in the order eager, compile, then (after
 patching) eager + kernels, compile + kernels. Compilation is `torch.compile(model)` (`--compile
@@ -164,6 +166,15 @@ def run_model(name, lk, args):
     measure("torch.compile", compiled)
     profile("torch.compile", compiled)
     uncompile(blocks)
+    if args.without and name == "ltx":
+        # The same machine's number without some pieces (patched first: re-patching with all
+        # pieces below sets every flag again).
+        kept = lk.blocks.LTX_PIECES - set(args.without.split(","))
+        lk.patch_transformer(model, pieces=kept)
+        label = f"torch.compile + kernels without {args.without}"
+        compiled = compile_model(model, blocks, how)
+        measure(label, compiled)
+        uncompile(blocks)
     counts = lk.patch_transformer(model)
     print(f"  {name} patch_transformer: {counts}", flush=True)
     measure("eager + kernels", model)
@@ -175,6 +186,8 @@ def run_model(name, lk, args):
 
     eager = rows[0]
     compiled = rows[1]
+    order = ["eager", "torch.compile", "eager + kernels", "torch.compile + kernels"]
+    rows.sort(key=lambda r: order.index(r["config"]) if r["config"] in order else len(order))
     for r in rows:
         r["vs_eager"] = eager["ms"] / r["ms"]
         r["vs_compile"] = compiled["ms"] / r["ms"]
@@ -222,7 +235,7 @@ def time_rounds(impls, rounds=15, replays=5, calls=10, seed=0):
     return {n: statistics.median(t) for n, t in times.items()}
 
 
-def ltx_pieces(lk, batch):
+def ltx_pieces(lk, batch, only=None):
     """Each fusion of the LTX block at the step's shapes: ours vs torch.compile of the code it
     replaces vs that code in eager."""
     from diffusers.models.transformers.transformer_ltx import apply_rotary_emb
@@ -259,6 +272,24 @@ def ltx_pieces(lk, batch):
         a = a + b
         return a, eager_adaln(a, sc, sh)
 
+    def eager_gated_res_adaln(a, b, gt, sc, sh):
+        a = a + b * gt
+        return a, eager_adaln(a, sc, sh)
+
+    def eager_qk_tables(q, k, fr, af, ah, aw):
+        # LTXVideoRotaryPosEmbed's table arithmetic from the same bands and coordinates.
+        coords = torch.stack(torch.meshgrid(af, ah, aw, indexing="ij"), dim=-1).reshape(1, -1, 3)
+        angles = (fr * coords.unsqueeze(-1)).transpose(-1, -2).flatten(2)
+        c, sn = angles.cos().repeat_interleave(2, -1), angles.sin().repeat_interleave(2, -1)
+        pad = d % 6
+        c = torch.cat([torch.ones_like(c[..., :pad]), c], -1)
+        sn = torch.cat([torch.zeros_like(sn[..., :pad]), sn], -1)
+        return eager_qk(q, k, c, sn)
+
+    from diffusers.models.transformers.transformer_ltx import LTXVideoRotaryPosEmbed
+
+    freqs, axes = lk.ltx_model.ltx_rope_grid(LTXVideoRotaryPosEmbed(d), f, h, w, (8 / 25, 32.0, 32.0), "cuda")
+    gate_mlp = temb.reshape(batch, 1, 6, d)[:, :, 5]
     qkv = F.linear(x, w_qkv, b_qkv)
     q, k = qkv[..., :d], qkv[..., d : 2 * d]
     qc, kc = q.contiguous(), k.contiguous()
@@ -277,6 +308,16 @@ def ltx_pieces(lk, batch):
             "ours, per-batch table": lambda: lk.qk_norm_rope(q, k, wq, wk, cos_b, sin_b, 1e-5),
             "compile": (torch.compile(eager_qk), (qc, kc, cos_b, sin_b)),
             "eager": lambda: eager_qk(qc, kc, cos_b, sin_b),
+        },
+        "qk_norm_rope_grid (cos/sin from positions)": {
+            "ours": lambda: lk.qk_norm_rope_grid(q, k, wq, wk, freqs, axes, 1e-5),
+            "ours, shared table": lambda: lk.qk_norm_rope(q, k, wq, wk, cos1.expand(batch, -1, -1), sin1.expand(batch, -1, -1), 1e-5),
+            "compile (tables inside)": (torch.compile(eager_qk_tables), (qc, kc, freqs, *axes)),
+        },
+        "chain: ff residual + next norm1": {
+            "ours": lambda: lk.residual_adaln(x, y, gate_mlp, scale, shift, None, 1e-6),
+            "ours, two passes": lambda: lk.adaln(lk.gated_residual(x, y, gate_mlp), scale, shift, None, 1e-6),
+            "compile": (torch.compile(eager_gated_res_adaln), (x, y, gate_mlp, scale, shift)),
         },
         "gated_residual": {
             "ours": lambda: lk.gated_residual(x, y, gate),
@@ -299,10 +340,14 @@ def ltx_pieces(lk, batch):
         "qk_norm_rope": rel_err(torch.cat(lk.qk_norm_rope(q, k, wq, wk, cos_b, sin_b, 1e-5)), torch.cat(eager_qk(qc, kc, cos_b, sin_b))),
         "linear_gelu_tanh": rel_err(lk.linear_gelu_tanh(x, w_ff, b_ff), F.gelu(F.linear(x, w_ff, b_ff), approximate="tanh")),
         "residual_adaln": rel_err(lk.residual_adaln(x, y, None, scale, shift, None, 1e-6)[1], eager_res_adaln(x, y, scale, shift)[1]),
+        "qk_norm_rope_grid": rel_err(torch.cat(lk.qk_norm_rope_grid(q, k, wq, wk, freqs, axes, 1e-5)), torch.cat(eager_qk_tables(qc, kc, freqs, *axes))),
+        "chain": rel_err(lk.residual_adaln(x, y, gate_mlp, scale, shift, None, 1e-6)[1], eager_gated_res_adaln(x, y, gate_mlp, scale, shift)[1]),
     }
     results = []
     with torch.no_grad():
         for piece, impls in pieces.items():
+            if only and not any(o in piece for o in only.split(",")):
+                continue
             fns = {}
             for n, v in impls.items():
                 if isinstance(v, tuple):
@@ -341,6 +386,9 @@ def main():
     ap.add_argument("--mochi-compile", choices=["full", "regional"], default="regional",
                     help="Mochi's attention breaks the graph (torch.nonzero) in every block anyway")
     ap.add_argument("--ops", action="store_true", help="time the LTX block's pieces first")
+    ap.add_argument("--ops-only", default=None, help="comma-separated substrings: time only the pieces they name")
+    ap.add_argument("--without", default=None,
+                    help="also time LTX compile + kernels without these pieces (e.g. chain,rope_grid)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--profile", type=Path, default=None, help="append a kernel profile of one forward per configuration")
     args = ap.parse_args()
@@ -351,7 +399,7 @@ def main():
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, compile: {args.compile}")
     report = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, compile=args.compile)
     if args.ops:
-        report["pieces"] = ltx_pieces(lk, args.batch)
+        report["pieces"] = ltx_pieces(lk, args.batch, args.ops_only)
     report["models"] = []
     for name in [m for m in args.models.split(",") if m]:
         report["models"].append(run_model(name, lk, args))

@@ -103,6 +103,17 @@ struct QkNormRopeParams {
   const void* cos = nullptr;  // contiguous [table_batch, seq, width]
   const void* sin = nullptr;
   int64_t table_batch = 1;  // 1 (shared by the batch) or batch
+  // Grid mode (cos == sin == nullptr): the tables are computed in the kernel from the token's
+  // (frame, row, col) position, as LTXVideoRotaryPosEmbed builds them: the first width % 6
+  // channels unrotated, then pair i of the rest at angle freqs[i / 3] * axis_{i % 3}[coord]
+  // (axes interleaved f, h, w), one fp32 product rounded as torch rounds it. Token s is
+  // (s / (grid_h * grid_w), s / grid_w % grid_h, s % grid_w), shared by the batch.
+  const float* freqs = nullptr;   // [width / 6]
+  const float* axis_f = nullptr;  // [frames]: 2 * coord - 1 per frame
+  const float* axis_h = nullptr;  // [grid_h]
+  const float* axis_w = nullptr;  // [grid_w]
+  int64_t grid_h = 1;
+  int64_t grid_w = 1;
 };
 
 // Residual updates of a transformer block, over rows of a [rows, hidden] view:

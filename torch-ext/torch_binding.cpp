@@ -10,7 +10,9 @@
 #include <ATen/ops/mm.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../kernels/ltx_kernels.h"
@@ -351,22 +353,58 @@ SeqRows seq_rows(const at::Tensor& x) {
   return {t, t.size(0) > 1 ? t.stride(0) : 0, t.size(1) > 1 ? t.stride(1) : 0};
 }
 
+// q/k operands, weights and outputs of qk_norm_rope and qk_norm_rope_grid; the caller adds the
+// rotation's source (tables or grid) and launches.
+struct QkCall {
+  ltx::QkNormRopeParams p;
+  at::Tensor q_out, k_out;
+  SeqRows qr, kr;
+  std::optional<at::Tensor> wq, wk;
+};
+
+QkCall qk_call(const at::Tensor& q, const at::Tensor& k, const std::optional<at::Tensor>& q_weight,
+               const std::optional<at::Tensor>& k_weight, double eps, const char* op) {
+  check_x(q, op);
+  check_operand(k, q, op, "k");
+  TORCH_CHECK(q.dim() == 3 && k.sizes() == q.sizes(), "ltx_kernels.", op, ": q and k must ",
+              "both be [batch, seq, heads * head_dim], got ", q.sizes(), " and ", k.sizes());
+  TORCH_CHECK(q.size(2) % 2 == 0, "ltx_kernels.", op, ": the width must be even, got ", q.size(2));
+  QkCall c;
+  c.wq = checked_weight(q_weight, q, op);
+  c.wk = checked_weight(k_weight, q, op);
+  c.q_out = at::empty(q.sizes(), q.options());
+  c.k_out = at::empty(q.sizes(), q.options());
+  c.qr = seq_rows(q);
+  c.kr = seq_rows(k);
+  ltx::QkNormRopeParams& p = c.p;
+  p.dtype = q.scalar_type();
+  p.device_index = device_index(q);
+  p.batch = q.size(0);
+  p.seq = q.size(1);
+  p.width = q.size(2);
+  p.eps = static_cast<float>(eps);
+  p.q = c.qr.t.data_ptr();
+  p.q_batch_stride = c.qr.batch_stride;
+  p.q_seq_stride = c.qr.seq_stride;
+  p.k = c.kr.t.data_ptr();
+  p.k_batch_stride = c.kr.batch_stride;
+  p.k_seq_stride = c.kr.seq_stride;
+  p.q_weight = c.wq.has_value() ? c.wq->data_ptr() : nullptr;
+  p.k_weight = c.wk.has_value() ? c.wk->data_ptr() : nullptr;
+  p.q_out = c.q_out.data_ptr();
+  p.k_out = c.k_out.data_ptr();
+  return c;
+}
+
 std::tuple<at::Tensor, at::Tensor> qk_norm_rope(const at::Tensor& q, const at::Tensor& k,
                                                 const std::optional<at::Tensor>& q_weight,
                                                 const std::optional<at::Tensor>& k_weight,
                                                 const at::Tensor& cos_in, const at::Tensor& sin_in,
                                                 double eps) {
-  const char* op = "qk_norm_rope";
-  check_x(q, op);
-  check_operand(k, q, op, "k");
-  TORCH_CHECK(q.dim() == 3 && k.sizes() == q.sizes(), "ltx_kernels.qk_norm_rope: q and k must ",
-              "both be [batch, seq, heads * head_dim], got ", q.sizes(), " and ", k.sizes());
+  QkCall call = qk_call(q, k, q_weight, k_weight, eps, "qk_norm_rope");
   const int64_t batch = q.size(0);
   const int64_t seq = q.size(1);
   const int64_t width = q.size(2);
-  TORCH_CHECK(width % 2 == 0, "ltx_kernels.qk_norm_rope: the width must be even, got ", width);
-  const auto wq = checked_weight(q_weight, q, op);
-  const auto wk = checked_weight(k_weight, q, op);
   TORCH_CHECK(cos_in.sizes() == sin_in.sizes() && cos_in.scalar_type() == sin_in.scalar_type(),
               "ltx_kernels.qk_norm_rope: cos and sin must have the same shape and dtype, got ",
               cos_in.sizes(), " ", cos_in.scalar_type(), " and ", sin_in.sizes(), " ",
@@ -391,33 +429,47 @@ std::tuple<at::Tensor, at::Tensor> qk_norm_rope(const at::Tensor& q, const at::T
   cos = cos.contiguous();
   sin = sin.contiguous();
 
-  at::Tensor q_out = at::empty(q.sizes(), q.options());
-  at::Tensor k_out = at::empty(q.sizes(), q.options());
-  const SeqRows qr = seq_rows(q);
-  const SeqRows kr = seq_rows(k);
-  ltx::QkNormRopeParams p;
-  p.dtype = q.scalar_type();
+  ltx::QkNormRopeParams& p = call.p;
   p.table_dtype = cos.scalar_type();
-  p.device_index = device_index(q);
-  p.batch = batch;
-  p.seq = seq;
-  p.width = width;
-  p.eps = static_cast<float>(eps);
-  p.q = qr.t.data_ptr();
-  p.q_batch_stride = qr.batch_stride;
-  p.q_seq_stride = qr.seq_stride;
-  p.k = kr.t.data_ptr();
-  p.k_batch_stride = kr.batch_stride;
-  p.k_seq_stride = kr.seq_stride;
-  p.q_weight = wq.has_value() ? wq->data_ptr() : nullptr;
-  p.k_weight = wk.has_value() ? wk->data_ptr() : nullptr;
-  p.q_out = q_out.data_ptr();
-  p.k_out = k_out.data_ptr();
   p.cos = cos.data_ptr();
   p.sin = sin.data_ptr();
   p.table_batch = cos.size(0) == 1 || batch == 1 ? 1 : batch;
   ltx::launch_qk_norm_rope(p);
-  return {q_out, k_out};
+  return {call.q_out, call.k_out};
+}
+
+std::tuple<at::Tensor, at::Tensor> qk_norm_rope_grid(const at::Tensor& q, const at::Tensor& k,
+                                                     const std::optional<at::Tensor>& q_weight,
+                                                     const std::optional<at::Tensor>& k_weight,
+                                                     const at::Tensor& freqs, const at::Tensor& axis_f,
+                                                     const at::Tensor& axis_h, const at::Tensor& axis_w,
+                                                     double eps) {
+  const char* op = "qk_norm_rope_grid";
+  QkCall call = qk_call(q, k, q_weight, k_weight, eps, op);
+  const int64_t width = q.size(2);
+  const std::pair<const at::Tensor*, const char*> vectors[] = {
+      {&freqs, "freqs"}, {&axis_f, "axis_f"}, {&axis_h, "axis_h"}, {&axis_w, "axis_w"}};
+  for (const auto& [t, name] : vectors) {
+    TORCH_CHECK(t->scalar_type() == at::kFloat && t->dim() == 1 && t->device() == q.device(),
+                "ltx_kernels.qk_norm_rope_grid: ", name, " must be a 1-D float32 tensor on ",
+                q.device(), ", got ", t->scalar_type(), " ", t->sizes(), " on ", t->device());
+  }
+  TORCH_CHECK(freqs.size(0) == width / 6, "ltx_kernels.qk_norm_rope_grid: freqs must have width / 6 = ",
+              width / 6, " bands (LTXVideoRotaryPosEmbed's dim // 6), got ", freqs.size(0));
+  TORCH_CHECK(axis_f.size(0) * axis_h.size(0) * axis_w.size(0) == q.size(1),
+              "ltx_kernels.qk_norm_rope_grid: a grid of ", axis_f.size(0), " x ", axis_h.size(0),
+              " x ", axis_w.size(0), " positions does not cover the ", q.size(1), " tokens of q");
+  const at::Tensor f = freqs.contiguous(), af = axis_f.contiguous(), ah = axis_h.contiguous(),
+                   aw = axis_w.contiguous();
+  ltx::QkNormRopeParams& p = call.p;
+  p.freqs = f.data_ptr<float>();
+  p.axis_f = af.data_ptr<float>();
+  p.axis_h = ah.data_ptr<float>();
+  p.axis_w = aw.data_ptr<float>();
+  p.grid_h = std::max<int64_t>(ah.size(0), 1);
+  p.grid_w = std::max<int64_t>(aw.size(0), 1);
+  ltx::launch_qk_norm_rope(p);
+  return {call.q_out, call.k_out};
 }
 
 ltx::ResidualParams residual_params(ltx::ResidualKind kind, const at::Tensor& h_in,
@@ -544,6 +596,9 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "qk_norm_rope(Tensor q, Tensor k, Tensor? q_weight, Tensor? k_weight, Tensor cos, "
       "Tensor sin, float eps) -> (Tensor, Tensor)");
+  ops.def(
+      "qk_norm_rope_grid(Tensor q, Tensor k, Tensor? q_weight, Tensor? k_weight, Tensor freqs, "
+      "Tensor axis_f, Tensor axis_h, Tensor axis_w, float eps) -> (Tensor, Tensor)");
   ops.def("gated_residual(Tensor h, Tensor y, Tensor? gate) -> Tensor");
   ops.def(
       "residual_adaln(Tensor h, Tensor y, Tensor? gate, Tensor scale, Tensor shift, "
@@ -564,6 +619,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("gelu_tanh", LTX_DEVICE, &gelu_tanh);
   ops.impl("gelu_tanh_out", LTX_DEVICE, &gelu_tanh_out);
   ops.impl("qk_norm_rope", LTX_DEVICE, &qk_norm_rope);
+  ops.impl("qk_norm_rope_grid", LTX_DEVICE, &qk_norm_rope_grid);
   ops.impl("gated_residual", LTX_DEVICE, &gated_residual);
   ops.impl("residual_adaln", LTX_DEVICE, &residual_adaln);
   ops.impl("linear_gelu_tanh", LTX_DEVICE, &linear_gelu_tanh);

@@ -43,6 +43,13 @@ std::tuple<at::Tensor, at::Tensor> qk_norm_rope(const at::Tensor& q, const at::T
                                                 const std::optional<at::Tensor>& k_weight,
                                                 const at::Tensor& cos, const at::Tensor& sin,
                                                 double eps);
+// qk_norm_rope with cos/sin computed from the token's (frame, row, col) position.
+std::tuple<at::Tensor, at::Tensor> qk_norm_rope_grid(const at::Tensor& q, const at::Tensor& k,
+                                                     const std::optional<at::Tensor>& q_weight,
+                                                     const std::optional<at::Tensor>& k_weight,
+                                                     const at::Tensor& freqs, const at::Tensor& axis_f,
+                                                     const at::Tensor& axis_h, const at::Tensor& axis_w,
+                                                     double eps);
 at::Tensor gated_residual(const at::Tensor& h, const at::Tensor& y,
                           const std::optional<at::Tensor>& gate);
 std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at::Tensor& y,

@@ -139,8 +139,29 @@ float round_to(float f) {
   return static_cast<float>(static_cast<T>(f));
 }
 
+// Grid mode (QkNormRopeParams): cos/sin of the pair at channel ch (even) of token s, from the
+// token's position; the angle is the one fp32 product torch computes.
+void grid_cos_sin(const QkNormRopeParams& p, int64_t s, int64_t ch, float& c, float& sn) {
+  const int64_t pad = p.width % 6;
+  if (ch < pad) {
+    c = 1.0f;
+    sn = 0.0f;
+    return;
+  }
+  const int64_t hw = p.grid_h * p.grid_w;
+  const int64_t pair = (ch - pad) / 2;
+  const int64_t axis = pair % 3;
+  const float coord = axis == 0   ? p.axis_f[s / hw]
+                      : axis == 1 ? p.axis_h[s % hw / p.grid_w]
+                                  : p.axis_w[s % p.grid_w];
+  const float angle = p.freqs[pair / 3] * coord;
+  c = std::cos(angle);
+  sn = std::sin(angle);
+}
+
 template <typename T, typename C>
 void qk_norm_rope_rows(const QkNormRopeParams& p) {
+  const bool grid = p.cos == nullptr;
   const int64_t w = p.width;
   // Task = (tensor, batch entry, token).
   at::parallel_for(0, 2 * p.batch * p.seq, grain(w), [&](int64_t begin, int64_t end) {
@@ -154,8 +175,8 @@ void qk_norm_rope_rows(const QkNormRopeParams& p) {
       const T* wt = static_cast<const T*>(is_k ? p.k_weight : p.q_weight);
       T* out = static_cast<T*>(is_k ? p.k_out : p.q_out) + r * w;
       const int64_t toff = ((p.table_batch == 1 ? 0 : b) * p.seq + s) * w;
-      const C* c = static_cast<const C*>(p.cos) + toff;
-      const C* sn = static_cast<const C*>(p.sin) + toff;
+      const C* c = grid ? nullptr : static_cast<const C*>(p.cos) + toff;
+      const C* sn = grid ? nullptr : static_cast<const C*>(p.sin) + toff;
       float acc = 0.0f;
       for (int64_t i = 0; i < w; ++i) acc += static_cast<float>(x[i]) * static_cast<float>(x[i]);
       const float rstd = 1.0f / std::sqrt(acc / static_cast<float>(w) + p.eps);
@@ -168,8 +189,19 @@ void qk_norm_rope_rows(const QkNormRopeParams& p) {
         }
         n0 = round_to<T>(n0);
         n1 = round_to<T>(n1);
-        out[i] = static_cast<T>(n0 * static_cast<float>(c[i]) - n1 * static_cast<float>(sn[i]));
-        out[i + 1] = static_cast<T>(n1 * static_cast<float>(c[i + 1]) + n0 * static_cast<float>(sn[i + 1]));
+        float c0, c1, s0, s1;
+        if (grid) {
+          grid_cos_sin(p, s, i, c0, s0);
+          c1 = c0;
+          s1 = s0;
+        } else {
+          c0 = static_cast<float>(c[i]);
+          c1 = static_cast<float>(c[i + 1]);
+          s0 = static_cast<float>(sn[i]);
+          s1 = static_cast<float>(sn[i + 1]);
+        }
+        out[i] = static_cast<T>(n0 * c0 - n1 * s0);
+        out[i + 1] = static_cast<T>(n1 * c1 + n0 * s1);
       }
     }
   });
@@ -250,7 +282,8 @@ void launch_activation(const ActParams& p) {
 
 void launch_qk_norm_rope(const QkNormRopeParams& p) {
   if (p.batch == 0 || p.seq == 0 || p.width == 0) return;
-  const bool fp32_table = p.table_dtype == c10::ScalarType::Float;
+  // Grid mode reads no table: any table type instantiates it.
+  const bool fp32_table = p.table_dtype == c10::ScalarType::Float || p.cos == nullptr;
   dispatch(p.dtype, "qk_norm_rope", [&](auto tag) {
     using T = decltype(tag);
     if (fp32_table) {

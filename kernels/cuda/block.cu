@@ -1,7 +1,8 @@
 // Block-level fusions for LTX-Video-style transformer blocks:
 // - qk_norm_rope: q and k RMS-normalized across heads, then rotated (interleaved-pair RoPE with
 //   full-width tables), one block per token reading that token's table row once for the q and
-//   k rows of up to two batch entries.
+//   k rows of up to two batch entries; or, in grid mode, with cos/sin computed from the token's
+//   (frame, row, col) position (no table read).
 // - residual: h + y * gate (flat), optionally followed by AdaLN-RMS of the result with both
 //   outputs written (block per row).
 // Every access is a 16-byte vector where sizes and alignment allow; scalar kernels cover the rest.
@@ -59,6 +60,45 @@ __device__ __forceinline__ float round_to(float f) {
 // At most 512 threads: four rows of VPT vectors plus the table stay in registers.
 constexpr int kQkMaxThreads = 512;
 
+// The table "type" of grid mode (QkNormRopeParams): cos/sin computed from the token's position.
+struct GridTable {};
+template <typename C>
+inline constexpr bool kGrid = std::is_same_v<C, GridTable>;
+
+// 2 * coord - 1 of token s on the three axes (frame, row, col).
+__device__ __forceinline__ float3 grid_coords(const QkNormRopeParams& p, int64_t s) {
+  const int64_t hw = p.grid_h * p.grid_w;
+  const int64_t f = s / hw;
+  const int64_t r = s - f * hw;
+  const int64_t h = r / p.grid_w;
+  return make_float3(__ldg(p.axis_f + f), __ldg(p.axis_h + h), __ldg(p.axis_w + (r - h * p.grid_w)));
+}
+
+// cos/sin of channels ch0 .. ch0 + K - 1 (ch0 even). The angle is the one fp32 product torch
+// computes (__fmul_rn: no contraction), and sincosf is the accurate libdevice routine (this
+// file is built without fast math), so the values match the fp32 tables to an ulp.
+template <int K>
+__device__ __forceinline__ void grid_cos_sin(const QkNormRopeParams& p, int ch0, const float3 u,
+                                             float (&c)[K], float (&sn)[K]) {
+  const int pad = static_cast<int>(p.width % 6);
+#pragma unroll
+  for (int j = 0; j < K; j += 2) {
+    const int ch = ch0 + j;
+    float cv = 1.0f, sv = 0.0f;
+    if (ch >= pad) {
+      const int pair = (ch - pad) >> 1;
+      const int band = pair / 3;
+      const int axis = pair - 3 * band;
+      const float coord = axis == 0 ? u.x : (axis == 1 ? u.y : u.z);
+      sincosf(__fmul_rn(__ldg(p.freqs + band), coord), &sv, &cv);
+    }
+    c[j] = cv;
+    c[j + 1] = cv;
+    sn[j] = sv;
+    sn[j + 1] = sv;
+  }
+}
+
 template <typename T, typename C, int VPT>
 __global__ void __launch_bounds__(kQkMaxThreads) qk_norm_rope_kernel(const QkNormRopeParams p) {
   constexpr int N = kVec<T>;
@@ -93,14 +133,23 @@ __global__ void __launch_bounds__(kQkMaxThreads) qk_norm_rope_kernel(const QkNor
       xv[r][i] = (r < nrows && v < nvec) ? stream16(xr + v * N) : zero;
     }
   }
-  const C* cr = table_row(p.cos, b0);
-  const C* sr = table_row(p.sin, b0);
+  if constexpr (kGrid<C>) {
+    const float3 u = grid_coords(p, s);
 #pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int v = lane + i * nthreads;
-    if (v < nvec) {
-      load_table<C, N, true>(cr + v * N, c[i]);
-      load_table<C, N, true>(sr + v * N, sn[i]);
+    for (int i = 0; i < VPT; ++i) {
+      const int v = lane + i * nthreads;
+      if (v < nvec) grid_cos_sin<N>(p, v * N, u, c[i], sn[i]);
+    }
+  } else {
+    const C* cr = table_row(p.cos, b0);
+    const C* sr = table_row(p.sin, b0);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int v = lane + i * nthreads;
+      if (v < nvec) {
+        load_table<C, N, true>(cr + v * N, c[i]);
+        load_table<C, N, true>(sr + v * N, sn[i]);
+      }
     }
   }
 
@@ -123,15 +172,17 @@ __global__ void __launch_bounds__(kQkMaxThreads) qk_norm_rope_kernel(const QkNor
   for (int r = 0; r < R; ++r) {
     if (r >= nrows) break;
     const int64_t b = b0 + (r >> 1);
-    if (r == 2 && !shared_table) {  // the second batch entry has its own table row
-      cr = table_row(p.cos, b);
-      sr = table_row(p.sin, b);
+    if constexpr (!kGrid<C>) {
+      if (r == 2 && !shared_table) {  // the second batch entry has its own table row
+        const C* cr = table_row(p.cos, b);
+        const C* sr = table_row(p.sin, b);
 #pragma unroll
-      for (int i = 0; i < VPT; ++i) {
-        const int v = lane + i * nthreads;
-        if (v < nvec) {
-          load_table<C, N, true>(cr + v * N, c[i]);
-          load_table<C, N, true>(sr + v * N, sn[i]);
+        for (int i = 0; i < VPT; ++i) {
+          const int v = lane + i * nthreads;
+          if (v < nvec) {
+            load_table<C, N, true>(cr + v * N, c[i]);
+            load_table<C, N, true>(sr + v * N, sn[i]);
+          }
         }
       }
     }
@@ -175,9 +226,6 @@ __global__ void __launch_bounds__(256) qk_norm_rope_scalar_kernel(const QkNormRo
                     : static_cast<const T*>(p.q) + b * p.q_batch_stride + s * p.q_seq_stride;
   const T* w = static_cast<const T*>(is_k ? p.k_weight : p.q_weight);
   T* out = static_cast<T*>(is_k ? p.k_out : p.q_out) + (b * p.seq + s) * p.width;
-  const int64_t toff = ((p.table_batch == 1 ? 0 : b) * p.seq + s) * p.width;
-  const C* cr = static_cast<const C*>(p.cos) + toff;
-  const C* sr = static_cast<const C*>(p.sin) + toff;
   float acc = 0.0f;
   for (int64_t i = threadIdx.x; i < p.width; i += blockDim.x) {
     const float f = to_float(x[i]);
@@ -193,8 +241,20 @@ __global__ void __launch_bounds__(256) qk_norm_rope_scalar_kernel(const QkNormRo
     }
     n0 = round_to<T>(n0);
     n1 = round_to<T>(n1);
-    out[i] = from_float<T>(n0 * to_float(cr[i]) - n1 * to_float(sr[i]));
-    out[i + 1] = from_float<T>(n1 * to_float(cr[i + 1]) + n0 * to_float(sr[i + 1]));
+    float c[2], sn[2];
+    if constexpr (kGrid<C>) {
+      grid_cos_sin<2>(p, static_cast<int>(i), grid_coords(p, s), c, sn);
+    } else {
+      const int64_t t = ((p.table_batch == 1 ? 0 : b) * p.seq + s) * p.width + i;
+      const C* cr = static_cast<const C*>(p.cos);
+      const C* sr = static_cast<const C*>(p.sin);
+      c[0] = to_float(cr[t]);
+      c[1] = to_float(cr[t + 1]);
+      sn[0] = to_float(sr[t]);
+      sn[1] = to_float(sr[t + 1]);
+    }
+    out[i] = from_float<T>(n0 * c[0] - n1 * sn[0]);
+    out[i + 1] = from_float<T>(n1 * c[1] + n0 * sn[1]);
   }
 }
 
@@ -203,7 +263,7 @@ void launch_qk_typed(const QkNormRopeParams& p, cudaStream_t stream) {
   constexpr int N = kVec<T>;
   const int64_t nvec = p.width / N;
   const bool vec = p.width % N == 0 && aligned16(p.q) && aligned16(p.k) && aligned16(p.q_out) &&
-                   aligned16(p.k_out) && aligned16(p.cos) && aligned16(p.sin) &&
+                   aligned16(p.k_out) && (kGrid<C> || (aligned16(p.cos) && aligned16(p.sin))) &&
                    (p.q_weight == nullptr || aligned16(p.q_weight)) &&
                    (p.k_weight == nullptr || aligned16(p.k_weight)) && p.q_batch_stride % N == 0 &&
                    p.q_seq_stride % N == 0 && p.k_batch_stride % N == 0 && p.k_seq_stride % N == 0;
@@ -396,8 +456,11 @@ void launch_qk_norm_rope(const QkNormRopeParams& p) {
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
   const bool fp32_table = p.table_dtype == c10::ScalarType::Float;
+  const bool grid = p.cos == nullptr;
   LTX_DISPATCH(p.dtype, "qk_norm_rope", [&] {
-    if (fp32_table) {
+    if (grid) {
+      launch_qk_typed<scalar_t, GridTable>(p, stream);
+    } else if (fp32_table) {
       launch_qk_typed<scalar_t, float>(p, stream);
     } else {
       launch_qk_typed<scalar_t, scalar_t>(p, stream);

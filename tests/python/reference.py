@@ -86,6 +86,21 @@ def qk_norm_rope(q, k, wq, wk, cos, sin, eps):
     return rope(nq, cos, sin), rope(nk, cos, sin)
 
 
+def grid_tables(freqs, axes, width):
+    """LTX-Video's [S, width] cos/sin in float64 from the float32 angles ``freqs[j] * axis[c]``
+    (one float32 product, as the table path computes it), the first ``width % 6`` channels
+    unrotated."""
+    af, ah, aw = (a.float().cpu() for a in axes)
+    coords = torch.stack(torch.meshgrid(af, ah, aw, indexing="ij"), dim=-1).reshape(-1, 3)
+    angles = (freqs.float().cpu()[None, :, None] * coords[:, None, :]).flatten(1)  # [S, 3 * bands]
+    cos = angles.double().cos().repeat_interleave(2, -1)
+    sin = angles.double().sin().repeat_interleave(2, -1)
+    pad = width % 6
+    cos = torch.cat([torch.ones(cos.shape[0], pad, dtype=torch.float64), cos], dim=-1)
+    sin = torch.cat([torch.zeros(sin.shape[0], pad, dtype=torch.float64), sin], dim=-1)
+    return cos, sin
+
+
 def gated_residual(h, y, gate):
     g = 1.0 if gate is None else d(per_sample(gate, h))
     return d(h) + d(y) * g

@@ -1,4 +1,4 @@
-"""The LTX-Video block fusions (qk_norm_rope, gated_residual, residual_adaln,
+"""The LTX-Video block fusions (qk_norm_rope, qk_norm_rope_grid, gated_residual, residual_adaln,
 linear_gelu_tanh) against float64 references (reference.py), every dtype, vector and scalar
 paths, strided inputs and every table layout."""
 
@@ -53,6 +53,48 @@ def check_rotated(out, expected, normalized, dtype):
     if dtype != torch.float32:
         tol["atol"] += torch.finfo(dtype).eps * normalized.abs().max().item()
     torch.testing.assert_close(out.double().cpu(), expected.cpu(), **tol)
+
+
+# (batch, frames, rows, cols, width): width % 6 of 4, 2 (LTX's 2048) and 0; the two-vector path
+# (6144 half) and the scalar kernel (20000: wider than the vector paths; 1002: not a multiple of
+# the 16-byte vector).
+GRID_SHAPES = [(2, 2, 3, 4, 64), (3, 2, 2, 3, 2048), (1, 1, 2, 3, 36), (1, 1, 1, 2, 6144), (1, 1, 1, 2, 20000), (2, 1, 2, 2, 1002)]
+
+
+def rope_grid(frames, rows, cols, width, device):
+    """Frequency bands as large as LTX's (up to theta * pi / 2) and coordinates in [-1, 1]."""
+    freqs = 10000.0 ** torch.linspace(0.0, 1.0, width // 6) * (torch.pi / 2)
+    axes = [torch.rand(n) * 2 - 1 for n in (frames, rows, cols)]
+    return freqs.to(device), [a.to(device) for a in axes]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", GRID_SHAPES)
+def test_qk_norm_rope_grid_matches_float64_reference(lk, dtype, shape):
+    b, f, h, w, width = shape
+    s = f * h * w
+    q = rand((b, s, width), dtype, lk.device, scale=2.0, offset=0.3)
+    k = rand((b, s, width), dtype, lk.device, scale=0.5)
+    wq, wk = rand((width,), dtype, lk.device), rand((width,), dtype, lk.device)
+    freqs, axes = rope_grid(f, h, w, width, lk.device)
+    got_q, got_k = lk.mod.qk_norm_rope_grid(q, k, wq, wk, freqs, axes, 1e-5)
+    cos, sin = ref.grid_tables(freqs, axes, width)
+    exp_q, exp_k = ref.qk_norm_rope(q.cpu(), k.cpu(), wq.cpu(), wk.cpu(), cos, sin, 1e-5)
+    # Angles up to ~1.6e4 rad: an ulp of cos/sin between libm and the float64 reference is
+    # below the float32 tolerance.
+    check_rotated(got_q, exp_q, ref.rms_norm(q, wq, 1e-5), dtype)
+    check_rotated(got_k, exp_k, ref.rms_norm(k, wk, 1e-5), dtype)
+
+
+def test_qk_norm_rope_grid_rejects_a_grid_that_does_not_fit(lk):
+    q = rand((2, 12, 64), torch.float32, lk.device)
+    freqs, axes = rope_grid(2, 2, 3, 64, lk.device)
+    with pytest.raises(RuntimeError, match="does not cover the 12 tokens"):
+        lk.mod.qk_norm_rope_grid(q, q, None, None, freqs, axes[:2] + [axes[2][:2]])
+    with pytest.raises(RuntimeError, match="width / 6 = 10 bands"):
+        lk.mod.qk_norm_rope_grid(q, q, None, None, freqs[:9], axes)
+    with pytest.raises(RuntimeError, match="1-D float32"):
+        lk.mod.qk_norm_rope_grid(q, q, None, None, freqs.double(), axes)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -25,6 +25,8 @@ def cases(m, dev):
     cos, sin = torch.randn(16, 64, device=dev), torch.randn(16, 64, device=dev)
     cos_w, sin_w = torch.randn(1, 16, 256, device=dev), torch.randn(1, 16, 256, device=dev)
     lin_w = torch.randn(128, 256, device=dev, dtype=dt) * 0.06
+    freqs = torch.rand(256 // 6, device=dev) * 100
+    axes = [torch.rand(n, device=dev) * 2 - 1 for n in (2, 2, 4)]  # 16 tokens
     return {
         "rms_norm": (lambda a, b: m.rms_norm(a, b, 1e-6) * 2, (x, w)),
         "rms_norm_no_weight": (lambda a: m.rms_norm(a) + 1, (x,)),
@@ -42,6 +44,10 @@ def cases(m, dev):
         "qk_norm_rope": (
             lambda a, b, c, s: torch.cat(m.qk_norm_rope(a, b * 2, None, w, c, s, 1e-5), -1),
             (x, res, cos_w, sin_w),
+        ),
+        "qk_norm_rope_grid": (
+            lambda a, b, f, t, h, v: torch.cat(m.qk_norm_rope_grid(a, b * 2, w, None, f, (t, h, v), 1e-5), -1),
+            (x, res, freqs, *axes),
         ),
         "gated_residual": (lambda a, r, g: m.gated_residual(a, r, g) * 2, (x, res, gate)),
         "residual_adaln": (
@@ -67,6 +73,7 @@ def cases(m, dev):
         "rms_norm_out",
         "gelu_tanh_out",
         "qk_norm_rope",
+        "qk_norm_rope_grid",
         "gated_residual",
         "residual_adaln",
         "linear_gelu_tanh",

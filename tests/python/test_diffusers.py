@@ -4,6 +4,7 @@ the RoPE convention against diffusers' own LTX code."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -70,7 +71,22 @@ def test_module_patch_of_tiny_ltx_transformer_matches_unpatched(lk, dtype):
     assert rel_err(got, expected) < tol
 
 
-PIECE_SETS = [None, ["adaln"], ["qkv"], ["qk_norm_rope"], ["residual"], ["gelu_linear"], ["adaln", "residual"]]
+PIECE_SETS = [
+    None,
+    ["adaln"],
+    ["qkv"],
+    ["qk_norm_rope"],
+    ["residual"],
+    ["gelu_linear"],
+    ["adaln", "residual"],
+    ["chain"],
+    ["qk_norm_rope", "rope_grid"],
+    ["rope_grid"],  # without qk_norm_rope: tables, the transformer's forward is left alone
+]
+
+
+def model_patched(pieces):
+    return pieces is None or "chain" in pieces or {"rope_grid", "qk_norm_rope"} <= set(pieces)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -85,6 +101,7 @@ def test_block_patch_of_tiny_ltx_transformer_matches_unpatched(lk, dtype, pieces
         "LTXVideoTransformerBlock": 2,
         "LTXVideoRotaryPosEmbed": 1,
         "MochiTransformerBlock": 0,
+        "LTXVideoTransformer3DModel": int(model_patched(pieces)),
     }, counts
     inputs = ltx_inputs(lk.device, dtype)
     with torch.no_grad():
@@ -118,9 +135,12 @@ def test_block_patch_rejects_unknown_pieces(lk):
         lk.mod.patch_transformer(tiny_ltx(lk.device, torch.float32), pieces=["qkv", "flash"])
 
 
-def test_patched_ltx_block_compiles_fullgraph_and_matches_eager(lk):
+@pytest.mark.parametrize("chained", [False, True], ids=["alone", "chained"])
+def test_patched_ltx_block_compiles_fullgraph_and_matches_eager(lk, chained):
     """One patched block under torch.compile(fullgraph=True): every op traces through its fake
-    implementation (no graph break) and the compiled block computes what the eager one does."""
+    implementation (no graph break) and the compiled block computes what the eager one does;
+    chained, as the patched transformer calls it (norm1 given, the next block's norm1 computed,
+    RoPE from the grid)."""
     model = tiny_ltx(lk.device, torch.float32)
     lk.mod.patch_transformer(model)
     block = model.transformer_blocks[0]
@@ -133,11 +153,19 @@ def test_patched_ltx_block_compiles_fullgraph_and_matches_eager(lk):
     rotary = (cos.expand(b, -1, -1), sin.expand(b, -1, -1))
     mask = torch.zeros(b, 1, 7, device=lk.device)
     args = (hidden, enc, temb, rotary, mask)
+    kwargs = {}
+    if chained:
+        freqs, axes = lk.mod.ltx_model.ltx_rope_grid(model.rope, 1, 3, 4, None, lk.device)
+        nxt = model.transformer_blocks[1]
+        shift, scale = lk.mod.blocks._ltx_modulation(nxt, temb)[:2]
+        norm1 = torch.randn(b, s, dim, generator=g).to(lk.device)
+        kwargs = dict(ltx_norm1=norm1, ltx_next=(scale, shift, nxt.norm1.weight, 1e-6), ltx_rope_grid=(freqs, axes))
     with torch.no_grad():
-        expected = block(*args)
+        expected = block(*args, **kwargs)
         torch._dynamo.reset()
         backend = "inductor" if lk.backend == "cuda" else "aot_eager"
-        got = torch.compile(block, fullgraph=True, backend=backend)(*args)
+        got = torch.compile(block, fullgraph=True, backend=backend)(*args, **kwargs)
+    assert isinstance(got, tuple) == chained
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
@@ -148,6 +176,49 @@ def test_patch_handles_rms_norm_without_weight_and_both_eps_names(lk):
     expected = plain(x)
     lk.mod.patch_transformer(plain)
     torch.testing.assert_close(plain(x), expected, atol=5e-5, rtol=5e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dim", [2048, 2 * 3 * 16 + 4])
+def test_qk_norm_rope_grid_matches_ltx_rotary_pos_embed_tables(lk, dtype, dim):
+    """The grid op against the table op fed LTXVideoRotaryPosEmbed's own tables, at LTX's
+    interpolation scale (frame coordinates 8 / 25 / 20 apart) and at none (raw indices)."""
+    frames, height, width = 3, 4, 5
+    emb = LTXVideoRotaryPosEmbed(dim=dim)
+    g = torch.Generator().manual_seed(4)
+    s = frames * height * width
+    q = torch.randn(2, s, dim, generator=g).to(lk.device, dtype)
+    k = torch.randn(2, s, dim, generator=g).to(lk.device, dtype)
+    wq = torch.randn(dim, generator=g).to(lk.device, dtype)
+    for interp in [(1.0 / 25 * 8, 32.0, 32.0), None]:
+        cos, sin = emb(q, frames, height, width, rope_interpolation_scale=interp)
+        expected = lk.mod.qk_norm_rope(q, k, wq, None, cos, sin, 1e-6)
+        freqs, axes = lk.mod.ltx_model.ltx_rope_grid(emb, frames, height, width, interp, lk.device)
+        got = lk.mod.qk_norm_rope_grid(q, k, wq, None, freqs, axes, 1e-6)
+        # Same float32 angles: cos/sin differ by an ulp at most (libm vs torch's vectorized cos).
+        tol = dict(atol=2e-5, rtol=2e-5) if dtype == torch.float32 else dict(atol=1.6e-2, rtol=1.6e-2)
+        torch.testing.assert_close(got, expected, **tol)
+
+
+def test_chained_transformer_falls_back_for_what_it_does_not_reproduce(lk):
+    """attention_kwargs, a hooked block and gradient checkpointing take the original forward,
+    which still matches the unpatched model."""
+    base = tiny_ltx(lk.device, torch.float32)
+    patched = copy.deepcopy(base)
+    lk.mod.patch_transformer(patched)
+    inputs = ltx_inputs(lk.device, torch.float32)
+    with torch.no_grad():
+        expected = base(**inputs)[0]
+        assert rel_err(patched(**inputs, attention_kwargs={})[0], expected) < 1e-5
+        seen = []
+        handle = patched.transformer_blocks[1].register_forward_hook(lambda m, a, out: seen.append(out))
+        assert rel_err(patched(**inputs)[0], expected) < 1e-5
+        handle.remove()
+    assert len(seen) == 1 and torch.is_tensor(seen[0])  # the hook saw a plain block output
+    patched.enable_gradient_checkpointing()
+    patched.train()
+    out = patched(**inputs)[0]
+    assert rel_err(out.detach(), expected) < 1e-5
 
 
 def test_rope_3d_tables_match_ltx_rotary_pos_embed(lk):
@@ -187,8 +258,15 @@ def test_patched_ltx_block_graph_holds_the_fused_ops(lk):
     torch._dynamo.reset()
     with torch.no_grad():
         torch.compile(model, fullgraph=True, backend=backend)(**ltx_inputs(lk.device, torch.float32))
-    for op in ["adaln", "qk_norm_rope", "gated_residual", "residual_adaln", "linear_gelu_tanh"]:
-        assert any(f"::{op}" in s or f".{op}." in s for s in seen), (op, sorted(set(seen)))
+    def calls(op):
+        return sum(re.search(rf"[.:]{op}(\.|$)", s) is not None for s in seen)
+
+    # Two blocks chained: block 0's norm1 is an adaln; its feed-forward residual is a
+    # residual_adaln with block 1's norm1 (next to each block's h + attn2 one); block 1's is a
+    # gated_residual after its attention's; RoPE from the grid, no tables.
+    assert calls("adaln") == 1 and calls("residual_adaln") == 3 and calls("gated_residual") == 3, sorted(set(seen))
+    assert calls("qk_norm_rope_grid") == 2 and calls("qk_norm_rope") == 0, sorted(set(seen))
+    assert calls("linear_gelu_tanh") == 2
 
 
 def tiny_mochi(device, dtype):

@@ -7,7 +7,7 @@ any leading shape; ``out=`` writes into a contiguous tensor you provide):
 - :func:`rms_norm`, :func:`fused_residual_gated_rms_norm`, :func:`adaln`
 - :func:`rope_3d` (+ :func:`rope_3d_tables` to build LTX-Video's cos/sin tables)
 - :func:`geglu`, :func:`gelu_tanh`
-- LTX-Video block fusions: :func:`qk_norm_rope`, :func:`gated_residual`,
+- LTX-Video block fusions: :func:`qk_norm_rope` (:func:`qk_norm_rope_grid`), :func:`gated_residual`,
   :func:`residual_adaln`, :func:`linear_gelu_tanh`
 
 ``layers`` holds stateless layers for ``kernels.kernelize``; :func:`patch_transformer` swaps
@@ -15,7 +15,7 @@ them, and whole LTX-Video / Mochi block forwards (``blocks``), into a diffusers 
 class name.
 """
 
-from . import blocks, layers
+from . import blocks, layers, ltx_model
 from .diffusers_patch import patch_transformer
 from .functional import (
     BACKEND,
@@ -27,6 +27,7 @@ from .functional import (
     linear_gelu_tanh,
     materialize,
     qk_norm_rope,
+    qk_norm_rope_grid,
     reset_dtype_check_cache,
     residual_adaln,
     rms_norm,
@@ -44,9 +45,11 @@ __all__ = [
     "gelu_tanh",
     "layers",
     "linear_gelu_tanh",
+    "ltx_model",
     "materialize",
     "patch_transformer",
     "qk_norm_rope",
+    "qk_norm_rope_grid",
     "reset_dtype_check_cache",
     "residual_adaln",
     "rms_norm",

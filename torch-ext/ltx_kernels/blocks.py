@@ -11,7 +11,10 @@ LTX-Video (``LTXVideoTransformerBlock``), per block:
 - ``h + attn * gate_msa``: :func:`gated_residual`;
 - ``h + attn2`` and norm2 + modulation: one :func:`residual_adaln` pass;
 - feed-forward ``proj`` + GELU-tanh: :func:`linear_gelu_tanh` (the GELU in the GEMM epilogue);
-- ``h + ff * gate_mlp``: :func:`gated_residual`.
+- ``h + ff * gate_mlp``: :func:`gated_residual`, or, called by ``ltx_model.ltx_model_forward``
+  (the patched transformer), one :func:`residual_adaln` that also computes the next block's
+  norm1 (which then skips its :func:`adaln`), with RoPE from token positions
+  (:func:`qk_norm_rope_grid`) instead of tables.
 
 ``LTXVideoRotaryPosEmbed`` is patched to compute its tables for one batch entry when every
 entry's grid is the same, so the tables are built once and read once per token.
@@ -42,12 +45,14 @@ from .functional import (
     linear_gelu_tanh,
     materialize,
     qk_norm_rope,
+    qk_norm_rope_grid,
     residual_adaln,
     rms_norm,
 )
 
 # The pieces of the LTX block forward; each can be left out (bench/e2e.py measures them).
-LTX_PIECES = frozenset({"adaln", "qkv", "qk_norm_rope", "residual", "gelu_linear"})
+# "chain" and "rope_grid" act in the transformer's forward (``ltx_model_forward``).
+LTX_PIECES = frozenset({"adaln", "qkv", "qk_norm_rope", "residual", "gelu_linear", "chain", "rope_grid"})
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -144,7 +149,7 @@ def _sdpa(attn, q, k, v):
     return out.transpose(1, 2)
 
 
-def _ltx_self_attention(block, x, image_rotary_emb):
+def _ltx_self_attention(block, x, image_rotary_emb, rope_grid):
     attn = block.attn1
     if block._ltx_qkv:
         qkv = F.linear(x, attn._ltx_qkv_weight, attn._ltx_qkv_bias)
@@ -152,7 +157,10 @@ def _ltx_self_attention(block, x, image_rotary_emb):
     else:
         q, k, v = attn.to_q(x), attn.to_k(x), attn.to_v(x)
     eps = _norm_eps(attn.norm_q)
-    if image_rotary_emb is not None and block._ltx_qk_norm_rope:
+    if rope_grid is not None:
+        freqs, axes = rope_grid
+        q, k = qk_norm_rope_grid(q, k, attn.norm_q.weight, attn.norm_k.weight, freqs, axes, eps)
+    elif image_rotary_emb is not None and block._ltx_qk_norm_rope:
         cos, sin = image_rotary_emb
         q, k = qk_norm_rope(q, k, attn.norm_q.weight, attn.norm_k.weight, cos, sin, eps)
     else:
@@ -175,25 +183,34 @@ def ltx_block_forward(
     temb: torch.Tensor,
     image_rotary_emb=None,
     encoder_attention_mask: Optional[torch.Tensor] = None,
-) -> torch.Tensor:
-    """``LTXVideoTransformerBlock.forward`` through the fused ops (module docstring)."""
+    *,
+    ltx_norm1: Optional[torch.Tensor] = None,
+    ltx_next=None,
+    ltx_rope_grid=None,
+):
+    """``LTXVideoTransformerBlock.forward`` through the fused ops (module docstring).
+
+    The keywords are for ``ltx_model_forward`` only: ``ltx_norm1`` is this block's norm1 +
+    modulation output, computed by the previous block; with ``ltx_next = (scale, shift, weight,
+    eps)`` (the next block's norm1 modulation) the feed-forward's gated residual also computes
+    the next block's norm1 and ``(hidden_states, next_norm1)`` is returned; ``ltx_rope_grid =
+    (freqs, axes)`` replaces the cos/sin tables (:func:`qk_norm_rope_grid`).
+    """
     if not _runs_here(hidden_states) or temb.dtype != hidden_states.dtype:
         return self._ltx_unpatched_forward(
             hidden_states, encoder_hidden_states, temb, image_rotary_emb, encoder_attention_mask
         )
-    batch_size = hidden_states.size(0)
-    ada = self.scale_shift_table[None, None].to(temb.device) + temb.reshape(
-        batch_size, temb.size(1), self.scale_shift_table.shape[0], -1
-    )
-    shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = ada.unbind(dim=2)
+    shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = _ltx_modulation(self, temb)
 
-    w1, eps1 = self.norm1.weight, _norm_eps(self.norm1)
-    if self._ltx_adaln:
+    if ltx_norm1 is not None:
+        norm_hidden_states = ltx_norm1
+    elif self._ltx_adaln:
+        w1, eps1 = self.norm1.weight, _norm_eps(self.norm1)
         norm_hidden_states = adaln(hidden_states, scale_msa, shift_msa, w1, eps1, "rms")
     else:
         norm_hidden_states = self.norm1(hidden_states) * (1 + scale_msa) + shift_msa
 
-    attn_hidden_states = _ltx_self_attention(self, norm_hidden_states, image_rotary_emb)
+    attn_hidden_states = _ltx_self_attention(self, norm_hidden_states, image_rotary_emb, ltx_rope_grid)
     if self._ltx_residual:
         hidden_states = gated_residual(hidden_states, attn_hidden_states, gate_msa)
     else:
@@ -221,9 +238,20 @@ def ltx_block_forward(
         ff_output = net[0](norm_hidden_states)
     for module in net[1:]:
         ff_output = module(ff_output)
+    if ltx_next is not None:
+        scale, shift, weight, eps = ltx_next
+        return residual_adaln(hidden_states, ff_output, gate_mlp, scale, shift, weight, eps)
     if self._ltx_residual:
         return gated_residual(hidden_states, ff_output, gate_mlp)
     return hidden_states + ff_output * gate_mlp
+
+
+def _ltx_modulation(block, temb):
+    """The six [B, 1, H] modulation rows of a block (shift/scale/gate of attention and MLP),
+    views of one ``scale_shift_table + temb`` sum."""
+    table = block.scale_shift_table
+    ada = table[None, None].to(temb.device) + temb.reshape(temb.size(0), temb.size(1), table.shape[0], -1)
+    return ada.unbind(dim=2)
 
 
 def _patch_ltx_block(block: nn.Module, pieces: Collection[str]) -> bool:

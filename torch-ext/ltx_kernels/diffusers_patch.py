@@ -18,7 +18,11 @@ from typing import Collection, Dict, Optional
 from torch import nn
 
 from . import blocks as _blocks
-from . import layers
+from . import layers, ltx_model
+
+# Class name -> patcher(module, pieces) -> patched?; the transformer's own forward (chaining
+# its blocks) is patched next to the blocks'.
+PATCHERS = {**_blocks.PATCHERS, "LTXVideoTransformer3DModel": ltx_model.patch}
 
 
 def patch_transformer(
@@ -36,8 +40,9 @@ def patch_transformer(
     - ``gelu``: every tanh-approximate GELU (diffusers' ``GELU(approximate="tanh")`` with its
       ``proj``, and ``torch.nn.GELU(approximate="tanh")``) runs :func:`gelu_tanh`.
     - ``blocks``: whole-block forwards (``ltx_kernels.blocks``) for
-      ``LTXVideoTransformerBlock`` and ``MochiTransformerBlock``, and the batch-shared RoPE tables
-      of ``LTXVideoRotaryPosEmbed``. ``pieces`` limits the LTX block to a subset of
+      ``LTXVideoTransformerBlock`` and ``MochiTransformerBlock``, the batch-shared RoPE tables
+      of ``LTXVideoRotaryPosEmbed``, and ``LTXVideoTransformer3DModel``'s forward (each block's
+      feed-forward residual computes the next block's norm1; RoPE from token positions). ``pieces`` limits the LTX block to a subset of
       ``blocks.LTX_PIECES`` (all by default), to measure each fusion on its own.
     """
     pieces = _blocks.LTX_PIECES if pieces is None else frozenset(pieces)
@@ -49,7 +54,7 @@ def patch_transformer(
         )
     counts = {"RMSNorm": 0, "GELU": 0}
     if blocks:
-        counts.update({name: 0 for name in _blocks.PATCHERS})
+        counts.update({name: 0 for name in PATCHERS})
     for module in model.modules():
         name = type(module).__name__
         if rms_norm and name == "RMSNorm":
@@ -59,6 +64,6 @@ def patch_transformer(
             layer = layers.GELU if hasattr(module, "proj") else layers.GELUTanh
             module.forward = types.MethodType(layer.forward, module)
             counts["GELU"] += 1
-        elif blocks and name in _blocks.PATCHERS:
-            counts[name] += int(_blocks.PATCHERS[name](module, pieces))
+        elif blocks and name in PATCHERS:
+            counts[name] += int(PATCHERS[name](module, pieces))
     return counts

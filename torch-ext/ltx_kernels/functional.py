@@ -34,6 +34,7 @@ _geglu_out = ops.geglu_out.default
 _gelu = ops.gelu_tanh.default
 _gelu_out = ops.gelu_tanh_out.default
 _qk_norm_rope = ops.qk_norm_rope.default
+_qk_norm_rope_grid = ops.qk_norm_rope_grid.default
 _gated_residual = ops.gated_residual.default
 _residual_adaln = ops.residual_adaln.default
 _linear_gelu_tanh = ops.linear_gelu_tanh.default
@@ -216,6 +217,31 @@ def qk_norm_rope(
     return _qk_norm_rope(q, k, q_weight, k_weight, cos, sin, float(eps))
 
 
+def qk_norm_rope_grid(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: Optional[torch.Tensor],
+    k_weight: Optional[torch.Tensor],
+    freqs: torch.Tensor,
+    axes: Sequence[torch.Tensor],
+    eps: float = 1e-5,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`qk_norm_rope` with LTX-Video's cos/sin computed in the kernel from each token's
+    (frame, row, col) position instead of read from ``[S, width]`` float32 tables::
+
+        angle(token, pair i) = freqs[i // 3] * axes[i % 3][coord of the token on axis i % 3]
+
+    for the pairs after the first ``width % 6`` channels (those are unrotated), tokens in
+    frame-major order over the grid ``len(axes[0]) x len(axes[1]) x len(axes[2])``, shared by
+    the batch. ``freqs`` (``[width // 6]``) and each axis (``2 * coord - 1`` per position) are
+    float32, built as ``LTXVideoRotaryPosEmbed`` builds them (``blocks.ltx_rope_grid``); the
+    angle is the same float32 product, so the result matches the table path to an ulp of cos/sin.
+    """
+    _check_dtype(q, "qk_norm_rope_grid")
+    axis_f, axis_h, axis_w = axes
+    return _qk_norm_rope_grid(q, k, q_weight, k_weight, freqs, axis_f, axis_h, axis_w, float(eps))
+
+
 def gated_residual(h: torch.Tensor, y: torch.Tensor, gate: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``h + y * gate`` (``h + y`` without a gate), computed in float32 and rounded once.
 
@@ -324,6 +350,7 @@ def _linear_fake(x, weight, bias):
 
 
 torch.library.register_fake(add_op_namespace_prefix("qk_norm_rope"))(_two_like)
+torch.library.register_fake(add_op_namespace_prefix("qk_norm_rope_grid"))(_two_like)
 torch.library.register_fake(add_op_namespace_prefix("gated_residual"))(_same_shape)
 torch.library.register_fake(add_op_namespace_prefix("residual_adaln"))(_two_like)
 torch.library.register_fake(add_op_namespace_prefix("linear_gelu_tanh"))(_linear_fake)
