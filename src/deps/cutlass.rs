@@ -128,7 +128,9 @@ mod tests {
     #[test]
     fn releases_pypi_lacks_are_fetched_by_cloning_their_tag() {
         let python = Path::new("/venv/bin/python");
-        let git = Release::of(3, 9).unwrap().fetch_source("file:///m/cutlass", python);
+        let git = Release::of(3, 9)
+            .unwrap()
+            .fetch_source("file:///m/cutlass", python);
         assert_eq!(
             git,
             FetchSource::Git {
@@ -140,7 +142,9 @@ mod tests {
             git.to_string(),
             "git clone --depth 1 --branch v3.9.2 file:///m/cutlass"
         );
-        let pypi = Release::of(3, 6).unwrap().fetch_source("file:///m/cutlass", python);
+        let pypi = Release::of(3, 6)
+            .unwrap()
+            .fetch_source("file:///m/cutlass", python);
         assert!(matches!(pypi, FetchSource::Pypi { .. }), "{pypi:?}");
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{DepsError, cutlass};
+use super::{DepsError, Release, cutlass};
 use crate::config::{Dependency, Location};
 use crate::process::{self, CommandSpec};
 
@@ -70,7 +70,8 @@ impl FetchSource {
             }
             FetchSource::Git { url, tag } => {
                 let mut git = git_clone(url, tag);
-                git.arg(dest);
+                // `--quiet`: on failure git's own error is all the message needs.
+                git.arg("--quiet").arg(dest);
                 // Without a terminal prompt a repository that wants credentials fails at once
                 // instead of waiting for a password nobody types.
                 git.env.push(("GIT_TERMINAL_PROMPT".into(), "0".into()));
@@ -119,6 +120,7 @@ pub fn fetch(fetch: &Fetch) -> Result<(), DepsError> {
     let Dependency::Cutlass { major, minor } = fetch.dependency else {
         return Err(unsupported());
     };
+    let release = Release::of(major, minor).ok_or_else(unsupported)?;
     let parent = fetch.into.parent().unwrap_or(&fetch.into);
     let io = |source| DepsError::Io {
         path: parent.to_path_buf(),
@@ -139,6 +141,7 @@ pub fn fetch(fetch: &Fetch) -> Result<(), DepsError> {
     if found != Some((major, minor)) {
         return Err(DepsError::FetchedTreeWrong {
             fetch: Box::new(fetch.clone()),
+            release,
             found,
         });
     }

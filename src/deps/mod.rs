@@ -144,11 +144,13 @@ pub enum DepsError {
         failure: Box<CommandFailure>,
     },
     #[error(
-        "{}: `{}`: the tree that `{}` fetched {}",
-        fetch.location, fetch.dependency, fetch.source, describe_tree(*found)
+        "{}: `{}` needs CUTLASS {}.{}, but the tree that `{}` fetched {}",
+        fetch.location, fetch.dependency, release.major, release.minor, fetch.source,
+        describe_tree(*found)
     )]
     FetchedTreeWrong {
         fetch: Box<Fetch>,
+        release: Release,
         /// What its `include/cutlass/version.h` says, as for `CUTLASS_HOME`.
         found: Option<(u32, u32)>,
     },
@@ -243,7 +245,9 @@ fn fetch_hint(fetch: &Fetch, wrong_tree: bool) -> String {
             DEFAULT_GIT_URL,
         ),
         FetchSource::Git { url, tag } => (
-            format!("check that `git` is installed and can reach `{url}`, which has the tag `{tag}`"),
+            format!(
+                "check that `git` is installed and can reach `{url}`, which has the tag `{tag}`"
+            ),
             url.as_str(),
         ),
     };

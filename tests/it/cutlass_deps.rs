@@ -223,7 +223,10 @@ fn a_release_pypi_lacks_is_planned_as_a_clone_of_its_tag_from_nvidia() {
     assert!(out.status.success(), "{}", stderr(&out));
     let plan = stdout_json(&out);
     assert_eq!(plan["fetches"][0]["source"], "git", "{plan}");
-    assert_eq!(plan["fetches"][0]["url"], "https://github.com/NVIDIA/cutlass");
+    assert_eq!(
+        plan["fetches"][0]["url"],
+        "https://github.com/NVIDIA/cutlass"
+    );
     assert_eq!(plan["fetches"][0]["tag"], "v4.0.0");
     assert_eq!(
         plan["fetches"][0]["into"],

@@ -16,7 +16,12 @@ fn git(dir: &Path, args: &[&str]) {
         .current_dir(dir)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .args(["-c", "user.name=kbuild test", "-c", "user.email=test@kbuild"])
+        .args([
+            "-c",
+            "user.name=kbuild test",
+            "-c",
+            "user.email=test@kbuild",
+        ])
         .args(args));
     assert!(out.status.success(), "git {args:?}");
 }
@@ -111,11 +116,8 @@ fn a_dry_run_plans_the_clone_of_the_release_tag_and_writes_nothing() {
         "{text}"
     );
 
-    let out = run(kbuild_with(project.path(), cache.path(), &url).args([
-        "build",
-        "--dry-run",
-        "--json",
-    ]));
+    let out =
+        run(kbuild_with(project.path(), cache.path(), &url).args(["build", "--dry-run", "--json"]));
     assert!(out.status.success());
     let plan = stdout_json(&out);
     assert_eq!(
@@ -139,7 +141,9 @@ fn a_dry_run_plans_the_clone_of_the_release_tag_and_writes_nothing() {
         kernel["system_include_dirs"]
             .as_array()
             .unwrap()
-            .contains(&serde_json::json!(entry.join("include").display().to_string())),
+            .contains(&serde_json::json!(
+                entry.join("include").display().to_string()
+            )),
         "{kernel}"
     );
     assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0);
@@ -162,7 +166,10 @@ fn a_release_pypi_lacks_is_cloned_into_the_cache_and_compiled_into_a_kernel_that
     );
     let entry = cache.path().join("cutlass/3.9.2");
     assert!(entry.join("include/cutlass/kbuild_marker.h").is_file());
-    assert!(!entry.join(".git").exists(), "the cache kept the clone's .git");
+    assert!(
+        !entry.join(".git").exists(),
+        "the cache kept the clone's .git"
+    );
     assert_eq!(cache_entries(cache.path()), ["3.9.2"]);
 
     let code = format!(
@@ -194,14 +201,17 @@ fn a_tag_the_repository_lacks_fails_at_the_depends_entry_and_leaves_the_cache_cl
     let url = cutlass_repo(repos.path(), "v3.9.1", (3, 9));
     let cache = tempfile::tempdir().unwrap();
 
-    let out = run(kbuild_with(project.path(), cache.path(), &url).args([
-        "build", "--backend", "cpu",
-    ]));
+    let out =
+        run(kbuild_with(project.path(), cache.path(), &url).args(["build", "--backend", "cpu"]));
     assert!(!out.status.success());
     assert_eq!(cache_entries(cache.path()), Vec::<String>::new());
     insta::assert_snapshot!(redacted(
         &out,
-        &[(repos.path(), "<repos>"), (cache.path(), "<cache>")]
+        &[
+            (repos.path(), "<repos>"),
+            (cache.path(), "<cache>"),
+            (project.path(), "<project>")
+        ]
     ));
 }
 
@@ -212,14 +222,17 @@ fn a_tag_holding_another_release_is_refused_and_leaves_the_cache_clean() {
     let url = cutlass_repo(repos.path(), "v3.9.2", (3, 8));
     let cache = tempfile::tempdir().unwrap();
 
-    let out = run(kbuild_with(project.path(), cache.path(), &url).args([
-        "build", "--backend", "cpu",
-    ]));
+    let out =
+        run(kbuild_with(project.path(), cache.path(), &url).args(["build", "--backend", "cpu"]));
     assert!(!out.status.success());
     assert_eq!(cache_entries(cache.path()), Vec::<String>::new());
     insta::assert_snapshot!(redacted(
         &out,
-        &[(repos.path(), "<repos>"), (cache.path(), "<cache>")]
+        &[
+            (repos.path(), "<repos>"),
+            (cache.path(), "<cache>"),
+            (project.path(), "<project>")
+        ]
     ));
 }
 
@@ -229,11 +242,16 @@ fn offline_a_release_pypi_lacks_is_an_error_naming_the_clone_to_run() {
     let root = project.path();
     let cache = tempfile::tempdir().unwrap();
 
-    let out = run(kbuild_with(root, cache.path(), "https://mirror.example/cutlass")
-        .env("KBUILD_OFFLINE", "1")
-        .args(["build", "--dry-run"]));
+    let out = run(
+        kbuild_with(root, cache.path(), "https://mirror.example/cutlass")
+            .env("KBUILD_OFFLINE", "1")
+            .args(["build", "--dry-run"]),
+    );
     assert!(!out.status.success());
     assert!(!root.join("build").exists(), "a failed build wrote build/");
     assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0);
-    insta::assert_snapshot!(redacted(&out, &[(cache.path(), "<cache>")]));
+    insta::assert_snapshot!(redacted(
+        &out,
+        &[(cache.path(), "<cache>"), (root, "<project>")]
+    ));
 }
