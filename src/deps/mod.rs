@@ -50,7 +50,9 @@ impl Default for DepsSettings {
 }
 
 impl DepsSettings {
-    /// The settings the environment gives.
+    /// The settings the environment gives: `KBUILD_CACHE_DIR` (else `XDG_CACHE_HOME`, `HOME`),
+    /// `CUTLASS_HOME`, `KBUILD_OFFLINE`, and `KBUILD_CUTLASS_GIT` (the repository CUTLASS
+    /// releases PyPI lacks are cloned from: a URL, a path, or `file://`).
     pub fn from_env() -> Self {
         let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         let cache_dir = var("KBUILD_CACHE_DIR")
