@@ -106,8 +106,8 @@ pub enum DepsError {
         home: PathBuf,
         /// The `major.minor` the tree holds, `None` when it has no `include/cutlass/version.h`.
         found: Option<(u32, u32)>,
-        /// Where the hint's `git clone` gets the release.
-        git_url: String,
+        /// Where the hint's `git clone` gets the release (boxed: keeps the error small).
+        git_url: Box<str>,
     },
     #[error(
         "{}: `cutlass_{}_{}`: no CUTLASS {} headers: `CUTLASS_HOME` is not set, kbuild's cache \
@@ -318,7 +318,7 @@ fn locate_cutlass(
                 release,
                 home: home.clone(),
                 found,
-                git_url: settings.cutlass_git.clone(),
+                git_url: settings.cutlass_git.as_str().into(),
             });
         }
         return Ok(Origin::Env {
