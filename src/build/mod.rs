@@ -404,7 +404,7 @@ impl<'r> Builder<'r> {
         for fetch in plans.iter().flat_map(|p| &p.fetches) {
             if fetched.iter().all(|f| f.into != fetch.into) {
                 let into = fetch.into.display();
-                reporter.stage("Fetching", &format!("{} into {into}", fetch.requirement));
+                reporter.stage("Fetching", &format!("{} into {into}", fetch.source));
                 deps::fetch(fetch)?;
                 fetched.push(fetch);
             }

@@ -97,7 +97,7 @@ fn print_plan(plan: &BuildPlan, json: bool) -> Result<()> {
         let _ = writeln!(t, "skipped backend {}: {}", s.backend, s.reason);
     }
     for f in &plan.fetches {
-        println!("fetch {} into {}", f.requirement, f.into.display());
+        let _ = writeln!(t, "fetch {} into {}", f.source, f.into.display());
     }
     for variant in &plan.variants {
         let _ = writeln!(t, "\nvariant {} (id {})", variant.name, variant.id);

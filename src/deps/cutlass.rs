@@ -1,11 +1,17 @@
-//! CUTLASS releases: which one each `cutlass_X_Y` means, where PyPI has it, and what a tree on
-//! disk holds.
+//! CUTLASS releases: which one each `cutlass_X_Y` means, where it is fetched from, and what a
+//! tree on disk holds.
 
 use std::path::{Path, PathBuf};
 
+use super::fetch::{FetchSource, git_clone};
+
+/// The repository a release PyPI lacks is cloned from, unless `KBUILD_CUTLASS_GIT` names
+/// another (a mirror, or a local repository).
+pub const DEFAULT_GIT_URL: &str = "https://github.com/NVIDIA/cutlass";
+
 /// The release kernel-builder pins for each `cutlass_X_Y` (its Nix package set), and whether
 /// PyPI's `nvidia-cutlass` has it (as `<release>.0`, headers under `cutlass_library/source`).
-/// PyPI stopped at 4.2, and skipped 3.9 and 4.0, so those come from a clone.
+/// PyPI stopped at 4.2, and skipped 3.9 and 4.0, so those come from a clone of the release tag.
 const RELEASES: [(u32, u32, &str, bool); 8] = [
     (2, 10, "2.10.0", false),
     (3, 5, "3.5.1", true),
@@ -48,13 +54,33 @@ impl Release {
             .then(|| format!("nvidia-cutlass=={}.0", self.version))
     }
 
-    /// The shell command that puts this release where kbuild's cache looks for it.
-    pub fn clone_command(&self, into: &Path) -> String {
-        format!(
-            "git clone --depth 1 --branch v{} https://github.com/NVIDIA/cutlass {}",
-            self.version,
-            into.display()
-        )
+    /// The git tag of the release: `v3.9.2`.
+    pub fn tag(&self) -> String {
+        format!("v{}", self.version)
+    }
+
+    /// Where a fetch gets the release: PyPI through `python`'s pip when PyPI has it, else a
+    /// shallow clone of its tag from `git_url`.
+    pub fn fetch_source(&self, git_url: &str, python: &Path) -> FetchSource {
+        match self.pypi() {
+            Some(requirement) => FetchSource::Pypi {
+                requirement,
+                python: python.to_path_buf(),
+                tree: PathBuf::from("cutlass_library/source"),
+            },
+            None => FetchSource::Git {
+                url: git_url.to_string(),
+                tag: self.tag(),
+            },
+        }
+    }
+
+    /// The shell command that clones this release from `git_url` to `into`, where kbuild's
+    /// cache (or `CUTLASS_HOME`) looks for it.
+    pub fn clone_command(&self, git_url: &str, into: &Path) -> String {
+        let mut git = git_clone(git_url, &self.tag());
+        git.arg(into);
+        git.to_string()
     }
 }
 
@@ -94,9 +120,32 @@ mod tests {
         assert_eq!(r.pypi(), None);
         assert_eq!(Release::of(1, 0), None);
         assert_eq!(
-            r.clone_command(Path::new("/c/4.0.0")),
+            r.clone_command(DEFAULT_GIT_URL, Path::new("/c/4.0.0")),
             "git clone --depth 1 --branch v4.0.0 https://github.com/NVIDIA/cutlass /c/4.0.0"
         );
+    }
+
+    #[test]
+    fn releases_pypi_lacks_are_fetched_by_cloning_their_tag() {
+        let python = Path::new("/venv/bin/python");
+        let git = Release::of(3, 9)
+            .unwrap()
+            .fetch_source("file:///m/cutlass", python);
+        assert_eq!(
+            git,
+            FetchSource::Git {
+                url: "file:///m/cutlass".into(),
+                tag: "v3.9.2".into()
+            }
+        );
+        assert_eq!(
+            git.to_string(),
+            "git clone --depth 1 --branch v3.9.2 file:///m/cutlass"
+        );
+        let pypi = Release::of(3, 6)
+            .unwrap()
+            .fetch_source("file:///m/cutlass", python);
+        assert!(matches!(pypi, FetchSource::Pypi { .. }), "{pypi:?}");
     }
 
     #[test]

@@ -2,27 +2,29 @@
 //!
 //! `torch` comes with the toolchain. `cutlass_X_Y` is the CUTLASS release kernel-builder pins
 //! for X.Y, looked for in this order: `CUTLASS_HOME` (a CUTLASS tree, checked against X.Y),
-//! kbuild's cache (`<cache>/cutlass/<release>`, a clone or an earlier fetch), then PyPI's
-//! `nvidia-cutlass` for the releases it has. [`locate`] only looks (a dry run touches no
+//! kbuild's cache (`<cache>/cutlass/<release>`, a clone or an earlier fetch), then a fetch into
+//! that cache: PyPI's `nvidia-cutlass` for the releases it has, else a shallow clone of the
+//! release tag (as kernel-builder's Nix gets it). [`locate`] only looks (a dry run touches no
 //! network); a header tree still to be fetched is a [`Fetch`] in the plan, which the build runs
-//! before compiling ([`fetch`]). Anything missing is an error at its `depends` entry that says
-//! what to install.
+//! before compiling ([`fetch()`]). Anything missing is an error at its `depends` entry that says
+//! what to run.
 
 mod cutlass;
+mod fetch;
 
-pub use cutlass::Release;
+pub use cutlass::{DEFAULT_GIT_URL, Release};
+pub use fetch::{Fetch, FetchSource, fetch};
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::config::{Backend, Dependency, Location, Project};
 use crate::hint::Hint;
-use crate::process::{self, CommandFailure, CommandSpec, on_new_line};
+use crate::process::{CommandFailure, on_new_line};
 
 /// Where dependency headers are looked for, resolved from the environment.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DepsSettings {
     /// kbuild's cache: `KBUILD_CACHE_DIR`, else `$XDG_CACHE_HOME/kbuild`, else
     /// `~/.cache/kbuild`; `None` when none of them is set.
@@ -31,10 +33,26 @@ pub struct DepsSettings {
     pub cutlass_home: Option<PathBuf>,
     /// `KBUILD_OFFLINE` set (to anything but `0` or empty): never fetch.
     pub offline: bool,
+    /// `KBUILD_CUTLASS_GIT`: the repository that CUTLASS releases PyPI lacks are cloned from
+    /// (default [`DEFAULT_GIT_URL`]).
+    pub cutlass_git: String,
+}
+
+impl Default for DepsSettings {
+    fn default() -> Self {
+        DepsSettings {
+            cache_dir: None,
+            cutlass_home: None,
+            offline: false,
+            cutlass_git: DEFAULT_GIT_URL.into(),
+        }
+    }
 }
 
 impl DepsSettings {
-    /// The settings the environment gives.
+    /// The settings the environment gives: `KBUILD_CACHE_DIR` (else `XDG_CACHE_HOME`, `HOME`),
+    /// `CUTLASS_HOME`, `KBUILD_OFFLINE`, and `KBUILD_CUTLASS_GIT` (the repository CUTLASS
+    /// releases PyPI lacks are cloned from: a URL, a path, or `file://`).
     pub fn from_env() -> Self {
         let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         let cache_dir = var("KBUILD_CACHE_DIR")
@@ -45,6 +63,9 @@ impl DepsSettings {
             cache_dir,
             cutlass_home: var("CUTLASS_HOME").map(PathBuf::from),
             offline: var("KBUILD_OFFLINE").is_some_and(|v| v != "0"),
+            cutlass_git: var("KBUILD_CUTLASS_GIT")
+                .map(|v| v.to_string_lossy().into_owned())
+                .unwrap_or_else(|| DEFAULT_GIT_URL.into()),
         }
     }
 }
@@ -71,39 +92,6 @@ pub enum Origin {
     Fetch(Fetch),
 }
 
-/// A header tree to download into kbuild's cache, as plain data (a dry run prints it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Fetch {
-    pub dependency: Dependency,
-    /// `nvidia-cutlass==3.6.0.0`.
-    pub requirement: String,
-    /// The interpreter whose pip downloads it (the build's Python: its pip settings apply).
-    pub python: PathBuf,
-    /// The cache entry it becomes.
-    pub into: PathBuf,
-    /// The `depends` entry that asked for it, for errors.
-    #[serde(skip)]
-    pub location: Location,
-}
-
-/// Why no fetch can provide a missing release.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NoFetch {
-    /// `KBUILD_OFFLINE` is set.
-    Offline,
-    /// PyPI's `nvidia-cutlass` does not have the release.
-    NotOnPypi,
-}
-
-impl fmt::Display for NoFetch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NoFetch::Offline => f.write_str("fetching is off (`KBUILD_OFFLINE` is set)"),
-            NoFetch::NotOnPypi => f.write_str("PyPI's `nvidia-cutlass` does not have it"),
-        }
-    }
-}
-
 /// A dependency that cannot be provided, at the `depends` entry that names it.
 #[derive(Debug, thiserror::Error)]
 pub enum DepsError {
@@ -118,18 +106,20 @@ pub enum DepsError {
         home: PathBuf,
         /// The `major.minor` the tree holds, `None` when it has no `include/cutlass/version.h`.
         found: Option<(u32, u32)>,
+        /// Where the hint's `git clone` gets the release (boxed: keeps the error small).
+        git_url: Box<str>,
     },
     #[error(
-        "{location}: `cutlass_{}_{}`: no CUTLASS {} headers: `CUTLASS_HOME` is not set, \
-         kbuild's cache has no `{}`, and {why}",
-        release.major, release.minor, release.version, entry.display()
+        "{}: `cutlass_{}_{}`: no CUTLASS {} headers: `CUTLASS_HOME` is not set, kbuild's cache \
+         has no `{}`, and fetching is off (`KBUILD_OFFLINE` is set)",
+        fetch.location, release.major, release.minor, release.version, fetch.into.display()
     )]
-    CutlassMissing {
-        location: Location,
+    CutlassOffline {
         release: Release,
-        /// The cache entry that was looked for.
-        entry: PathBuf,
-        why: NoFetch,
+        /// The fetch that `KBUILD_OFFLINE` stopped: its source and the cache entry looked for.
+        fetch: Box<Fetch>,
+        /// Where the hint's `git clone` gets the release.
+        git_url: String,
     },
     #[error(
         "{location}: `{dependency}`: no CUTLASS headers: `CUTLASS_HOME` is not set and there is \
@@ -145,22 +135,27 @@ pub enum DepsError {
         dependency: Dependency,
     },
     #[error(
-        "{}: `{}`: fetching `{}` with `{}` failed{}",
-        fetch.location, fetch.dependency, fetch.requirement, fetch.python.display(),
-        on_new_line(output)
+        "{}: `{}`: {} failed{}",
+        fetch.location, fetch.dependency, fetch.source.action(), on_new_line(output)
     )]
     FetchFailed {
         fetch: Box<Fetch>,
-        /// What pip printed (stderr, then stdout).
+        /// What pip or git printed (stderr, then stdout).
         output: String,
         #[source]
         failure: Box<CommandFailure>,
     },
     #[error(
-        "{}: `{}`: `{}` has no CUTLASS {}.{} headers under `cutlass_library/source`",
-        fetch.location, fetch.dependency, fetch.requirement, release.major, release.minor
+        "{}: `{}` needs CUTLASS {}.{}, but the tree that `{}` fetched {}",
+        fetch.location, fetch.dependency, release.major, release.minor, fetch.source,
+        describe_tree(*found)
     )]
-    FetchedTreeWrong { fetch: Box<Fetch>, release: Release },
+    FetchedTreeWrong {
+        fetch: Box<Fetch>,
+        release: Release,
+        /// What its `include/cutlass/version.h` says, as for `CUTLASS_HOME`.
+        found: Option<(u32, u32)>,
+    },
     #[error("cannot write kbuild's dependency cache at `{}`", path.display())]
     Io {
         path: PathBuf,
@@ -179,31 +174,32 @@ fn describe_tree(found: Option<(u32, u32)>) -> String {
 impl Hint for DepsError {
     fn hint(&self) -> Option<String> {
         Some(match self {
-            DepsError::CutlassHomeMismatch { release, .. } => format!(
+            DepsError::CutlassHomeMismatch {
+                release, git_url, ..
+            } => format!(
                 "point `CUTLASS_HOME` at a CUTLASS {}.{} tree (`{}`), or unset it to use \
                  kbuild's cache",
                 release.major,
                 release.minor,
-                release.clone_command(Path::new("cutlass"))
+                release.clone_command(git_url, Path::new("cutlass"))
             ),
-            DepsError::CutlassMissing {
+            DepsError::CutlassOffline {
                 release,
-                entry,
-                why,
-                ..
+                fetch,
+                git_url,
             } => {
-                let clone = release.clone_command(entry);
-                match (why, release.pypi()) {
-                    (NoFetch::Offline, Some(req)) => format!(
-                        "unset `KBUILD_OFFLINE` to fetch `{req}` from PyPI into the cache, or \
-                         `{clone}`, or set `CUTLASS_HOME` to a CUTLASS {} tree",
-                        release.version
-                    ),
-                    _ => format!(
-                        "`{clone}`, or set `CUTLASS_HOME` to a CUTLASS {} tree",
-                        release.version
-                    ),
-                }
+                let clone = release.clone_command(git_url, &fetch.into);
+                let unset = match &fetch.source {
+                    FetchSource::Pypi { requirement, .. } => {
+                        format!("fetch `{requirement}` from PyPI")
+                    }
+                    FetchSource::Git { .. } => "clone it".into(),
+                };
+                format!(
+                    "unset `KBUILD_OFFLINE` to {unset} into the cache, or `{clone}`, or set \
+                     `CUTLASS_HOME` to a CUTLASS {} tree",
+                    release.version
+                )
             }
             DepsError::NoCacheDir { .. } => {
                 "set `KBUILD_CACHE_DIR` to a writable directory, or `CUTLASS_HOME` to a \
@@ -215,24 +211,54 @@ impl Hint for DepsError {
                  entry or build this kernel with HF's kernel-builder"
                     .into()
             }
-            DepsError::FetchFailed { fetch, .. } | DepsError::FetchedTreeWrong { fetch, .. } => {
-                format!(
-                    "check that `{} -m pip` can reach PyPI (pip's own settings apply), or put \
-                     the headers in place yourself: `{}`",
-                    fetch.python.display(),
-                    match fetch.dependency {
-                        Dependency::Cutlass { major, minor } => Release::of(major, minor)
-                            .map(|r| r.clone_command(&fetch.into))
-                            .unwrap_or_else(|| format!("install `{}`", fetch.dependency)),
-                        _ => format!("install `{}`", fetch.dependency),
-                    }
-                )
-            }
+            DepsError::FetchFailed { fetch, .. } => fetch_hint(fetch, false),
+            DepsError::FetchedTreeWrong { fetch, .. } => fetch_hint(fetch, true),
             DepsError::Io { .. } => {
                 "check that the cache directory is writable, or set `KBUILD_CACHE_DIR`".into()
             }
         })
     }
+}
+
+/// What to do when `fetch` failed (`wrong_tree`: it ran, but brought another release): fix
+/// what it needs, or put the headers in place by hand.
+fn fetch_hint(fetch: &Fetch, wrong_tree: bool) -> String {
+    let release = match fetch.dependency {
+        Dependency::Cutlass { major, minor } => Release::of(major, minor),
+        _ => None,
+    };
+    let Some(release) = release else {
+        return format!("install `{}` yourself", fetch.dependency);
+    };
+    let (check, url) = match &fetch.source {
+        FetchSource::Pypi { python, .. } => (
+            format!(
+                "check that `{} -m pip` can reach PyPI (pip's own settings apply)",
+                python.display()
+            ),
+            DEFAULT_GIT_URL,
+        ),
+        FetchSource::Git { url, tag } if wrong_tree => (
+            format!(
+                "check that `{url}` is a CUTLASS repository whose tag `{tag}` is CUTLASS {} \
+                 (`KBUILD_CUTLASS_GIT` names it)",
+                release.version
+            ),
+            DEFAULT_GIT_URL,
+        ),
+        FetchSource::Git { url, tag } => (
+            format!(
+                "check that `git` is installed and can reach `{url}`, which has the tag `{tag}`"
+            ),
+            url.as_str(),
+        ),
+    };
+    format!(
+        "{check}, or put the headers in place yourself: `{}`, or set `CUTLASS_HOME` to a \
+         CUTLASS {} tree",
+        release.clone_command(url, &fetch.into),
+        release.version
+    )
 }
 
 /// The headers of every library that a kernel of `backends` lists in `depends` (each library
@@ -292,6 +318,7 @@ fn locate_cutlass(
                 release,
                 home: home.clone(),
                 found,
+                git_url: settings.cutlass_git.as_str().into(),
             });
         }
         return Ok(Origin::Env {
@@ -309,81 +336,18 @@ fn locate_cutlass(
     if cutlass::tree_version(&entry) == Some(wanted) {
         return Ok(Origin::Cache { root: entry });
     }
-    let missing = |why| DepsError::CutlassMissing {
+    let fetch = Fetch {
+        dependency,
+        source: release.fetch_source(&settings.cutlass_git, python),
+        into: entry,
         location: location.clone(),
-        release,
-        entry: entry.clone(),
-        why,
-    };
-    let Some(requirement) = release.pypi() else {
-        return Err(missing(NoFetch::NotOnPypi));
     };
     if settings.offline {
-        return Err(missing(NoFetch::Offline));
-    }
-    Ok(Origin::Fetch(Fetch {
-        dependency,
-        requirement,
-        python: python.to_path_buf(),
-        into: entry.clone(),
-        location: location.clone(),
-    }))
-}
-
-/// Download `fetch.requirement` with pip into a staging directory beside the cache entry and
-/// move its header tree into place. Another build that fetched it meanwhile wins.
-pub fn fetch(fetch: &Fetch) -> Result<(), DepsError> {
-    let unsupported = || DepsError::Unsupported {
-        location: fetch.location.clone(),
-        dependency: fetch.dependency,
-    };
-    let Dependency::Cutlass { major, minor } = fetch.dependency else {
-        return Err(unsupported());
-    };
-    let release = Release::of(major, minor).ok_or_else(unsupported)?;
-    let parent = fetch.into.parent().unwrap_or(&fetch.into);
-    let io = |source| DepsError::Io {
-        path: parent.to_path_buf(),
-        source,
-    };
-    std::fs::create_dir_all(parent).map_err(io)?;
-    let staging = tempfile::Builder::new()
-        .prefix(".fetch-")
-        .tempdir_in(parent)
-        .map_err(io)?;
-    let target = staging.path().join("wheel");
-    let mut pip = CommandSpec::new(&fetch.python);
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--no-deps",
-        "--no-compile",
-        "--only-binary",
-        ":all:",
-    ])
-    .args(["--disable-pip-version-check", "--no-input", "--target"])
-    .arg(&target)
-    .arg(&fetch.requirement);
-    process::run(&pip).map_err(|failure| DepsError::FetchFailed {
-        fetch: Box::new(fetch.clone()),
-        output: failure.diagnostics(),
-        failure: Box::new(failure),
-    })?;
-    let tree = target.join("cutlass_library/source");
-    if cutlass::tree_version(&tree) != Some((major, minor)) {
-        return Err(DepsError::FetchedTreeWrong {
-            fetch: Box::new(fetch.clone()),
+        return Err(DepsError::CutlassOffline {
             release,
+            fetch: Box::new(fetch),
+            git_url: settings.cutlass_git.clone(),
         });
     }
-    if let Err(source) = std::fs::rename(&tree, &fetch.into)
-        && cutlass::tree_version(&fetch.into) != Some((major, minor))
-    {
-        return Err(DepsError::Io {
-            path: fetch.into.clone(),
-            source,
-        });
-    }
-    Ok(())
+    Ok(Origin::Fetch(fetch))
 }

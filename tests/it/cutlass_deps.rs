@@ -1,5 +1,6 @@
 //! `depends = ["cutlass_X_Y"]`: kbuild provides the headers (PyPI's `nvidia-cutlass` fetched
 //! into its cache, or `CUTLASS_HOME`), or stops at the `depends` entry saying what to install.
+//! Releases PyPI lacks are cloned from git: `cutlass_git.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +18,7 @@ fn kbuild_with(project: &Path, cache: &Path) -> Command {
     let mut cmd = kbuild(project);
     cmd.env("KBUILD_CACHE_DIR", cache)
         .env_remove("CUTLASS_HOME")
+        .env_remove("KBUILD_CUTLASS_GIT")
         .env_remove("KBUILD_OFFLINE");
     cmd
 }
@@ -204,26 +206,31 @@ fn cutlass_home_without_cutlass_is_an_error_at_the_depends_entry() {
 }
 
 #[test]
-fn a_release_pypi_lacks_names_the_clone_that_provides_it() {
+fn a_release_pypi_lacks_is_planned_as_a_clone_of_its_tag_from_nvidia() {
     let project = fixture("cutlass-version");
     let root = project.path();
     let manifest = root.join("build.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(&manifest, text.replace("cutlass_3_6", "cutlass_4_0")).unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let out = run(kbuild_with(root, cache.path()).args(["build", "--dry-run", "--backend", "cpu"]));
-    assert!(!out.status.success());
-    let text = stderr(&out);
-    assert!(
-        text.contains("`cutlass_4_0`: no CUTLASS 4.0.0 headers")
-            && text.contains("PyPI's `nvidia-cutlass` does not have it"),
-        "{text}"
+    let out = run(kbuild_with(root, cache.path()).args([
+        "build",
+        "--dry-run",
+        "--json",
+        "--backend",
+        "cpu",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan = stdout_json(&out);
+    assert_eq!(plan["fetches"][0]["source"], "git", "{plan}");
+    assert_eq!(
+        plan["fetches"][0]["url"],
+        "https://github.com/NVIDIA/cutlass"
     );
-    assert!(
-        text.contains(&format!(
-            "hint: `git clone --depth 1 --branch v4.0.0 https://github.com/NVIDIA/cutlass {}`",
-            cache.path().join("cutlass/4.0.0").display()
-        )),
-        "{text}"
+    assert_eq!(plan["fetches"][0]["tag"], "v4.0.0");
+    assert_eq!(
+        plan["fetches"][0]["into"],
+        cache.path().join("cutlass/4.0.0").display().to_string()
     );
+    assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0);
 }

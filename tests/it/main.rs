@@ -17,6 +17,7 @@ mod config_bad;
 mod config_fuzz;
 mod config_good;
 mod cutlass_deps;
+mod cutlass_git;
 mod develop_pytest;
 mod error_output;
 mod generated_files;
