@@ -268,6 +268,9 @@ def _patch_ltx_block(block: nn.Module, pieces: Collection[str]) -> bool:
         _fuse_qkv(block.attn1)
     block.attn1._ltx_dispatch = _attention_fn(block.attn1)
     block.forward = types.MethodType(ltx_block_forward, block)
+    # What ltx_model's loop compares block.forward with (`is` on the bound method: dynamo in
+    # torch 2.11 does not see a traced method's `__func__`, and chaining silently fell back).
+    block._ltx_patched_forward = block.forward
     return True
 
 

@@ -26,7 +26,7 @@ from typing import Collection
 import torch
 from torch import nn
 
-from .blocks import _ltx_modulation, _norm_eps, _runs_here, ltx_block_forward
+from .blocks import _ltx_modulation, _norm_eps, _runs_here
 
 _PARTS = ("rope", "transformer_blocks", "proj_in", "time_embed", "caption_projection", "norm_out", "proj_out")
 
@@ -56,7 +56,8 @@ def ltx_rope_grid(rope: nn.Module, num_frames: int, height: int, width: int, rop
 
 def _chainable(block: nn.Module) -> bool:
     return (
-        getattr(block.forward, "__func__", None) is ltx_block_forward
+        getattr(block, "_ltx_patched_forward", None) is not None
+        and block.forward is block._ltx_patched_forward
         and not block._forward_hooks
         and not block._forward_pre_hooks
     )
