@@ -14,6 +14,8 @@ fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
         jobs: 2,
         cache_dir: root.join("cache"),
         launcher: None,
+        jobserver: None,
+        order: Vec::new(),
     };
     compile_all(jobs, &settings, &Recorder::default()).unwrap()
 }
