@@ -97,7 +97,7 @@ fn gxx_header_change_recompiles_only_the_dependent_unit() {
 }
 
 /// The pip nvcc: `$KBUILD_TEST_NVCC`, else the project's `.venv` (made by scripts/setup).
-fn find_nvcc() -> Option<PathBuf> {
+pub(crate) fn find_nvcc() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("KBUILD_TEST_NVCC") {
         return Some(PathBuf::from(p));
     }
