@@ -288,7 +288,7 @@ fn the_next_build_starts_the_jobs_the_last_one_timed_longest_first() {
     let mut costs: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&costs_path).unwrap()).unwrap();
     let seconds = costs["seconds"].as_object_mut().unwrap();
-    let mut objects: Vec<String> = seconds.keys().cloned().collect();
+    let objects: Vec<String> = seconds.keys().cloned().collect();
     assert_eq!(
         objects.len(),
         4,
