@@ -183,7 +183,7 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Run:
 
 def restrict_capabilities(build_toml: Path, caps: list[str]) -> None:
     """Build only `caps`: filter a `[kbuild.cuda-capabilities]` table, else give every CUDA
-    kernel an explicit `cuda-capabilities` list."""
+    kernel an explicit `cuda-capabilities` list (replacing its own, if any)."""
     lines = build_toml.read_text().splitlines()
     has_table = any(l.strip() == "[kbuild.cuda-capabilities]" for l in lines)
     out, table = [], None
@@ -195,6 +195,9 @@ def restrict_capabilities(build_toml: Path, caps: list[str]) -> None:
             cap = stripped.split('"')[1]
             if cap not in caps:
                 continue
+        if not has_table and table and table.startswith("[kernel.") and \
+                stripped.replace(" ", "").startswith("cuda-capabilities="):
+            continue  # replaced below
         out.append(line)
         if not has_table and table and table.startswith("[kernel.") and stripped == 'backend = "cuda"':
             out.append("cuda-capabilities = [" + ", ".join(f'"{c}"' for c in caps) + "]")
@@ -375,7 +378,7 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
                 CUDA_HOME=str(cuda_home(nvcc, tmp_root)))
     if args.ninja_dir:
         cenv["PATH"] = args.ninja_dir + os.pathsep + cenv["PATH"]
-    if shutil.which("ninja", path=cenv["PATH"]) is None:
+    if "cppext" in args.tools and shutil.which("ninja", path=cenv["PATH"]) is None:
         sys.exit("error: cpp_extension needs ninja on PATH\nhint: `pip install ninja`, or pass "
                  "--ninja-dir DIR")
     build_dir = scratch / "cppext-build"
