@@ -245,7 +245,7 @@ def without_gencodes(argv: list[str]) -> list[str]:
             skip -= 1
         elif a in ("-gencode", "--threads"):
             skip = 1
-        else:
+        elif a != "--jobserver":  # a pass alone has no jobserver to share
             result.append(a)
     return result
 
