@@ -18,12 +18,27 @@ Only the CUDA variant is compared (cpp_extension builds one extension). kbuild b
 `--unique-id bench` so that an edit does not rename the op namespace (outside git the namespace
 hashes the sources, and every edit would recompile the bindings too).
 
+Levers (`--levers baseline,jobserver,ljf,all`): the kbuild cold case once more per setting of
+its scheduling levers, each alone: `baseline` (nvcc `--threads` split, jobs in plan order),
+`jobserver` (nvcc's device passes share kbuild's jobserver), `ljf` (jobs start longest first by
+the last build's times), `all` (both). Those cold builds start without objects and without the
+toolchain cache, but with `build/.kbuild/costs.json` from the bench's previous kbuild build (an
+untimed warm-up build makes one when there is none yet), since longest-first needs the last
+build's times; the plain `cold` case removes build/ entirely (a first build ever).
+
+A long run can be split: `--projects`, `--tools kbuild,cppext`, `--cases
+cold,noop,touch-cu,touch-h,floor` select what runs, `--json-out` writes what was measured, and
+`--merge a.json b.json …` prints the table of several such files (runs of the same case are
+pooled before the median).
+
 Needs no cargo: the kbuild binary comes from `--kbuild` or `$KBUILD` (default
 `target/release/kbuild`). cpp_extension needs `ninja` on PATH (`pip install ninja`) or in
 `--ninja-dir`. Run from the repository root:
 
   KBUILD=target/release/kbuild python3 bench/build_speed.py --python .venv/bin/python
   python3 bench/build_speed.py --caps 8.0 --runs 3 --out bench/results/cpu-….txt
+  python3 bench/build_speed.py --cases cold --tools kbuild --levers baseline,ljf --json-out a.json
+  python3 bench/build_speed.py --merge a.json b.json --out table.txt
 """
 
 from __future__ import annotations
@@ -75,6 +90,18 @@ PROJECTS = {
 }
 
 
+# What each lever setting sets in kbuild's environment.
+LEVERS = {
+    "baseline": {"KBUILD_JOBSERVER": "0", "KBUILD_SCHEDULE": "fifo"},
+    "jobserver": {"KBUILD_JOBSERVER": "1", "KBUILD_SCHEDULE": "fifo"},
+    "ljf": {"KBUILD_JOBSERVER": "0", "KBUILD_SCHEDULE": "longest-first"},
+    "all": {"KBUILD_JOBSERVER": "1", "KBUILD_SCHEDULE": "longest-first"},
+}
+
+# `--cases` names → the table's column names.
+CASES = {"cold": "cold", "noop": "no-op", "touch-cu": "touch .cu", "touch-h": "touch .h"}
+
+
 @dataclass
 class Run:
     seconds: float
@@ -88,6 +115,17 @@ class Results:
 
     def add(self, case: str, run: Run) -> None:
         self.cases.setdefault(case, []).append(run)
+
+    def to_json(self) -> dict:
+        return {c: [vars(r) for r in runs] for c, runs in self.cases.items()}
+
+    @staticmethod
+    def from_json(data: dict) -> "Results":
+        return Results({c: [Run(**r) for r in runs] for c, runs in data.items()})
+
+    def extend(self, other: "Results") -> None:
+        for c, runs in other.cases.items():
+            self.cases.setdefault(c, []).extend(runs)
 
     def median(self, case: str) -> float | None:
         runs = self.cases.get(case)
@@ -145,7 +183,7 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Run:
 
 def restrict_capabilities(build_toml: Path, caps: list[str]) -> None:
     """Build only `caps`: filter a `[kbuild.cuda-capabilities]` table, else give every CUDA
-    kernel an explicit `cuda-capabilities` list."""
+    kernel an explicit `cuda-capabilities` list (replacing its own, if any)."""
     lines = build_toml.read_text().splitlines()
     has_table = any(l.strip() == "[kbuild.cuda-capabilities]" for l in lines)
     out, table = [], None
@@ -157,6 +195,9 @@ def restrict_capabilities(build_toml: Path, caps: list[str]) -> None:
             cap = stripped.split('"')[1]
             if cap not in caps:
                 continue
+        if not has_table and table and table.startswith("[kernel.") and \
+                stripped.replace(" ", "").startswith("cuda-capabilities="):
+            continue  # replaced below
         out.append(line)
         if not has_table and table and table.startswith("[kernel.") and stripped == 'backend = "cuda"':
             out.append("cuda-capabilities = [" + ", ".join(f'"{c}"' for c in caps) + "]")
@@ -204,7 +245,7 @@ def without_gencodes(argv: list[str]) -> list[str]:
             skip -= 1
         elif a in ("-gencode", "--threads"):
             skip = 1
-        else:
+        elif a != "--jobserver":  # a pass alone has no jobserver to share
             result.append(a)
     return result
 
@@ -221,6 +262,13 @@ class Floor:
 
     def work(self) -> float:
         return sum(t for t, _ in self.passes)
+
+    def to_json(self) -> dict:
+        return {"passes": self.passes, "link": self.link}
+
+    @staticmethod
+    def from_json(data: dict | None) -> "Floor | None":
+        return Floor([tuple(p) for p in data["passes"]], data["link"]) if data else None
 
 
 def floor(compiles: list, link: list[str], variant: dict, env: dict[str, str], tmp: Path,
@@ -330,7 +378,7 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
                 CUDA_HOME=str(cuda_home(nvcc, tmp_root)))
     if args.ninja_dir:
         cenv["PATH"] = args.ninja_dir + os.pathsep + cenv["PATH"]
-    if shutil.which("ninja", path=cenv["PATH"]) is None:
+    if "cppext" in args.tools and shutil.which("ninja", path=cenv["PATH"]) is None:
         sys.exit("error: cpp_extension needs ninja on PATH\nhint: `pip install ninja`, or pass "
                  "--ninja-dir DIR")
     build_dir = scratch / "cppext-build"
@@ -345,30 +393,74 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
     cppext = [args.python, "-c", CPPEXT_SCRIPT, spec]
 
     kb, cx = Results(), Results()
-    both = lambda case: (kb.add(case, timed(kbuild, env, work, log)),  # noqa: E731
-                         cx.add(case, timed(cppext, cenv, cwork, log)))
-    for r in range(args.runs):
-        shutil.rmtree(work / "build", ignore_errors=True)
+    levers: dict[str, Results] = {lever: Results() for lever in args.levers}
+    tools = {"kbuild": (kb, kbuild, env, work), "cppext": (cx, cppext, cenv, cwork)}
+    tools = {t: v for t, v in tools.items() if t in args.tools}
+    saved_costs = scratch / "costs.json"
+
+    def kbuild_run(extra_env: dict[str, str] | None = None) -> Run:
+        run = timed(kbuild, {**env, **(extra_env or {})}, work, log)
+        costs = work / "build/.kbuild/costs.json"
+        if costs.exists():
+            shutil.copy2(costs, saved_costs)
+        return run
+
+    def cold(tool: str) -> Run:
+        res, argv, tenv, twork = tools[tool]
+        if tool == "kbuild":
+            shutil.rmtree(work / "build", ignore_errors=True)
+            return kbuild_run()
         shutil.rmtree(build_dir, ignore_errors=True)
         build_dir.mkdir(parents=True)
-        kb.add("cold", timed(kbuild, env, work, log))
         if not gen_include.exists():
+            if not Path(variant["generated_include"]).exists():
+                kbuild_run()  # untimed: cpp_extension compiles with kbuild's generated headers
             shutil.copytree(variant["generated_include"], gen_include)
-        cx.add("cold", timed(cppext, cenv, cwork, log))
-        for _ in range(3 if r == 0 else 1):
-            both("no-op")
-        append_edit(work / project.touch_cu, r)
-        append_edit(cwork / project.touch_cu, r)
-        both("touch .cu")
-        append_edit(work / project.touch_header, r)
-        append_edit(cwork / project.touch_header, r)
-        both("touch .h")
+        return timed(argv, tenv, twork, log)
+
+    def lever_cold(lever: str) -> Run:
+        lenv = LEVERS[lever]
+        if lenv["KBUILD_SCHEDULE"] != "fifo" and not saved_costs.exists():
+            shutil.rmtree(work / "build", ignore_errors=True)
+            kbuild_run(lenv)  # warm-up: records the times longest-first orders by
+        shutil.rmtree(work / "build", ignore_errors=True)
+        if saved_costs.exists():
+            (work / "build/.kbuild").mkdir(parents=True)
+            shutil.copy2(saved_costs, work / "build/.kbuild/costs.json")
+        return kbuild_run(lenv)
+
+    def timed_case(case: str) -> None:
+        for tool, (res, argv, tenv, twork) in tools.items():
+            res.add(case, kbuild_run() if tool == "kbuild" else timed(argv, tenv, twork, log))
+
+    edits = [c for c in ("noop", "touch-cu", "touch-h") if c in args.cases]
+    for r in range(args.runs):
+        for tool, (res, *_rest) in tools.items():
+            if "cold" in args.cases:
+                res.add("cold", cold(tool))
+            elif r == 0 and edits:
+                cold(tool)  # untimed: the edit cases start from a built tree
+        for lever in args.levers:
+            levers[lever].add("cold", lever_cold(lever))
+        if "noop" in args.cases:
+            for _ in range(3 if r == 0 else 1):
+                timed_case("no-op")
+        if "touch-cu" in args.cases:
+            append_edit(work / project.touch_cu, r)
+            append_edit(cwork / project.touch_cu, r)
+            timed_case("touch .cu")
+        if "touch-h" in args.cases:
+            append_edit(work / project.touch_header, r)
+            append_edit(cwork / project.touch_header, r)
+            timed_case("touch .h")
 
     fl = None
-    if not args.skip_floor:
+    if "floor" in args.cases:
+        if not Path(variant["generated_include"]).exists():
+            kbuild_run()  # untimed: the passes include kbuild's generated headers
         fl = floor(compiles, link, variant, env, scratch, log)
-    results[project.name] = {"kbuild": kb, "cppext": cx, "floor": fl, "caps": arch_list,
-                             "units": len(variant["compile"])}
+    results[project.name] = {"kbuild": kb, "cppext": cx, "levers": levers, "floor": fl,
+                             "caps": arch_list, "units": len(variant["compile"])}
 
 
 def fmt_s(s: float | None) -> str:
@@ -381,45 +473,110 @@ def fmt_mib(kib: int | None) -> str:
     return "-" if kib is None else f"{kib / 1024:.0f} MiB"
 
 
-def report(results: dict, args, header: str) -> str:
+def report(results: dict, header: str) -> str:
+    """The tables of `results` (project name → what `bench_project` measured, with `jobs`)."""
     lines = [header, ""]
-    cases = ["cold", "no-op", "touch .cu", "touch .h"]
     for name, r in results.items():
-        kb, cx = r["kbuild"], r["cppext"]
+        kb, cx, jobs = r["kbuild"], r["cppext"], r["jobs"]
+        cases = [c for c in CASES.values() if c in kb.cases or c in cx.cases]
+        runs = sorted({len(v) for res in (kb, cx, *r["levers"].values()) for v in res.cases.values()})
         lines.append(f"## {name}: {r['units']} units, TORCH_CUDA_ARCH_LIST={r['caps']}, "
-                     f"-j{args.jobs}, medians of {args.runs} runs")
+                     f"-j{jobs}, medians of {'/'.join(map(str, runs)) or '0'} runs")
         lines.append("")
-        lines.append("| tool | " + " | ".join(cases) + " | peak RSS (largest process / tree) |")
-        lines.append("|---|" + "---|" * (len(cases) + 1))
-        for tool, res in (("kbuild", kb), ("cpp_extension", cx)):
-            cells = [fmt_s(res.median(c)) for c in cases]
-            rss = f"{fmt_mib(res.peak('cold', 'max_rss_kib'))} / {fmt_mib(res.peak('cold', 'tree_rss_kib'))}"
-            lines.append(f"| {tool} | " + " | ".join(cells) + f" | {rss} |")
-        ratios = []
-        for c in cases:
-            a, b = kb.median(c), cx.median(c)
-            ratios.append(f"{b / a:.2f}x" if a and b else "-")
-        lines.append("| cpp_extension / kbuild | " + " | ".join(ratios) + " | |")
-        if r["floor"]:
-            fl: Floor = r["floor"]
+        fl: Floor | None = r["floor"]
+        if cases:
+            lines.append("| tool | " + " | ".join(cases) + " | peak RSS (largest process / tree) |")
+            lines.append("|---|" + "---|" * (len(cases) + 1))
+            for tool, res in (("kbuild", kb), ("cpp_extension", cx)):
+                if not res.cases:
+                    continue
+                cells = [fmt_s(res.median(c)) for c in cases]
+                rss = f"{fmt_mib(res.peak('cold', 'max_rss_kib'))} / {fmt_mib(res.peak('cold', 'tree_rss_kib'))}"
+                lines.append(f"| {tool} | " + " | ".join(cells) + f" | {rss} |")
+            if kb.cases and cx.cases:
+                ratios = []
+                for c in cases:
+                    a, b = kb.median(c), cx.median(c)
+                    ratios.append(f"{b / a:.2f}x" if a and b else "-")
+                lines.append("| cpp_extension / kbuild | " + " | ".join(ratios) + " | |")
+        bounds = None
+        if fl:
             pass_s, which = fl.longest()
             total = pass_s + fl.link
             # With fewer cores than passes the work itself bounds the build too.
-            work = max(pass_s, fl.work() / args.jobs) + fl.link
+            work = max(pass_s, fl.work() / jobs) + fl.link
+            bounds = (total, work)
             cold = kb.median("cold")
             lines.append("")
             lines.append(f"floor: {fmt_s(total)} = longest pass {fmt_s(pass_s)} ({which}) + link "
-                         f"{fmt_s(fl.link)}; kbuild cold = {cold / total:.2f}x the floor")
-            lines.append(f"work bound at -j{args.jobs}: {fmt_s(work)} = max(longest pass, all "
-                         f"passes {fmt_s(fl.work())} / {args.jobs}) + link; kbuild cold = "
-                         f"{cold / work:.2f}x it")
+                         f"{fmt_s(fl.link)}" + (f"; kbuild cold = {cold / total:.2f}x the floor"
+                                                 if cold else ""))
+            lines.append(f"work bound at -j{jobs}: {fmt_s(work)} = max(longest pass, all "
+                         f"passes {fmt_s(fl.work())} / {jobs}) + link" +
+                         (f"; kbuild cold = {cold / work:.2f}x it" if cold else ""))
             lines.append("passes alone: " + "; ".join(f"{w} {fmt_s(t)}" for t, w in fl.passes))
+        levers = {k: v for k, v in r["levers"].items() if v.cases}
+        if levers:
+            cppext_cold = cx.median("cold")
+            lines.append("")
+            lines.append("kbuild cold by lever (each alone; with the last build's costs.json):")
+            lines.append("")
+            lines.append("| lever | KBUILD_JOBSERVER | KBUILD_SCHEDULE | cold | cpp_extension / "
+                         "kbuild | x the floor | x the work bound |")
+            lines.append("|---|---|---|---|---|---|---|")
+            for lever, res in levers.items():
+                t = res.median("cold")
+                env = LEVERS[lever]
+                cells = [
+                    fmt_s(t),
+                    f"{cppext_cold / t:.2f}x" if cppext_cold and t else "-",
+                    f"{t / bounds[0]:.2f}x" if bounds and t else "-",
+                    f"{t / bounds[1]:.2f}x" if bounds and t else "-",
+                ]
+                lines.append(f"| {lever} | {env['KBUILD_JOBSERVER']} | {env['KBUILD_SCHEDULE']} | "
+                             + " | ".join(cells) + " |")
         lines.append("")
+        all_runs = [(tool, res) for tool, res in (("kbuild", kb), ("cppext", cx))]
+        all_runs += [(f"kbuild[{lever}]", res) for lever, res in levers.items()]
         lines.append("all runs (s): " + "; ".join(
-            f"{tool} {c}: " + ", ".join(f"{x.seconds:.2f}" for x in res.cases.get(c, []))
-            for tool, res in (("kbuild", kb), ("cppext", cx)) for c in cases))
+            f"{tool} {c}: " + ", ".join(f"{x.seconds:.2f}" for x in runs)
+            for tool, res in all_runs for c, runs in res.cases.items()))
         lines.append("")
     return "\n".join(lines)
+
+
+def to_json(results: dict, header: str) -> dict:
+    return {"header": header, "projects": {
+        name: {"kbuild": r["kbuild"].to_json(), "cppext": r["cppext"].to_json(),
+               "levers": {k: v.to_json() for k, v in r["levers"].items()},
+               "floor": r["floor"].to_json() if r["floor"] else None,
+               "caps": r["caps"], "units": r["units"], "jobs": r["jobs"]}
+        for name, r in results.items()}}
+
+
+def merge(paths: list[str]) -> tuple[dict, str]:
+    """The results of several `--json-out` files, runs of the same case pooled."""
+    results: dict = {}
+    headers = []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        headers.append(f"{path}: " + data["header"].replace("\n\n", "\n").replace("\n", "\n  "))
+        for name, p in data["projects"].items():
+            r = results.setdefault(name, {"kbuild": Results(), "cppext": Results(), "levers": {},
+                                          "floor": None, "caps": p["caps"], "units": p["units"],
+                                          "jobs": p["jobs"]})
+            if (r["caps"], r["jobs"]) != (p["caps"], p["jobs"]):
+                sys.exit(f"error: {path}: {name} was measured with caps {p['caps']} -j{p['jobs']}, "
+                         f"another file with caps {r['caps']} -j{r['jobs']}\n"
+                         "hint: merge only runs of the same settings")
+            r["kbuild"].extend(Results.from_json(p["kbuild"]))
+            r["cppext"].extend(Results.from_json(p["cppext"]))
+            for lever, runs in p["levers"].items():
+                r["levers"].setdefault(lever, Results()).extend(Results.from_json(runs))
+            r["floor"] = r["floor"] or Floor.from_json(p["floor"])
+    header = "# build speed: kbuild vs torch.utils.cpp_extension.load (ninja), merged from\n\n" + \
+        "\n".join(f"- {h}" for h in headers)
+    return results, header
 
 
 def main() -> None:
@@ -432,10 +589,34 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count())
     p.add_argument("--ninja-dir", default=None, help="directory holding `ninja`")
-    p.add_argument("--skip-floor", action="store_true")
+    p.add_argument("--skip-floor", action="store_true", help="same as leaving `floor` out of --cases")
+    p.add_argument("--cases", type=lambda s: [c for c in s.split(",") if c],
+                   default=[*CASES, "floor"], help="of " + ",".join([*CASES, "floor"]))
+    p.add_argument("--tools", type=lambda s: [t for t in s.split(",") if t],
+                   default=["kbuild", "cppext"],
+                   help="of kbuild,cppext")
+    p.add_argument("--levers", type=lambda s: [v for v in s.split(",") if v], default=[],
+                   help="kbuild cold once per setting: of " + ",".join(LEVERS))
+    p.add_argument("--json-out", default=None, help="also write the measurements here as JSON")
+    p.add_argument("--merge", nargs="+", metavar="JSON", default=None,
+                   help="print the table of these --json-out files and exit")
     p.add_argument("--out", default=None, help="also write the table here")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = p.parse_args()
+    if args.merge:
+        results, header = merge(args.merge)
+        text = report(results, header)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        print(text)
+        return
+    for what, given, valid in (("case", args.cases, [*CASES, "floor"]),
+                               ("tool", args.tools, ["kbuild", "cppext"]),
+                               ("lever", args.levers, list(LEVERS))):
+        if bad := [g for g in given if g not in valid]:
+            sys.exit(f"error: unknown {what} `{bad[0]}`\nhint: use one of {', '.join(valid)}")
+    if args.skip_floor and "floor" in args.cases:
+        args.cases.remove("floor")
     args.kbuild = str(Path(args.kbuild).resolve())
     args.python = str(Path(args.python).absolute())
 
@@ -450,14 +631,19 @@ def main() -> None:
               f"({cpu}), load average at start {os.getloadavg()[0]:.1f}\n"
               f"{version}, torch {torch_v}, python {args.python}\n"
               f"caps: {','.join(args.caps) if args.caps else 'as build.toml (full)'}; "
-              f"kbuild runs with --unique-id bench; cold kbuild includes asking the toolchain")
+              f"kbuild runs with --unique-id bench; cold kbuild includes asking the toolchain\n"
+              f"tools {','.join(args.tools)}; cases {','.join(args.cases)}; "
+              f"levers {','.join(args.levers) or 'none'}")
     print(header, flush=True)
     print(f"scratch and log: {tmp_root}", flush=True)
     results: dict = {}
     for name in args.projects.split(","):
         bench_project(PROJECTS[name], args, results, tmp_root, log)
-        print(report({k: v for k, v in results.items() if k == PROJECTS[name].name}, args, ""), flush=True)
-    text = report(results, args, header)
+        results[PROJECTS[name].name]["jobs"] = args.jobs
+        print(report({k: v for k, v in results.items() if k == PROJECTS[name].name}, ""), flush=True)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(to_json(results, header), indent=1) + "\n")
+    text = report(results, header + f"\nload average at end {os.getloadavg()[0]:.1f}")
     if args.out:
         Path(args.out).write_text(text + "\n")
     print(text)

@@ -17,6 +17,7 @@ pub mod error;
 pub mod files;
 pub mod hint;
 pub mod jobs;
+pub mod jobserver;
 pub mod link;
 pub mod package;
 pub mod plan;

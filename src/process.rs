@@ -33,6 +33,9 @@ pub struct CommandSpec {
     pub env: Vec<(OsString, OsString)>,
     /// `None`: the current directory.
     pub cwd: Option<PathBuf>,
+    /// Descriptors the program inherits (a jobserver's pipe). Everything kbuild opens is
+    /// close-on-exec; these are opened up in this child only.
+    pub inherit_fds: Vec<i32>,
 }
 
 impl CommandSpec {
@@ -43,6 +46,7 @@ impl CommandSpec {
             args: Vec::new(),
             env: Vec::new(),
             cwd: None,
+            inherit_fds: Vec::new(),
         }
     }
 
@@ -72,6 +76,25 @@ impl CommandSpec {
         }
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
+        }
+        if !self.inherit_fds.is_empty() {
+            let fds = self.inherit_fds.clone();
+            // SAFETY: runs in the forked child before exec and only calls fcntl(2), which is
+            // async-signal-safe; the descriptors stay open in kbuild, so they are valid here.
+            unsafe {
+                use std::os::unix::process::CommandExt;
+                cmd.pre_exec(move || {
+                    for &fd in &fds {
+                        let flags = libc::fcntl(fd, libc::F_GETFD);
+                        if flags < 0
+                            || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0
+                        {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
         }
         cmd
     }

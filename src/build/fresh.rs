@@ -31,8 +31,8 @@ struct Record {
     trees: Vec<(PathBuf, usize)>,
 }
 
-/// What the build is: the kbuild binary, the plans (nvcc's `--threads`, a matter of speed, left
-/// out) and each variant's metadata.
+/// What the build is: the kbuild binary, the plans (nvcc's `--threads` and `--jobserver`, a
+/// matter of speed, left out) and each variant's metadata.
 pub(super) fn key(project: &Project, plans: &[BuildPlan]) -> String {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
@@ -45,6 +45,7 @@ pub(super) fn key(project: &Project, plans: &[BuildPlan]) -> String {
         let mut plan = plan.clone();
         for job in plan.variants.iter_mut().flat_map(|v| v.compile.iter_mut()) {
             job.nvcc_threads = 0;
+            job.nvcc_jobserver = false;
         }
         field(&serde_json::to_vec(&plan).unwrap_or_default());
         for variant in &plan.variants {

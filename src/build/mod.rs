@@ -6,6 +6,7 @@
 //! together: their compile jobs share one runner and one budget.
 
 mod checks;
+mod costs;
 mod discover;
 mod fresh;
 mod lock;
@@ -14,6 +15,7 @@ pub use discover::{ToolchainChoice, choose_toolchains, discover_toolchain};
 pub use lock::BuildLock;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use serde::Serialize;
@@ -22,10 +24,11 @@ use crate::compile::{self, CompileError, CompileSettings};
 use crate::config::{self, Backend, ConfigError, Project};
 use crate::deps::{self, DepsError};
 use crate::hint::Hint;
-use crate::jobs::JobBudget;
+use crate::jobs::{JobBudget, Order};
+use crate::jobserver::Jobserver;
 use crate::link::{self, LinkError};
 use crate::package::{self, Installed, PackageError};
-use crate::plan::{self, BuildPlan, PlanError, PlanSettings, Skipped, VariantPlan};
+use crate::plan::{self, BuildPlan, CompileJob, PlanError, PlanSettings, Skipped, VariantPlan};
 use crate::process::{Interrupted, catch_interrupts, check_interrupted};
 use crate::report::Reporter;
 use crate::toolchain::{FactCache, Toolchain, ToolchainError, ToolchainSettings};
@@ -228,7 +231,21 @@ pub struct BuildReport {
     /// Labels of the units a compiler ran for, and of those that came from the cache.
     pub compiled: Vec<String>,
     pub cached: Vec<String>,
+    /// How the compile jobs were run; absent when nothing needed compiling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleReport>,
     pub seconds: f64,
+}
+
+/// How a build ran its compile jobs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleReport {
+    /// Compiler processes at once (`-j`).
+    pub jobs: usize,
+    /// nvcc's device passes took their slots from the build's jobserver.
+    pub jobserver: bool,
+    /// The order the jobs started in.
+    pub order: Order,
 }
 
 /// Everything known before anything runs: enough for `--dry-run` and `list-variants`.
@@ -378,6 +395,7 @@ impl<'r> Builder<'r> {
                 skipped: Vec::new(),
                 compiled: Vec::new(),
                 cached: Vec::new(),
+                schedule: None,
                 seconds: started.elapsed().as_secs_f64(),
             });
         };
@@ -415,10 +433,33 @@ impl<'r> Builder<'r> {
             jobs.extend(variant.compile.iter().cloned());
         }
         let budget = self.settings.budget;
+        let jobserver = self.jobserver(&mut jobs);
+        let mut costs = costs::Costs::load(&first.work_dir);
+        let order = match budget.order {
+            Order::LongestFirst => costs.longest_first(&jobs),
+            Order::Fifo => Vec::new(),
+        };
+        let schedule = ScheduleReport {
+            jobs: budget.jobs,
+            jobserver: jobserver.is_some(),
+            order: budget.order,
+        };
         if !jobs.is_empty() {
             let what = format!("{} v{}", project.general.name, project.general.version);
             let detail = format!("{what} ({} units, -j{})", jobs.len(), budget.jobs);
             reporter.stage("Compiling", &detail);
+            reporter.verbose(&format!(
+                "{}; jobs start {}",
+                if schedule.jobserver {
+                    "nvcc's device passes share the build's jobserver"
+                } else {
+                    "nvcc's device passes get a fixed `--threads` share"
+                },
+                match budget.order {
+                    Order::LongestFirst => "longest first (the last build's times)",
+                    Order::Fifo => "in plan order",
+                }
+            ));
         }
         let cache_dir = first.work_dir.join("cache");
         let compiled = compile::compile_all(
@@ -427,9 +468,18 @@ impl<'r> Builder<'r> {
                 jobs: budget.jobs,
                 cache_dir: cache_dir.clone(),
                 launcher: self.settings.compiler_launcher.clone(),
+                jobserver,
+                order,
             },
             reporter,
         )?;
+        if let Err(e) = costs.record(&jobs, &compiled.compile_times) {
+            reporter.warn(&format!(
+                "cannot record the compile times in `{}` (the next build starts its jobs in \
+                 plan order): {e}",
+                first.work_dir.display()
+            ));
+        }
 
         let mut variants = Vec::new();
         for plan in plans {
@@ -478,8 +528,30 @@ impl<'r> Builder<'r> {
             skipped: skipped_once(plans),
             compiled: compiled.compiled,
             cached: compiled.cached,
+            schedule: (!jobs.is_empty()).then_some(schedule),
             seconds: started.elapsed().as_secs_f64(),
         })
+    }
+
+    /// The jobserver `jobs`' nvcc device passes share, when any asks for one; if none can be
+    /// made they fall back to running without it (each nvcc up to its `--threads`).
+    fn jobserver(&self, jobs: &mut [CompileJob]) -> Option<Arc<Jobserver>> {
+        if !jobs.iter().any(|j| j.nvcc_jobserver) {
+            return None;
+        }
+        match Jobserver::new(self.settings.budget.jobs) {
+            Ok(js) => Some(Arc::new(js)),
+            Err(e) => {
+                self.reporter.warn(&format!(
+                    "cannot make a jobserver for nvcc ({e}): each nvcc runs its device passes \
+                     on its own"
+                ));
+                for job in jobs.iter_mut() {
+                    job.nvcc_jobserver = false;
+                }
+                None
+            }
+        }
     }
 
     /// A variant's line (`Packaged` when written, `Fresh` when already in place) and report.
@@ -525,6 +597,7 @@ impl<'r> Builder<'r> {
             skipped: skipped_once(plans),
             compiled: Vec::new(),
             cached,
+            schedule: None,
             seconds: started.elapsed().as_secs_f64(),
         }
     }

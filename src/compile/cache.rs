@@ -180,8 +180,9 @@ impl Cache {
 }
 
 /// Hash of everything on the command line but the output paths, which differ between the
-/// temporary names a compile writes to and the final ones, and nvcc's `--threads N`, which
-/// changes how fast the object is made, not what it is (another `-j` must not recompile).
+/// temporary names a compile writes to and the final ones, and nvcc's `--threads N` and
+/// `--jobserver`, which change how fast the object is made, not what it is (another `-j` must
+/// not recompile).
 pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
@@ -194,6 +195,8 @@ pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
         let arg = arg.as_os_str();
         if arg == "--threads" {
             args.next();
+        } else if arg == "--jobserver" {
+            continue;
         } else if arg == job.object.as_os_str() {
             field(b"<object>");
         } else if arg == job.depfile.as_os_str() {

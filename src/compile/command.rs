@@ -39,6 +39,9 @@ fn nvcc_command(job: &CompileJob) -> CommandSpec {
         }
     }
     cmd.arg("--threads").arg(job.nvcc_threads.to_string());
+    if job.nvcc_jobserver {
+        cmd.arg("--jobserver");
+    }
     for flag in &job.host_flags {
         cmd.arg("-Xcompiler").arg(flag);
     }

@@ -7,13 +7,15 @@ mod deps;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 pub use command::command_for;
 pub use deps::{parse_depfile, scan_includes};
 
 use crate::hint::Hint;
-use crate::jobs::{JobError, Unit, run_jobs};
+use crate::jobs::{JobError, Schedule, Unit, run_scheduled};
+use crate::jobserver::Jobserver;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{
     Cancel, CommandFailure, CommandSpec, Interrupted, check_interrupted, describe_status,
@@ -33,6 +35,11 @@ pub struct CompileSettings {
     /// key: it must not change what the compiler produces, and switching it on should not
     /// rebuild what kbuild already has.
     pub launcher: Option<PathBuf>,
+    /// Shared with the nvcc jobs that ask for it (`CompileJob::nvcc_jobserver`); each job
+    /// holds one of its slots while it runs.
+    pub jobserver: Option<Arc<Jobserver>>,
+    /// Indices into the jobs, in the order they start; empty: as given.
+    pub order: Vec<usize>,
 }
 
 /// Which units ran a compiler and which came from the cache (labels, in job order).
@@ -40,6 +47,9 @@ pub struct CompileSettings {
 pub struct CompileSummary {
     pub compiled: Vec<String>,
     pub cached: Vec<String>,
+    /// Per job, in job order: how long its compiler ran; `None` when it came from the cache.
+    #[serde(skip)]
+    pub compile_times: Vec<Option<Duration>>,
 }
 
 /// A compile that failed: the command, its status and the compiler's diagnostics.
@@ -171,19 +181,27 @@ pub fn compile_all(
     reporter: &dyn Reporter,
 ) -> Result<CompileSummary, CompileError> {
     let cache = Cache::new(&settings.cache_dir);
-    let result = run_jobs(jobs, settings.jobs, reporter, |job, cancel| {
-        compile_one(job, &cache, settings.launcher.as_deref(), reporter, cancel)
+    let schedule = Schedule {
+        jobs: settings.jobs,
+        jobserver: settings.jobserver.as_deref(),
+        order: settings.order.clone(),
+    };
+    let result = run_scheduled(jobs, &schedule, reporter, |job, cancel| {
+        compile_one(job, &cache, settings, reporter, cancel)
     });
     // Checked first: a compiler that the terminal's Ctrl-C reached before kbuild noticed it
     // fails too, and that failure is not the news.
     check_interrupted()?;
-    let outcomes = result?;
+    let finished = result?;
     let mut summary = CompileSummary::default();
-    for (job, outcome) in jobs.iter().zip(outcomes) {
-        match outcome {
+    for (job, done) in jobs.iter().zip(finished) {
+        match done.outcome {
             UnitOutcome::Cached => summary.cached.push(job.label.clone()),
             _ => summary.compiled.push(job.label.clone()),
         }
+        summary
+            .compile_times
+            .push((done.outcome == UnitOutcome::Compiled).then_some(done.elapsed));
     }
     Ok(summary)
 }
@@ -202,10 +220,11 @@ pub fn recorded_dependencies(jobs: &[CompileJob], cache_dir: &Path) -> Option<Ve
 fn compile_one(
     job: &CompileJob,
     cache: &Cache,
-    launcher: Option<&Path>,
+    settings: &CompileSettings,
     reporter: &dyn Reporter,
     cancel: &Cancel,
 ) -> Result<UnitOutcome, JobError<CompileError>> {
+    let launcher = settings.launcher.as_deref();
     let argv_hash = cache::argv_hash(job, &command_for(job));
     match cache.check(job, &argv_hash) {
         Freshness::Fresh => {
@@ -223,7 +242,7 @@ fn compile_one(
             std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
         }
     }
-    let spec = launched(
+    let mut spec = launched(
         launcher,
         command_for(&CompileJob {
             object: tmp.object.clone(),
@@ -231,6 +250,10 @@ fn compile_one(
             ..job.clone()
         }),
     );
+    // Not in the command shown: the pipe it names exists only inside this build.
+    if let (true, Some(jobserver)) = (job.nvcc_jobserver, &settings.jobserver) {
+        jobserver.share_with(&mut spec);
+    }
     // Shown (with `-v` and in errors) as the command that writes the final paths: it reproduces
     // the compile exactly, and the temporary names mean nothing to a reader.
     let shown = launched(launcher, command_for(job)).to_string();

@@ -103,7 +103,14 @@ pub(super) fn fill_compiled_variant(
         }
     }
     let cuda_units = units.iter().filter(|u| u.lang == Lang::Cuda).count();
-    let threads_per_job = settings.budget.nvcc_threads_per_job(cuda_units);
+    let jobserver = settings.budget.jobserver && nvcc.is_some_and(nvcc_has_jobserver);
+    // With the jobserver each nvcc may run every device pass at once, as slots allow: the
+    // slots are what is shared, not the threads.
+    let threads_per_job = if jobserver {
+        settings.budget.nvcc_threads.max(1) as u32
+    } else {
+        settings.budget.nvcc_threads_per_job(cuda_units)
+    };
 
     let cxx = toolchain.cxx.as_ref();
     let mut defines: Vec<(String, Option<String>)> = torch.flags.defines.clone();
@@ -137,7 +144,9 @@ pub(super) fn fill_compiled_variant(
         match (unit.lang, nvcc) {
             (Lang::Cxx, _) => compile.push(cxx_job(&shared, unit)),
             (Lang::Cuda, Some(nvcc)) => {
-                compile.push(cuda_job(&shared, unit, nvcc, threads_per_job));
+                let mut job = cuda_job(&shared, unit, nvcc, threads_per_job);
+                job.nvcc_jobserver = jobserver && job.gencodes.len() > 1;
+                compile.push(job);
             }
             (Lang::Cuda, None) => {} // .cu in a non-CUDA variant is not compiled
         }
@@ -151,6 +160,12 @@ pub(super) fn fill_compiled_variant(
     variant.archs = archs.archs;
     variant.ptx = archs.ptx;
     Ok(archs.notes)
+}
+
+/// nvcc 13 takes GNU make jobserver slots for its device passes (`--jobserver`); older ones
+/// reject the option.
+fn nvcc_has_jobserver(nvcc: &Nvcc) -> bool {
+    nvcc.version >= (13, 0)
 }
 
 /// HF's `TORCH_TARGET_VERSION` for a stable-ABI target, which torch's headers refuse above their
@@ -239,6 +254,7 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
         host_flags: Vec::new(),
         gencodes: Vec::new(),
         nvcc_threads: 1,
+        nvcc_jobserver: false,
         compiler_id: shared.cxx_id.clone(),
     }
 }

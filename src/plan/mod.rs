@@ -123,6 +123,9 @@ pub struct CompileJob {
     pub gencodes: Vec<Gencode>,
     /// nvcc `--threads` (parallel device passes inside one job).
     pub nvcc_threads: u32,
+    /// nvcc takes a slot from the build's jobserver for each device pass beside its first
+    /// (`--jobserver`); `nvcc_threads` then only caps how many it runs at once.
+    pub nvcc_jobserver: bool,
     /// Identifies the compiler build (its `--version` output); part of the cache key.
     pub compiler_id: String,
 }

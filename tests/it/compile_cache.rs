@@ -36,6 +36,8 @@ impl Project {
             jobs: 2,
             cache_dir: self.root().join("cache"),
             launcher: None,
+            jobserver: None,
+            order: Vec::new(),
         };
         compile_all(&self.jobs, &settings, &Recorder::default())
     }

@@ -51,6 +51,7 @@ fn flagship_cuda_job() -> CompileJob {
             gencode(9, 0, true),
         ],
         nvcc_threads: 2,
+        nvcc_jobserver: false,
         compiler_id: "nvcc 13.2.86".to_string(),
     }
 }
@@ -78,6 +79,7 @@ fn binding_cxx_job() -> CompileJob {
         host_flags: vec!["-fPIC".to_string()],
         gencodes: vec![],
         nvcc_threads: 1,
+        nvcc_jobserver: false,
         compiler_id: "g++ 12.2".to_string(),
     }
 }

@@ -14,6 +14,8 @@ fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
         jobs: 2,
         cache_dir: root.join("cache"),
         launcher: None,
+        jobserver: None,
+        order: Vec::new(),
     };
     compile_all(jobs, &settings, &Recorder::default()).unwrap()
 }
@@ -95,7 +97,7 @@ fn gxx_header_change_recompiles_only_the_dependent_unit() {
 }
 
 /// The pip nvcc: `$KBUILD_TEST_NVCC`, else the project's `.venv` (made by scripts/setup).
-fn find_nvcc() -> Option<PathBuf> {
+pub(crate) fn find_nvcc() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("KBUILD_TEST_NVCC") {
         return Some(PathBuf::from(p));
     }

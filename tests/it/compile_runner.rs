@@ -17,6 +17,8 @@ fn settings(root: &Path, jobs: usize) -> CompileSettings {
         jobs,
         cache_dir: root.join("cache"),
         launcher: None,
+        jobserver: None,
+        order: Vec::new(),
     }
 }
 

@@ -14,6 +14,8 @@ fn settings(root: &Path, launcher: Option<PathBuf>) -> CompileSettings {
         jobs: 2,
         cache_dir: root.join("cache"),
         launcher,
+        jobserver: None,
+        order: Vec::new(),
     }
 }
 

@@ -6,6 +6,7 @@ mod artifacts;
 mod build_faults;
 mod build_interrupt;
 mod build_pipeline;
+mod build_schedule;
 mod capabilities_hf;
 mod check;
 mod compile_cache;

@@ -1,0 +1,204 @@
+//! A GNU make jobserver owned by one build: a pipe holding one token per job slot but one.
+//! kbuild's runner takes a token for every unit it runs beside the first, and each nvcc it
+//! shares the pipe with (`--jobserver`) takes one for every device pass it runs beside its
+//! first, so the compiler processes of the whole build never outnumber the slots, while idle
+//! slots go to the device passes (one per capability) of whichever units are running.
+//!
+//! Our own, not the `jobserver` crate: its pipe client cannot wait for a token without
+//! blocking (`try_acquire` is unsupported there), and a blocked wait cannot see the runner's
+//! cancel. Tokens held by an nvcc that a failure or a signal killed never come back, so a
+//! worker waiting without looking at the cancel could wait forever.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::process::{Cancel, CommandSpec};
+
+/// How long a wait for a token sleeps between looks at the cancel.
+const POLL: Duration = Duration::from_millis(10);
+
+/// The byte a token is written as (make writes `+`; nvcc returns what it read).
+const TOKEN: u8 = b'+';
+
+/// The build's jobserver: `slots` job slots, one implicit (held by the runner) and the rest
+/// as tokens in a pipe.
+#[derive(Debug)]
+pub struct Jobserver {
+    slots: usize,
+    /// The pipe as children see it (close-on-exec here; only the processes it is shared
+    /// with inherit it).
+    read: OwnedFd,
+    write: File,
+    /// A second, non-blocking open of the read end for kbuild's own waits: setting
+    /// `O_NONBLOCK` on `read` would change it for the children too.
+    own_read: File,
+    /// The implicit slot is free: the runner's first unit takes it instead of a token.
+    implicit_free: AtomicBool,
+}
+
+/// A job slot held by this process: the implicit one or a token from the pipe, given back
+/// when dropped.
+#[derive(Debug)]
+pub struct Slot<'a> {
+    server: &'a Jobserver,
+    token: Option<u8>,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        match self.token {
+            Some(byte) => self.server.put(byte),
+            None => self.server.implicit_free.store(true, Ordering::SeqCst),
+        }
+    }
+}
+
+impl Jobserver {
+    /// A jobserver for `slots` concurrent compiler processes (at least 1).
+    pub fn new(slots: usize) -> io::Result<Self> {
+        let slots = slots.max(1);
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: pipe2 writes two descriptors into the array it is given; both are owned
+        // below and closed on drop.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fresh descriptors from pipe2 that nothing else owns.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        // Opening the pipe through /proc makes a new open file description, so its
+        // non-blocking mode is ours alone.
+        let own_read = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(format!("/proc/self/fd/{}", read.as_raw_fd()))?;
+        let server = Jobserver {
+            slots,
+            read,
+            write,
+            own_read,
+            implicit_free: AtomicBool::new(true),
+        };
+        (&server.write).write_all(&vec![TOKEN; slots - 1])?;
+        Ok(server)
+    }
+
+    /// Job slots in all: the implicit one and the tokens.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// A slot for one more job: the implicit slot when free, else a token, waiting for one.
+    /// `None` once `cancel` fires while waiting.
+    pub fn acquire(&self, cancel: &Cancel) -> io::Result<Option<Slot<'_>>> {
+        if self.implicit_free.swap(false, Ordering::SeqCst) {
+            return Ok(Some(Slot {
+                server: self,
+                token: None,
+            }));
+        }
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(None);
+            }
+            let mut byte = [0u8];
+            match (&self.own_read).read(&mut byte) {
+                Ok(1) => {
+                    return Ok(Some(Slot {
+                        server: self,
+                        token: Some(byte[0]),
+                    }));
+                }
+                Ok(_) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_readable(),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Give the implicit slot to the children for good, as a token in the pipe, when it is
+    /// free: the runner has nothing left to start, and the device passes of the units still
+    /// running can use it.
+    pub fn donate_implicit(&self) {
+        if self.implicit_free.swap(false, Ordering::SeqCst) {
+            self.put(TOKEN);
+        }
+    }
+
+    /// Tokens in the pipe now (for tests and diagnostics).
+    pub fn tokens_available(&self) -> usize {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int into the pointer it is given.
+        let ok = unsafe { libc::ioctl(self.read.as_raw_fd(), libc::FIONREAD, &mut n) } == 0;
+        if ok { n.max(0) as usize } else { 0 }
+    }
+
+    /// Let `spec`'s program use this jobserver: it inherits the pipe and finds it through
+    /// `MAKEFLAGS` (the `--jobserver-auth=R,W` form GNU make has used since 4.2). Nothing else
+    /// kbuild starts sees the pipe.
+    pub fn share_with(&self, spec: &mut CommandSpec) {
+        let (r, w) = (self.read.as_raw_fd(), self.write.as_raw_fd());
+        spec.env.push((
+            "MAKEFLAGS".into(),
+            format!("-j{} --jobserver-auth={r},{w}", self.slots).into(),
+        ));
+        spec.inherit_fds.extend([r, w]);
+    }
+
+    fn put(&self, byte: u8) {
+        // The pipe holds far more than `slots` bytes, so this write does not block; if it
+        // failed the build would only lose one slot of parallelism.
+        let _ = (&self.write).write_all(&[byte]);
+    }
+
+    fn wait_readable(&self) {
+        let mut fd = libc::pollfd {
+            fd: self.own_read.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll reads and writes the one pollfd it is given. Errors and timeouts both
+        // lead back to the caller's loop, which looks at the cancel and reads again.
+        unsafe {
+            libc::poll(&mut fd, 1, POLL.as_millis() as libc::c_int);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pipe_holds_a_token_per_slot_but_the_implicit_one() {
+        let js = Jobserver::new(4).unwrap();
+        assert_eq!(js.tokens_available(), 3);
+        let cancel = Cancel::new();
+        let first = js.acquire(&cancel).unwrap().unwrap();
+        assert_eq!(
+            js.tokens_available(),
+            3,
+            "the first slot is the implicit one"
+        );
+        let second = js.acquire(&cancel).unwrap().unwrap();
+        assert_eq!(js.tokens_available(), 2);
+        drop(second);
+        assert_eq!(js.tokens_available(), 3);
+        drop(first);
+        js.donate_implicit();
+        assert_eq!(js.tokens_available(), 4);
+    }
+
+    #[test]
+    fn a_wait_for_a_token_ends_when_cancelled() {
+        let js = Jobserver::new(1).unwrap();
+        let cancel = Cancel::new();
+        let _held = js.acquire(&cancel).unwrap().unwrap();
+        cancel.cancel();
+        assert!(js.acquire(&cancel).unwrap().is_none());
+    }
+}

@@ -1,0 +1,472 @@
+//! How a build schedules its compile jobs (issue #12): nvcc's device passes share one GNU make
+//! jobserver with kbuild's runner, so compiler processes never outnumber `-j`; and jobs start
+//! longest first by the times the last build recorded in `build/.kbuild/costs.json`.
+//! `KBUILD_JOBSERVER=0` and `KBUILD_SCHEDULE=fifo` turn each lever off.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::common::fake_cc::{gencode, job, write};
+use crate::common::kbuild::{bin, fixture, run};
+use kbuild::compile::{CompileSettings, compile_all};
+use kbuild::jobserver::Jobserver;
+use kbuild::plan::{CompileJob, Lang};
+use kbuild::report::Recorder;
+
+/// Each fake compiler process: one "pass" (one per gencode for nvcc, one for c++) marks itself
+/// running in `running/` for a moment and logs how many passes it saw running, an upper bound
+/// of none and a lower bound of the true count, so a logged count above `-j` is a real excess.
+const PASS: &str = r#"
+pass() {
+  touch "$running/$$.$1"
+  ls "$running" | wc -l >> "$counts"
+  sleep 0.2
+  rm -f "$running/$$.$1"
+}
+# The pipes open beyond stdin/stdout/stderr (`pipe:[inode]`), a jobserver's among them if
+# this process inherited one (the shell's own, for a command substitution, come and go).
+pipes() {
+  npipes=""
+  for fd in /proc/$$/fd/*; do
+    case "${fd##*/}" in 0|1|2) continue ;; esac
+    case "$(readlink "$fd")" in pipe:*) npipes="$npipes$(readlink "$fd")" ;; esac
+  done
+}
+"#;
+
+/// A fake Python (its torch probe), c++ and nvcc 13.2 logging to `calls.log`.
+struct FakeTools {
+    dir: tempfile::TempDir,
+}
+
+impl FakeTools {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let site = root.join("site-packages");
+        let torch = site.join("torch");
+        for d in ["include", "lib"] {
+            std::fs::create_dir_all(torch.join(d)).unwrap();
+        }
+        std::fs::write(torch.join("version.py"), "__version__ = '2.15.0+cu132'\n").unwrap();
+        std::fs::create_dir_all(root.join("running")).unwrap();
+        let probe = serde_json::json!({
+            "cxx_std": 20, "version": "2.15.0+cu132", "cuda": "13.2", "cxx11_abi": true,
+            "include_dirs": [torch.join("include")], "lib_dir": torch.join("lib"),
+            "python_include": root.join("python-include"), "site_packages": site,
+            "python_version": "3.11.0", "watch": [site],
+        });
+        executable(
+            &root.join("python"),
+            &format!("#!/bin/sh\ncat <<'EOF'\n{probe}\nEOF\n"),
+        );
+        std::fs::create_dir_all(root.join("cuda/bin")).unwrap();
+        compiler(root, "c++", "fake-c++ 1.0", "pass 0");
+        // nvcc: the first pass in its own slot, every other one with a token from the
+        // jobserver named in MAKEFLAGS (given back when the pass ends), as nvcc 13 does.
+        compiler(
+            root,
+            "cuda/bin/nvcc",
+            "Cuda compilation tools, release 13.2, V13.2.1",
+            r#"
+js=$(echo "$MAKEFLAGS" | sed -n 's/.*--jobserver-auth=\([0-9]*,[0-9]*\).*/\1/p')
+case " $* " in *" --jobserver "*) ;; *) js="" ;; esac
+r=${js%,*}; w=${js#*,}; i=0; tokens=0
+[ -n "$js" ] && echo "jobserver $(readlink /proc/$$/fd/$r) $(readlink /proc/$$/fd/$w)" >> "$log"
+for g in $gencodes; do
+  if [ $i -gt 0 ] && [ -n "$js" ]; then
+    eval "dd bs=1 count=1 status=none <&$r >/dev/null"
+    tokens=$((tokens + 1))
+    ( pass $i; eval "printf + >&$w" ) &
+  else
+    pass $i &
+  fi
+  i=$((i + 1))
+done
+wait
+echo "tokens $tokens" >> "$log"
+"#,
+        );
+        FakeTools { dir }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `kbuild -C project build ARGS` with these tools and `envs`.
+    fn build(&self, project: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut cmd = bin();
+        cmd.arg("-C").arg(project).arg("build").args(args);
+        cmd.arg("--python").arg(self.root().join("python"));
+        cmd.arg("--nvcc").arg(self.root().join("cuda/bin/nvcc"));
+        cmd.env("CXX", self.root().join("c++"));
+        for var in [
+            "KBUILD_PYTHON",
+            "VIRTUAL_ENV",
+            "CUDA_HOME",
+            "CUDA_PATH",
+            "MAKEFLAGS",
+            "KBUILD_JOBSERVER",
+            "KBUILD_SCHEDULE",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.envs(envs.iter().copied());
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "the build fails");
+        out
+    }
+
+    /// The compile lines of the log (`<tool> pipes=<pipes> [<MAKEFLAGS>] <args…>`), and the
+    /// nvcc's `jobserver <read end> <write end>` and `tokens N` lines; cleared.
+    fn take_log(&self) -> (Vec<String>, Vec<String>) {
+        let log = self.root().join("calls.log");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        std::fs::write(&log, "").unwrap();
+        let (notes, calls) = text
+            .lines()
+            .map(str::to_string)
+            .filter(|l| l.contains(" -c ") || l.starts_with("tokens") || l.starts_with("jobserver"))
+            .partition(|l| l.starts_with("tokens") || l.starts_with("jobserver"));
+        (calls, notes)
+    }
+
+    /// The most passes any pass saw running at once.
+    fn peak(&self) -> usize {
+        let text = std::fs::read_to_string(self.root().join("counts")).unwrap_or_default();
+        text.split_whitespace()
+            .map(|n| n.parse::<usize>().unwrap())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// A compiler that answers kbuild's probes, logs `<name> <pipes> [<MAKEFLAGS>] <args>` for a
+/// compile, runs `passes` (shell code seeing `$gencodes`) and writes `-o` and `-MF`.
+fn compiler(root: &Path, name: &str, version: &str, passes: &str) {
+    let path = root.join(name);
+    let script = format!(
+        r#"#!/bin/sh
+running='{running}'; counts='{counts}'; log='{log}'
+{PASS}
+case "$1" in
+  --version) echo '{version}'; exit 0 ;;
+  --list-gpu-arch) printf 'compute_75\ncompute_80\ncompute_90\n'; exit 0 ;;
+  -print-file-name=*) echo '{path}'; exit 0 ;;
+esac
+out=""; dep=""; src=""; prev=""; gencodes=""
+for a in "$@"; do
+  case "$prev" in
+    -o) out="$a" ;;
+    -MF) dep="$a" ;;
+    -c) src="$a" ;;
+    -gencode) gencodes="$gencodes $a" ;;
+  esac
+  prev="$a"
+done
+[ -z "$gencodes" ] && gencodes=host
+if [ -n "$src" ]; then
+  pipes
+  echo "{short} pipes=$npipes [$MAKEFLAGS] $*" >> "$log"
+  {passes}
+fi
+[ -n "$out" ] && echo "built from $src" > "$out"
+[ -n "$dep" ] && echo "$out: $src" > "$dep"
+exit 0
+"#,
+        running = root.join("running").display(),
+        counts = root.join("counts").display(),
+        log = root.join("calls.log").display(),
+        path = path.display(),
+        short = Path::new(name).file_name().unwrap().to_string_lossy(),
+    );
+    executable(&path, &script);
+}
+
+fn executable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).expect("JSON summary")
+}
+
+#[test]
+fn nvcc_shares_the_builds_jobserver_and_compilers_never_outnumber_the_jobs() {
+    let project = fixture("relu-v5");
+    let tools = FakeTools::new();
+    let out = tools.build(project.path(), &["--json", "-j", "2"], &[]);
+    let schedule = &json(&out)["schedule"];
+    assert_eq!(schedule["jobserver"], true, "{schedule}");
+    assert_eq!(schedule["jobs"], 2);
+
+    let (calls, notes) = tools.take_log();
+    let nvcc: Vec<&String> = calls.iter().filter(|c| c.starts_with("nvcc")).collect();
+    assert_eq!(nvcc.len(), 1, "{calls:?}");
+    // The jobserver's pipe, announced in MAKEFLAGS as make does, open in nvcc, and in no
+    // other compiler.
+    assert!(nvcc[0].contains(" [-j2 --jobserver-auth="), "{}", nvcc[0]);
+    assert!(nvcc[0].contains(" --jobserver "), "{}", nvcc[0]);
+    let [jobserver, tokens] = notes.as_slice() else {
+        panic!("{notes:?}")
+    };
+    let pipe = jobserver.split(' ').nth(1).unwrap();
+    assert!(
+        pipe.starts_with("pipe:") && jobserver.ends_with(pipe),
+        "{jobserver}"
+    );
+    assert!(nvcc[0].contains(pipe), "{}", nvcc[0]);
+    let cxx: Vec<&String> = calls.iter().filter(|c| c.starts_with("c++")).collect();
+    assert_eq!(cxx.len(), 3, "{calls:?}");
+    for cxx in cxx {
+        assert!(
+            cxx.contains(" [] ") && !cxx.contains(pipe),
+            "c++ sees the jobserver: {cxx}"
+        );
+    }
+    // Three capabilities: the first pass in the nvcc's own slot, two with tokens.
+    assert_eq!(tokens, "tokens 2");
+    let peak = tools.peak();
+    assert!((1..=2).contains(&peak), "{peak} passes ran at once at -j2");
+}
+
+#[test]
+fn without_the_jobserver_nvcc_gets_a_fixed_threads_share_and_no_pipe() {
+    let project = fixture("relu-v5");
+    let tools = FakeTools::new();
+    let out = tools.build(
+        project.path(),
+        &["--json", "-j", "2"],
+        &[("KBUILD_JOBSERVER", "0")],
+    );
+    assert_eq!(json(&out)["schedule"]["jobserver"], false);
+    let (calls, notes) = tools.take_log();
+    let nvcc = calls.iter().find(|c| c.starts_with("nvcc")).unwrap();
+    assert!(nvcc.contains(" [] "), "{nvcc}");
+    assert!(!nvcc.contains("--jobserver"), "{nvcc}");
+    assert!(nvcc.contains("--threads "), "{nvcc}");
+    assert_eq!(notes, ["tokens 0"]);
+}
+
+/// The labels in the order the build started them (`-v` prints `start <label>`).
+fn started(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("Verbose start "))
+        // Compile units only (links are reported as units too).
+        .filter(|label| label.ends_with(']'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Forget every object, keeping `costs.json`: the next build compiles everything again.
+fn forget_objects(project: &Path) {
+    let work = project.join("build/.kbuild");
+    std::fs::remove_dir_all(work.join("cache")).unwrap();
+    std::fs::remove_file(work.join("fresh.json")).unwrap();
+}
+
+#[test]
+fn the_next_build_starts_the_jobs_the_last_one_timed_longest_first() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let tools = FakeTools::new();
+    // One job at a time: the start order is the schedule.
+    let args = ["-v", "-j", "1"];
+    let no_js = [("KBUILD_JOBSERVER", "0")];
+    let planned = started(&tools.build(root, &args, &no_js));
+    assert_eq!(planned.len(), 4, "{planned:?}");
+
+    let costs_path = root.join("build/.kbuild/costs.json");
+    let mut costs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&costs_path).unwrap()).unwrap();
+    let seconds = costs["seconds"].as_object_mut().unwrap();
+    let objects: Vec<String> = seconds.keys().cloned().collect();
+    assert_eq!(
+        objects.len(),
+        4,
+        "one time per compiled object: {seconds:?}"
+    );
+    assert!(objects.iter().all(|o| o.ends_with(".o")), "{objects:?}");
+
+    // Costs rising in plan order, the first job's left out: it is new to the schedule.
+    let object_of = |label: &str| {
+        let stem = label.split(' ').next().unwrap().replace('/', "__");
+        let variant = if label.ends_with("[cpu]") {
+            "cpu"
+        } else {
+            "cu"
+        };
+        objects
+            .iter()
+            .position(|o| o.contains(&stem) && o.contains(variant))
+            .unwrap_or_else(|| panic!("no object for `{label}` in {objects:?}"))
+    };
+    let mut recorded = BTreeMap::new();
+    for (rank, label) in planned.iter().enumerate().skip(1) {
+        recorded.insert(objects[object_of(label)].clone(), rank as f64);
+    }
+    costs["seconds"] = serde_json::to_value(&recorded).unwrap();
+    std::fs::write(&costs_path, serde_json::to_vec(&costs).unwrap()).unwrap();
+    forget_objects(root);
+    let longest_first = started(&tools.build(root, &args, &no_js));
+    let expected: Vec<String> = std::iter::once(planned[0].clone())
+        .chain(planned[1..].iter().rev().cloned())
+        .collect();
+    assert_eq!(longest_first, expected);
+
+    forget_objects(root);
+    let fifo = [("KBUILD_JOBSERVER", "0"), ("KBUILD_SCHEDULE", "fifo")];
+    assert_eq!(started(&tools.build(root, &args, &fifo)), planned);
+}
+
+/// Leaf compiler processes (no drivers, no shells) below the nvcc processes compiling
+/// sources under `root`.
+fn compilers_under(root: &Path) -> usize {
+    let mut parent: Vec<(u32, u32, String)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let mut rest = stat[close + 1..].split_whitespace();
+        let state = rest.next().unwrap_or("Z");
+        let ppid = rest.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if state != "Z" {
+            parent.push((pid, ppid, comm));
+        }
+    }
+    let root = root.to_string_lossy();
+    let mut tree: Vec<u32> = parent
+        .iter()
+        .filter(|(pid, _, comm)| {
+            comm == "nvcc"
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(root.as_ref()))
+        })
+        .map(|(pid, _, _)| *pid)
+        .collect();
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(
+            parent
+                .iter()
+                .filter(|(_, pp, _)| *pp == p)
+                .map(|(c, _, _)| *c),
+        );
+        i += 1;
+    }
+    parent
+        .iter()
+        .filter(|(pid, _, comm)| {
+            tree.contains(pid) && matches!(comm.as_str(), "cicc" | "ptxas" | "cc1plus" | "cudafe++")
+        })
+        .count()
+}
+
+fn cuda_jobs(root: &Path, nvcc: &Path, jobserver: bool) -> Vec<CompileJob> {
+    ["a.cu", "b.cu", "c.cu"]
+        .iter()
+        .map(|name| CompileJob {
+            lang: Lang::Cuda,
+            gencodes: vec![
+                gencode(8, 0, false),
+                gencode(8, 6, false),
+                gencode(9, 0, false),
+            ],
+            nvcc_threads: 3,
+            nvcc_jobserver: jobserver,
+            compiler_id: "nvcc".to_string(),
+            ..job(root, nvcc, name)
+        })
+        .collect()
+}
+
+fn elf_list(cuobjdump: &Path, object: &Path) -> String {
+    let out = Command::new(cuobjdump)
+        .arg("--list-elf")
+        .arg(object)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn real_nvcc_under_the_jobserver_stays_within_the_jobs_and_builds_every_capability() {
+    let nvcc: PathBuf = crate::compile_real::find_nvcc()
+        .expect("no nvcc: run scripts/setup (it installs cuda-toolkit[nvcc] into .venv) or set KBUILD_TEST_NVCC");
+    let cuobjdump = nvcc.with_file_name("cuobjdump");
+    let kernel = "template <int N> __device__ float f(float x) { float s = 0;\n\
+                  #pragma unroll\n for (int i = 0; i < N; i++) s += __sinf(x * i) * __cosf(s + i);\n\
+                  return s; }\n__global__ void k(float* o) { o[threadIdx.x] = f<300>(o[threadIdx.x]); }\n";
+    // The cubins each object holds, with the jobserver and with a fixed `--threads`.
+    let mut elf: Vec<Vec<String>> = Vec::new();
+    for jobserver in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for name in ["a.cu", "b.cu", "c.cu"] {
+            write(root, name, kernel);
+        }
+        let jobs = cuda_jobs(root, &nvcc, jobserver);
+        let settings = CompileSettings {
+            jobs: 2,
+            cache_dir: root.join("cache"),
+            launcher: None,
+            jobserver: jobserver.then(|| Arc::new(Jobserver::new(2).unwrap())),
+            order: Vec::new(),
+        };
+        let peak = AtomicUsize::new(0);
+        let done = AtomicBool::new(false);
+        let recorder = Recorder::default();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::SeqCst) {
+                    peak.fetch_max(compilers_under(root), Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            });
+            let summary = compile_all(&jobs, &settings, &recorder);
+            done.store(true, Ordering::SeqCst);
+            assert_eq!(summary.unwrap().compiled.len(), 3);
+        });
+        // nvcc says so on stderr when it finds no jobserver; kbuild passes that on.
+        assert!(
+            !recorder
+                .take()
+                .iter()
+                .any(|l| l.contains("no compatible jobserver")),
+            "nvcc did not find the jobserver"
+        );
+        if jobserver {
+            let peak = peak.load(Ordering::SeqCst);
+            assert!(peak <= 2, "{peak} compiler processes at once at -j2");
+        }
+        let lists: Vec<String> = jobs
+            .iter()
+            .map(|job| elf_list(&cuobjdump, &job.object))
+            .collect();
+        for list in &lists {
+            for sm in ["sm_80", "sm_86", "sm_90"] {
+                assert_eq!(list.matches(&format!("{sm}.cubin")).count(), 1, "{list}");
+            }
+            assert_eq!(list.lines().count(), 3, "{list}");
+        }
+        elf.push(lists);
+    }
+    assert_eq!(elf[0], elf[1]);
+}
