@@ -62,6 +62,50 @@ fn staging_name(branch: &str, base: &str) -> String {
     format!("kbuild-staging-{branch}-{}", &base[..base.len().min(12)])
 }
 
+/// `kbuild-moving-v1`: set to the complete staged head before an existing branch is deleted
+/// for its move, so that a re-run after a move that lost the branch recreates it from there
+/// ([`restore_moved`]) instead of starting it over from `main` (which would drop whatever the
+/// branch held that this build does not, e.g. variants published from other machines).
+pub(super) fn move_marker(branch: &str) -> String {
+    format!("kbuild-moving-{branch}")
+}
+
+/// Finish a move that lost `branch`: recreate it at its move marker's commit and remove the
+/// marker. Returns the branch's head, or `None` when there is no marker (nothing to restore).
+pub(super) async fn restore_moved(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    branch: &str,
+    dry_run: bool,
+) -> Result<Option<String>, PublishError> {
+    let marker = move_marker(branch);
+    let refs = remote.refs().await?;
+    let Some(head) = refs.branches.get(&marker).cloned() else {
+        return Ok(None);
+    };
+    if dry_run {
+        reporter.info(&format!(
+            "{:>12} branch `{branch}` from `{marker}` (an earlier move lost it)",
+            "Would restore"
+        ));
+        return Ok(Some(head));
+    }
+    reporter.stage(
+        "Restoring",
+        &format!("branch `{branch}` from `{marker}` (an earlier move lost it)"),
+    );
+    remote.create_branch(branch, Some(&head)).await?;
+    // The move is done: its staging branch and the marker have served.
+    let prefix = format!("kbuild-staging-{branch}-");
+    let staged = refs.branches.keys().filter(|n| n.starts_with(&prefix));
+    for done in staged.chain([&marker]) {
+        if let Err(e) = remote.delete_branch(done).await {
+            reporter.warn(&format!("could not remove branch `{done}`: {e}"));
+        }
+    }
+    Ok(Some(head))
+}
+
 async fn staged(
     remote: &Remote<'_>,
     reporter: &dyn Reporter,
@@ -75,10 +119,14 @@ async fn staged(
     let staging = staging_name(branch, base);
     let refs = remote.refs().await?;
     let prefix = format!("kbuild-staging-{branch}-");
+    // A marker beside an existing branch is left from a move that finished without removing it.
+    let marker = move_marker(branch);
+    let stale_marker = refs.branches.contains_key(&marker).then_some(&marker);
     for stale in refs
         .branches
         .keys()
         .filter(|n| n.starts_with(&prefix) && **n != staging)
+        .chain(stale_marker)
     {
         if let Err(e) = remote.delete_branch(stale).await {
             reporter.warn(&format!("could not remove the stale staging branch: {e}"));
@@ -144,6 +192,10 @@ async fn staged(
             return Err(moving(false, e));
         }
         remote
+            .create_branch(&marker, Some(&head))
+            .await
+            .map_err(|e| moving(false, e))?;
+        remote
             .delete_branch(branch)
             .await
             .map_err(|e| moving(false, e))?;
@@ -152,8 +204,11 @@ async fn staged(
         .create_branch(branch, Some(&head))
         .await
         .map_err(|e| moving(!target.is_new, e))?;
-    if let Err(e) = remote.delete_branch(&staging).await {
-        reporter.warn(&format!("could not remove the staging branch: {e}"));
+    let leftovers = [Some(&staging), (!target.is_new).then_some(&marker)];
+    for leftover in leftovers.into_iter().flatten() {
+        if let Err(e) = remote.delete_branch(leftover).await {
+            reporter.warn(&format!("could not remove branch `{leftover}`: {e}"));
+        }
     }
     Ok(done)
 }

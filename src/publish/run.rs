@@ -5,7 +5,7 @@ use crate::check::VariantCheck;
 use std::collections::BTreeMap;
 
 use super::card::Card;
-use super::commit::{Message, Target, commit_plan};
+use super::commit::{Message, Target, commit_plan, move_marker, restore_moved};
 use super::error::PublishError;
 use super::hub::Remote;
 use super::local::{self, LocalFile};
@@ -103,18 +103,26 @@ pub async fn publish(
     reporter.stage("Comparing", &format!("{} branch `{branch}`", remote.url()));
 
     let exists = remote.exists().await?;
-    let (main_head, branch_head) = if exists {
+    let (main_head, mut branch_head) = if exists {
         heads(&remote, &branch).await?
     } else {
         (None, None)
     };
+    // Where the branch's files are read: the move marker when a dry run only plans to restore.
+    let mut files_ref = branch.clone();
+    if exists && branch_head.is_none() && branch != "main" {
+        branch_head = restore_moved(&remote, reporter, &branch, s.dry_run).await?;
+        if branch_head.is_some() && s.dry_run {
+            files_ref = move_marker(&branch);
+        }
+    }
     let main_files = match main_head {
         Some(_) => remote.files("main").await?,
         None => BTreeMap::new(),
     };
     // A new branch starts from `main`, so that is what it will hold before our commit.
     let base_files = match &branch_head {
-        Some(_) if branch != "main" => remote.files(&branch).await?,
+        Some(_) if branch != "main" => remote.files(&files_ref).await?,
         _ => main_files.clone(),
     };
 
