@@ -7,8 +7,10 @@
 //! meanwhile) starts over and removes the stale staging branch.
 //!
 //! Moving an existing branch: the Hub has no "set branch to commit", so the branch is deleted
-//! and created again at the staged head; between the two requests it is absent (never mixed),
-//! and a re-run recreates it. With `--create-pr` the pull request is the staging area.
+//! and created again at the staged head; between the two requests it is absent (never mixed).
+//! A `kbuild-moving-<branch>` marker at the staged head is set before the delete, so a re-run
+//! after a move that lost the branch recreates it there, with everything it held. With
+//! `--create-pr` the pull request is the staging area.
 
 use std::future::Future;
 use std::sync::Arc;
