@@ -263,6 +263,21 @@ class Floor:
     def work(self) -> float:
         return sum(t for t, _ in self.passes)
 
+    def pipeline(self) -> tuple[float, str]:
+        """The longest unit as one nvcc runs it: its device passes side by side (as many
+        threads as capabilities), then its host pass, which compiles the fatbinary in. No
+        schedule of whole nvcc invocations beats this (the floor above assumes a unit's host
+        pass could overlap its own device passes)."""
+        units: dict[str, dict[str, float]] = {}
+        for t, what in self.passes:
+            unit, _, kind = what.partition(" device ") if " device " in what else what.partition(" host")
+            part = units.setdefault(unit, {"device": 0.0, "host": 0.0})
+            if " device " in what:
+                part["device"] = max(part["device"], t)
+            else:
+                part["host"] += t
+        return max((d["device"] + d["host"], u) for u, d in units.items())
+
     def to_json(self) -> dict:
         return {"passes": self.passes, "link": self.link}
 
@@ -514,6 +529,11 @@ def report(results: dict, header: str) -> str:
             lines.append(f"work bound at -j{jobs}: {fmt_s(work)} = max(longest pass, all "
                          f"passes {fmt_s(fl.work())} / {jobs}) + link" +
                          (f"; kbuild cold = {cold / work:.2f}x it" if cold else ""))
+            unit_s, unit = fl.pipeline()
+            pipe = unit_s + fl.link
+            lines.append(f"nvcc pipeline bound: {fmt_s(pipe)} = longest unit {fmt_s(unit_s)} ({unit}: "
+                         f"its longest device pass, then its host pass) + link" +
+                         (f"; kbuild cold = {cold / pipe:.2f}x it" if cold else ""))
             lines.append("passes alone: " + "; ".join(f"{w} {fmt_s(t)}" for t, w in fl.passes))
         levers = {k: v for k, v in r["levers"].items() if v.cases}
         if levers:
