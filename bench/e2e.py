@@ -122,6 +122,29 @@ def compile_model(model, blocks, how):
     return model
 
 
+def fused_ops_in_graph(model, inputs):
+    """{op: count} of the ltx_kernels ops dynamo puts into the graphs of one forward (a trace
+    with a recording backend, nothing compiled): whether the transformer-level forward (chain,
+    rope_grid) ran under torch.compile or fell back. An eager forward can take a path that a
+    traced one does not (torch 2.11 once hid the patched blocks from it)."""
+    seen: dict[str, int] = {}
+
+    def record(gm, example_inputs):
+        for node in gm.graph.nodes:
+            target = str(node.target)
+            if node.op == "call_function" and "ltx_kernels" in target:
+                parts = target.split(".")
+                op = parts[-2] if len(parts) > 2 else parts[-1]
+                seen[op] = seen.get(op, 0) + 1
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend=record)(**inputs)
+    torch._dynamo.reset()
+    return dict(sorted(seen.items()))
+
+
 def uncompile(blocks):
     for block in blocks:
         block._compiled_call_impl = None
@@ -177,6 +200,8 @@ def run_model(name, lk, args):
         uncompile(blocks)
     counts = lk.patch_transformer(model)
     print(f"  {name} patch_transformer: {counts}", flush=True)
+    graph_ops = fused_ops_in_graph(model, inputs)
+    print(f"  {name} ltx_kernels ops in the traced graph: {graph_ops}", flush=True)
     measure("eager + kernels", model)
     profile("eager + kernels", model)
     compiled = compile_model(model, blocks, how)
@@ -195,7 +220,7 @@ def run_model(name, lk, args):
     eager.pop("out")
     del model
     torch.cuda.empty_cache()
-    return dict(model=name, params_b=params, counts=counts, rows=rows, compile=how)
+    return dict(model=name, params_b=params, counts=counts, graph_ops=graph_ops, rows=rows, compile=how)
 
 
 # ---- the LTX block's pieces on their own -------------------------------------------------------
