@@ -31,7 +31,6 @@ mod publish_cli;
 mod publish_e2e;
 mod publish_faults;
 mod publish_links;
-mod publish_move;
 mod publish_server;
 mod publish_verify;
 mod stable_abi;

@@ -321,3 +321,90 @@ fn a_non_utf8_hf_token_is_an_error_not_a_missing_token() {
     assert!(!stderr.contains("kbuildTestSecret"), "{stderr}");
     assert!(hub.log().is_empty());
 }
+
+/// Paths under `build/` on `v1`.
+fn build_files(hub: &Hub) -> Vec<String> {
+    let tree = get_json(hub, "/api/kernels/org/relu/tree/v1/build?recursive=true");
+    let mut files: Vec<String> = tree
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "file")
+        .map(|e| e["path"].as_str().unwrap().to_string())
+        .collect();
+    files.sort();
+    files
+}
+
+/// A multi-commit publish to an existing branch moves it by deleting and recreating it (the
+/// Hub has no "set branch"). When the recreate keeps failing the branch is absent and the error
+/// says so; a re-run brings it back with everything it held before (variants published from
+/// elsewhere) plus the new build.
+#[test]
+fn a_branch_lost_while_moving_is_named_and_a_rerun_restores_it_with_its_other_variants() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    write_variant(
+        &build,
+        &VariantSpec {
+            dir_name: "torch-cpu",
+            id: "_relu_cpu_fff0000",
+            ..VariantSpec::default()
+        },
+    );
+    // `v1` holds one variant, published "from another machine".
+    hub.publish(&build, &["--repo", REPO, "--variant", CPU_VARIANT])
+        .success();
+    let before = build_files(&hub);
+    assert!(
+        before
+            .iter()
+            .all(|p| p.starts_with(&format!("build/{CPU_VARIANT}/")))
+    );
+
+    // The other variant in several commits: staged (branch request 1 creates the staging
+    // branch, 2 the move marker), then `v1` deleted (3) and its recreation fails on every try.
+    hub.arm("branch:500:5:3");
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", "2")];
+    let args = ["--repo", REPO, "--variant", "torch-cpu"];
+    let run = hub.publish_with(&build, &args, &env);
+    assert!(!run.ok);
+    run.assert_no_token();
+    assert!(
+        run.stderr.contains(
+            "`v1` is missing until the move is done: re-run `kbuild publish` to recreate it"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!branches(&hub).contains(&"v1".to_string()));
+
+    // A dry run says what the re-run will do and does nothing.
+    let mut dry = args.to_vec();
+    dry.push("--dry-run");
+    let plan = hub.publish_with(&build, &dry, &env).success();
+    assert!(
+        plan.stderr
+            .contains("Would restore branch `v1` from `kbuild-moving-v1`"),
+        "{}",
+        plan.stderr
+    );
+    assert!(!branches(&hub).contains(&"v1".to_string()));
+
+    hub.publish_with(&build, &args, &env).success();
+    let after = build_files(&hub);
+    for path in &before {
+        assert!(after.contains(path), "{path} was lost from v1: {after:?}");
+    }
+    assert!(
+        after.iter().any(|p| p.starts_with("build/torch-cpu/")),
+        "{after:?}"
+    );
+    assert!(
+        branches(&hub)
+            .iter()
+            .all(|b| !b.starts_with("kbuild-staging-")),
+        "{:?}",
+        branches(&hub)
+    );
+}
