@@ -61,7 +61,12 @@ pub(super) async fn commit_plan(
 
 /// `kbuild-staging-v1-0123456789ab`.
 fn staging_name(branch: &str, base: &str) -> String {
-    format!("kbuild-staging-{branch}-{}", &base[..base.len().min(12)])
+    format!("{}{}", staging_prefix(branch), &base[..base.len().min(12)])
+}
+
+/// What every staging branch of `branch` starts with, whatever its base.
+fn staging_prefix(branch: &str) -> String {
+    format!("kbuild-staging-{branch}-")
 }
 
 /// `kbuild-moving-v1`: set to the complete staged head before an existing branch is deleted
@@ -98,14 +103,24 @@ pub(super) async fn restore_moved(
     );
     remote.create_branch(branch, Some(&head)).await?;
     // The move is done: its staging branch and the marker have served.
-    let prefix = format!("kbuild-staging-{branch}-");
+    let prefix = staging_prefix(branch);
     let staged = refs.branches.keys().filter(|n| n.starts_with(&prefix));
-    for done in staged.chain([&marker]) {
-        if let Err(e) = remote.delete_branch(done).await {
-            reporter.warn(&format!("could not remove branch `{done}`: {e}"));
+    remove_branches(remote, reporter, staged.chain([&marker])).await;
+    Ok(Some(head))
+}
+
+/// Delete branches kbuild no longer needs; a failure only warns (they are bookkeeping, and a
+/// later publish removes what is left).
+async fn remove_branches(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    names: impl IntoIterator<Item = &String>,
+) {
+    for name in names {
+        if let Err(e) = remote.delete_branch(name).await {
+            reporter.warn(&format!("could not remove branch `{name}`: {e}"));
         }
     }
-    Ok(Some(head))
 }
 
 async fn staged(
@@ -120,20 +135,15 @@ async fn staged(
     let branch = target.branch;
     let staging = staging_name(branch, base);
     let refs = remote.refs().await?;
-    let prefix = format!("kbuild-staging-{branch}-");
+    let prefix = staging_prefix(branch);
     // A marker beside an existing branch is left from a move that finished without removing it.
     let marker = move_marker(branch);
     let stale_marker = refs.branches.contains_key(&marker).then_some(&marker);
-    for stale in refs
+    let stale = refs
         .branches
         .keys()
-        .filter(|n| n.starts_with(&prefix) && **n != staging)
-        .chain(stale_marker)
-    {
-        if let Err(e) = remote.delete_branch(stale).await {
-            reporter.warn(&format!("could not remove the stale staging branch: {e}"));
-        }
-    }
+        .filter(|n| n.starts_with(&prefix) && **n != staging);
+    remove_branches(remote, reporter, stale.chain(stale_marker)).await;
     let rest;
     let (mut head, work) = match refs.branches.get(&staging) {
         Some(staged_head) => {
@@ -207,11 +217,7 @@ async fn staged(
         .await
         .map_err(|e| moving(!target.is_new, e))?;
     let leftovers = [Some(&staging), (!target.is_new).then_some(&marker)];
-    for leftover in leftovers.into_iter().flatten() {
-        if let Err(e) = remote.delete_branch(leftover).await {
-            reporter.warn(&format!("could not remove branch `{leftover}`: {e}"));
-        }
-    }
+    remove_branches(remote, reporter, leftovers.into_iter().flatten()).await;
     Ok(done)
 }
 
