@@ -194,46 +194,36 @@ print("ok")
     assert_eq!(stdout_json(&again)["fetches"], serde_json::json!([]));
 }
 
-#[test]
-fn a_tag_the_repository_lacks_fails_at_the_depends_entry_and_leaves_the_cache_clean() {
+/// Build the fixture against a repository whose only tag is `tag`, holding CUTLASS `release`:
+/// the build must fail and leave kbuild's cache empty. Returns what it printed, redacted.
+fn failed_fetch_output(tag: &str, release: (u32, u32)) -> String {
     let project = fixture("cutlass-git");
     let repos = tempfile::tempdir().unwrap();
-    let url = cutlass_repo(repos.path(), "v3.9.1", (3, 9));
+    let url = cutlass_repo(repos.path(), tag, release);
     let cache = tempfile::tempdir().unwrap();
 
     let out =
         run(kbuild_with(project.path(), cache.path(), &url).args(["build", "--backend", "cpu"]));
     assert!(!out.status.success());
     assert_eq!(cache_entries(cache.path()), Vec::<String>::new());
-    insta::assert_snapshot!(redacted(
+    redacted(
         &out,
         &[
             (repos.path(), "<repos>"),
             (cache.path(), "<cache>"),
-            (project.path(), "<project>")
-        ]
-    ));
+            (project.path(), "<project>"),
+        ],
+    )
+}
+
+#[test]
+fn a_tag_the_repository_lacks_fails_at_the_depends_entry_and_leaves_the_cache_clean() {
+    insta::assert_snapshot!(failed_fetch_output("v3.9.1", (3, 9)));
 }
 
 #[test]
 fn a_tag_holding_another_release_is_refused_and_leaves_the_cache_clean() {
-    let project = fixture("cutlass-git");
-    let repos = tempfile::tempdir().unwrap();
-    let url = cutlass_repo(repos.path(), "v3.9.2", (3, 8));
-    let cache = tempfile::tempdir().unwrap();
-
-    let out =
-        run(kbuild_with(project.path(), cache.path(), &url).args(["build", "--backend", "cpu"]));
-    assert!(!out.status.success());
-    assert_eq!(cache_entries(cache.path()), Vec::<String>::new());
-    insta::assert_snapshot!(redacted(
-        &out,
-        &[
-            (repos.path(), "<repos>"),
-            (cache.path(), "<cache>"),
-            (project.path(), "<project>")
-        ]
-    ));
+    insta::assert_snapshot!(failed_fetch_output("v3.9.2", (3, 8)));
 }
 
 #[test]
