@@ -1,12 +1,13 @@
 //! Reading the project's own files (build.toml, sources, the Python package): regular files
 //! only, opened so that a FIFO cannot block the build and read with a size cap, so that a link
 //! to `/dev/zero` or a FIFO in the sources ends in an error naming the file instead of a hang.
+//! And writing kbuild's own records atomically ([`write_atomic`]).
 //!
 //! A leaf module: it imports nothing from the crate. Links are followed (a project may link a
 //! shared header in); whether the target stays inside the project is the caller's check.
 
 use std::fs::{File, FileType};
-use std::io::{self, Read};
+use std::io::{self, Read, Write as _};
 use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::Path;
 
@@ -89,6 +90,19 @@ pub fn stream_regular(path: &Path, mut sink: impl FnMut(&[u8])) -> io::Result<u6
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Write through a temporary file in the same directory and rename it into place, so readers
+/// see the old content or the new, never a torn one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&temp_prefix("tmp"))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// `.<kind>-<pid>-`: the start of the name of a temporary file or directory this process

@@ -95,13 +95,7 @@ impl Costs {
             seconds: self.seconds.clone(),
         };
         let json = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
-        std::fs::create_dir_all(&self.work_dir)?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(&crate::files::temp_prefix("tmp"))
-            .tempfile_in(&self.work_dir)?;
-        std::io::Write::write_all(&mut tmp, &json)?;
-        tmp.persist(path(&self.work_dir)).map_err(|e| e.error)?;
-        Ok(())
+        crate::files::write_atomic(&path(&self.work_dir), &json)
     }
 }
 

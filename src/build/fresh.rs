@@ -147,10 +147,7 @@ pub(super) fn record(
         trees,
     };
     let json = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(places.work_dir)?;
-    std::io::Write::write_all(&mut tmp, &json)?;
-    tmp.persist(record_path(places.work_dir))
-        .map_err(|e| e.error)?;
+    crate::files::write_atomic(&record_path(places.work_dir), &json)?;
     Ok(true)
 }
 

@@ -3,7 +3,6 @@
 //! An object is fresh when the manifest, the object and every recorded dependency still match.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -175,7 +174,7 @@ impl Cache {
             };
         };
         let json = serde_json::to_vec(manifest).map_err(std::io::Error::other)?;
-        write_atomic(&path, &json)
+        crate::files::write_atomic(&path, &json)
     }
 }
 
@@ -235,19 +234,6 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
     let mut h = Sha256::new();
     std::io::copy(&mut file, &mut h)?;
     Ok(hex::encode(h.finalize()))
-}
-
-/// Write through a temporary file in the same directory and rename it into place, so readers
-/// see the old content or the new, never a torn one.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&crate::files::temp_prefix("tmp"))
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -167,12 +167,7 @@ impl FactCache {
             return Ok(());
         }
         let json = serde_json::to_vec_pretty(&*lock(&self.store)).map_err(std::io::Error::other)?;
-        let dir = file.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        std::io::Write::write_all(&mut tmp, &json)?;
-        tmp.persist(file).map_err(|e| e.error)?;
-        Ok(())
+        crate::files::write_atomic(file, &json)
     }
 }
 
