@@ -270,9 +270,10 @@ class Floor:
         pass could overlap its own device passes)."""
         units: dict[str, dict[str, float]] = {}
         for t, what in self.passes:
-            unit, _, kind = what.partition(" device ") if " device " in what else what.partition(" host")
-            part = units.setdefault(unit, {"device": 0.0, "host": 0.0})
-            if " device " in what:
+            device = " device " in what
+            part = units.setdefault(what.split(" device " if device else " host")[0],
+                                    {"device": 0.0, "host": 0.0})
+            if device:
                 part["device"] = max(part["device"], t)
             else:
                 part["host"] += t
