@@ -21,7 +21,7 @@ hashes the sources, and every edit would recompile the bindings too).
 Levers (`--levers baseline,jobserver,ljf,all`): the kbuild cold case once more per setting of
 its scheduling levers, each alone: `baseline` (nvcc `--threads` split, jobs in plan order),
 `jobserver` (nvcc's device passes share kbuild's jobserver), `ljf` (jobs start longest first by
-the last build's times), `all` (both). Those cold builds start without objects and without the
+the last build's times; kbuild's default), `all` (both). Those cold builds start without objects and without the
 toolchain cache, but with `build/.kbuild/costs.json` from the bench's previous kbuild build (an
 untimed warm-up build makes one when there is none yet), since longest-first needs the last
 build's times; the plain `cold` case removes build/ entirely (a first build ever).

@@ -25,7 +25,10 @@ pub struct JobBudget {
     /// Threads nvcc's device passes may use in total, split between the jobs running at once.
     pub nvcc_threads: usize,
     /// nvcc's device passes take their slots from the build's jobserver (`--jobserver`, where
-    /// nvcc has it) instead of a fixed share of `nvcc_threads`. `KBUILD_JOBSERVER=0`: off.
+    /// nvcc has it) instead of a fixed share of `nvcc_threads`. Off unless `KBUILD_JOBSERVER=1`:
+    /// nvcc 13.0-13.2 accept the jobserver but then run a unit's device passes one at a time,
+    /// with free tokens in the pipe (under GNU make too), so it made every multi-capability
+    /// unit serial (`tests/it/build_schedule.rs` pins that down).
     pub jobserver: bool,
     /// Which compile job starts first. `KBUILD_SCHEDULE=fifo`: in plan order.
     pub order: Order,
@@ -43,8 +46,8 @@ pub enum Order {
 
 impl JobBudget {
     /// `requested` jobs (`-j`), else as many as cores and memory allow; nvcc threads from cores.
-    /// The scheduling levers come from `KBUILD_JOBSERVER` and `KBUILD_SCHEDULE` (both on by
-    /// default; the benchmark turns them off one at a time).
+    /// The scheduling levers come from `KBUILD_JOBSERVER` (off by default) and
+    /// `KBUILD_SCHEDULE` (longest first by default); the benchmark sets them one at a time.
     pub fn for_machine(requested: Option<usize>) -> Self {
         let cores = thread::available_parallelism().map_or(1, |n| n.get());
         let env = |name: &str| std::env::var(name).unwrap_or_default();
@@ -53,7 +56,7 @@ impl JobBudget {
                 .unwrap_or_else(|| jobs_for(cores, mem_available()))
                 .max(1),
             nvcc_threads: cores,
-            jobserver: !matches!(env("KBUILD_JOBSERVER").as_str(), "0" | "off" | "false"),
+            jobserver: matches!(env("KBUILD_JOBSERVER").as_str(), "1" | "on" | "true"),
             order: match env("KBUILD_SCHEDULE").as_str() {
                 "fifo" => Order::Fifo,
                 _ => Order::LongestFirst,

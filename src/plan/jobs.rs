@@ -162,8 +162,8 @@ pub(super) fn fill_compiled_variant(
     Ok(archs.notes)
 }
 
-/// nvcc 13 takes GNU make jobserver slots for its device passes (`--jobserver`); older ones
-/// reject the option.
+/// nvcc 13 accepts `--jobserver` (older ones reject the option); kbuild passes it only when
+/// `KBUILD_JOBSERVER=1` asks, since nvcc then runs its device passes one at a time.
 fn nvcc_has_jobserver(nvcc: &Nvcc) -> bool {
     nvcc.version >= (13, 0)
 }
