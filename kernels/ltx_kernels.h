@@ -1,14 +1,53 @@
 // Interface between the torch binding (shape checks, allocation) and the per-backend
 // implementations (kernels/cuda/*.cu for the cuda backend, kernels/cpu/*.cpp for cpu).
-// Plain data only: the binding resolves views and broadcasting once, so the backends see
-// raw pointers and strides and the .cu files need no ATen tensor headers.
+// Plain data only: the binding resolves views and broadcasting once, picks the device and
+// stream, and raises the errors a launcher reports, so the backends see raw pointers and
+// strides and the .cu files include no torch header at all (c10's headers cost every nvcc
+// pass of a unit seconds: host preprocessing, cudafe++ and each arch's cicc).
 #pragma once
 
-#include <c10/core/ScalarType.h>
-
 #include <cstdint>
+#include <string>
+#include <utility>
+
+// cudaStream_t is `CUstream_st*`; the declaration keeps CUDA's headers out of the CPU backend.
+struct CUstream_st;
 
 namespace ltx {
+
+// The element types the kernels are built for (the binding converts c10::ScalarType).
+enum class Dtype : int {
+  Float32 = 0,
+  Float16 = 1,
+  BFloat16 = 2,
+};
+
+// c10::toString's name of the dtype, so that messages read as when they printed a ScalarType.
+inline const char* dtype_name(Dtype d) {
+  switch (d) {
+    case Dtype::Float32:
+      return "Float";
+    case Dtype::Float16:
+      return "Half";
+    case Dtype::BFloat16:
+      return "BFloat16";
+  }
+  return "Undefined";
+}
+
+// What a launch_* reports back; the binding raises it. `error`: a message raised as is.
+// `cuda_error`: a failed CUDA runtime call's cudaError_t, raised as C10_CUDA_CHECK raises it.
+struct [[nodiscard]] Status {
+  std::string error;
+  int cuda_error = 0;
+};
+
+inline Status fail(std::string message) { return Status{std::move(message), 0}; }
+
+// "ltx_kernels.<op>: unsupported dtype <name>" (the binding checks dtypes first).
+inline Status unsupported_dtype(const char* op, Dtype d) {
+  return fail(std::string("ltx_kernels.") + op + ": unsupported dtype " + dtype_name(d));
+}
 
 // Row r of a [rows, hidden] operand starts at element
 //   (r / inner) * outer_stride + (r % inner) * inner_stride
@@ -31,8 +70,9 @@ enum class NormKind : int {
 
 struct NormParams {
   NormKind kind = NormKind::Rms;
-  c10::ScalarType dtype = c10::ScalarType::Float;
+  Dtype dtype = Dtype::Float32;
   int device_index = -1;
+  CUstream_st* stream = nullptr;  // cuda: torch's current stream on device_index
   int64_t rows = 0;
   int64_t hidden = 0;
   float eps = 1e-6f;
@@ -47,9 +87,10 @@ struct NormParams {
 
 // Interleaved-pair rotary embedding over x viewed as [batch, seq, width].
 struct RopeParams {
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  c10::ScalarType table_dtype = c10::ScalarType::Float;
+  Dtype dtype = Dtype::Float32;
+  Dtype table_dtype = Dtype::Float32;
   int device_index = -1;
+  CUstream_st* stream = nullptr;  // cuda: torch's current stream on device_index
   int64_t batch = 0;
   int64_t seq = 0;
   int64_t width = 0;  // heads * head_dim
@@ -70,8 +111,9 @@ enum class ActKind : int {
 
 struct ActParams {
   ActKind kind = ActKind::GeluTanh;
-  c10::ScalarType dtype = c10::ScalarType::Float;
+  Dtype dtype = Dtype::Float32;
   int device_index = -1;
+  CUstream_st* stream = nullptr;  // cuda: torch's current stream on device_index
   int64_t rows = 0;
   int64_t width = 0;  // output width d
   RowMap x;           // rows of width d (GeluTanh) or 2d (Geglu)
@@ -83,9 +125,10 @@ struct ActParams {
 // separate norm would, then rotated by the interleaved-pair RoPE with full-width tables.
 // One pass reads q, k and the table row of a token once for every batch that shares it.
 struct QkNormRopeParams {
-  c10::ScalarType dtype = c10::ScalarType::Float;
-  c10::ScalarType table_dtype = c10::ScalarType::Float;
+  Dtype dtype = Dtype::Float32;
+  Dtype table_dtype = Dtype::Float32;
   int device_index = -1;
+  CUstream_st* stream = nullptr;  // cuda: torch's current stream on device_index
   int64_t batch = 0;
   int64_t seq = 0;
   int64_t width = 0;
@@ -128,8 +171,9 @@ enum class ResidualKind : int {
 
 struct ResidualParams {
   ResidualKind kind = ResidualKind::Gated;
-  c10::ScalarType dtype = c10::ScalarType::Float;
+  Dtype dtype = Dtype::Float32;
   int device_index = -1;
+  CUstream_st* stream = nullptr;  // cuda: torch's current stream on device_index
   int64_t rows = 0;
   int64_t hidden = 0;
   float eps = 1e-6f;
@@ -143,10 +187,11 @@ struct ResidualParams {
   void* norm_out = nullptr;  // AdaLn: contiguous [rows, hidden]
 };
 
-void launch_norm(const NormParams& p);
-void launch_rope(const RopeParams& p);
-void launch_activation(const ActParams& p);
-void launch_qk_norm_rope(const QkNormRopeParams& p);
-void launch_residual(const ResidualParams& p);
+// The CUDA launchers run on the device the binding made current, on p.stream.
+Status launch_norm(const NormParams& p);
+Status launch_rope(const RopeParams& p);
+Status launch_activation(const ActParams& p);
+Status launch_qk_norm_rope(const QkNormRopeParams& p);
+Status launch_residual(const ResidualParams& p);
 
 }  // namespace ltx

@@ -1,7 +1,8 @@
-// Op schemas and the shape/dtype checks shared by both backends. Everything here is backend
-// neutral: it resolves views and broadcasting into plain pointers and strides
-// (kernels/ltx_kernels.h) and calls the backend's launch_* (CUDA kernels in the cuda variant,
-// C++ loops in the cpu variant), registered under the matching dispatch key.
+// Op schemas and the shape/dtype checks shared by both backends. It resolves views and
+// broadcasting into plain pointers and strides (kernels/ltx_kernels.h) and calls the backend's
+// launch_* (CUDA kernels in the cuda variant, C++ loops in the cpu variant), registered under the
+// matching dispatch key. Everything torch-facing lives here, so that the kernels include no
+// torch header: the device guard and stream (cuda variant), dtype conversion, raising errors.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_addmm_activation.h>
 #include <ATen/ops/addmm.h>
@@ -9,6 +10,12 @@
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/mm.h>
 #include <torch/library.h>
+
+#if defined(CUDA_KERNEL)
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <algorithm>
 #include <string>
@@ -43,6 +50,37 @@ void check_operand(const at::Tensor& t, const at::Tensor& x, const char* op, con
 }
 
 int device_index(const at::Tensor& x) { return x.is_cuda() ? x.get_device() : -1; }
+
+// Only called on a dtype that supported_dtype accepted.
+ltx::Dtype dtype_of(c10::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return ltx::Dtype::Float32;
+    case at::kHalf:
+      return ltx::Dtype::Float16;
+    case at::kBFloat16:
+      return ltx::Dtype::BFloat16;
+    default:
+      TORCH_CHECK(false, "ltx_kernels: unsupported dtype ", t);
+  }
+  return ltx::Dtype::Float32;  // unreachable: TORCH_CHECK(false) throws
+}
+
+// Runs a backend launcher and raises what it reports. The cuda variant first makes the
+// operands' device current and hands the launcher torch's current stream on it.
+template <typename Params>
+void launch(ltx::Status (*launcher)(const Params&), Params p) {
+#if defined(CUDA_KERNEL)
+  const auto device = static_cast<c10::DeviceIndex>(p.device_index);
+  const c10::cuda::CUDAGuard guard(device);
+  p.stream = c10::cuda::getCurrentCUDAStream(device).stream();
+#endif
+  const ltx::Status status = launcher(p);
+#if defined(CUDA_KERNEL)
+  if (status.cuda_error != 0) C10_CUDA_CHECK(static_cast<cudaError_t>(status.cuda_error));
+#endif
+  TORCH_CHECK(status.error.empty(), status.error);
+}
 
 // Rows of `t` (already of shape leading + [width], last dim contiguous) as a RowMap, merging
 // leading dims whose strides allow it. More than two irreducible levels: copy to contiguous.
@@ -128,7 +166,7 @@ ltx::NormParams norm_params(const at::Tensor& out, at::Tensor& x, ltx::NormKind 
                             const std::optional<at::Tensor>& w, double eps) {
   ltx::NormParams p;
   p.kind = kind;
-  p.dtype = x.scalar_type();
+  p.dtype = dtype_of(x.scalar_type());
   p.device_index = device_index(x);
   p.hidden = x.size(-1);
   p.rows = p.hidden == 0 ? 0 : x.numel() / p.hidden;
@@ -164,7 +202,7 @@ void rms_norm_out(at::Tensor& out, const at::Tensor& x_in, const std::optional<a
   check_out(out, x_in, x_in.sizes(), "rms_norm");
   const auto w = checked_weight(weight, x_in, "rms_norm");
   at::Tensor x = x_in;
-  ltx::launch_norm(norm_params(out, x, ltx::NormKind::Rms, w, eps));
+  launch(ltx::launch_norm, norm_params(out, x, ltx::NormKind::Rms, w, eps));
 }
 
 at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
@@ -187,7 +225,7 @@ void fused_residual_gated_rms_norm_out(at::Tensor& out, const at::Tensor& x_in,
   if (p.rows == 0) return;
   p.residual = cond_rows(residual, x_in, op, "residual", keep_r);
   p.gate = cond_rows(gate, x_in, op, "gate", keep_g);
-  ltx::launch_norm(p);
+  launch(ltx::launch_norm, p);
 }
 
 at::Tensor fused_residual_gated_rms_norm(const at::Tensor& x, const at::Tensor& residual,
@@ -212,7 +250,7 @@ void adaln_out(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& scale,
   if (p.rows == 0) return;
   p.scale = cond_rows(scale, x_in, "adaln", "scale", keep_s);
   p.shift = cond_rows(shift, x_in, "adaln", "shift", keep_b);
-  ltx::launch_norm(p);
+  launch(ltx::launch_norm, p);
 }
 
 at::Tensor adaln(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
@@ -272,8 +310,8 @@ void rope_3d_out(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& cos_
   sin = sin.contiguous();
 
   ltx::RopeParams p;
-  p.dtype = x.scalar_type();
-  p.table_dtype = cos.scalar_type();
+  p.dtype = dtype_of(x.scalar_type());
+  p.table_dtype = dtype_of(cos.scalar_type());
   p.device_index = device_index(x);
   p.batch = batch;
   p.seq = seq;
@@ -287,7 +325,7 @@ void rope_3d_out(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& cos_
   p.table_batch = cos.size(0);
   p.table_width = cos.size(2);
   if (p.table_batch == 1 || batch == 1) p.table_batch = 1;
-  ltx::launch_rope(p);
+  launch(ltx::launch_rope, p);
 }
 
 at::Tensor rope_3d(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
@@ -302,14 +340,14 @@ void geglu_out(at::Tensor& out, const at::Tensor& x_in) {
   check_out(out, x_in, shape, "geglu");
   ltx::ActParams p;
   p.kind = ltx::ActKind::Geglu;
-  p.dtype = x_in.scalar_type();
+  p.dtype = dtype_of(x_in.scalar_type());
   p.device_index = device_index(x_in);
   p.width = shape.back();
   p.rows = p.width == 0 ? 0 : out.numel() / p.width;
   p.out = out.data_ptr();
   at::Tensor x = x_in;
   if (p.rows > 0) p.x = rows_of(x);
-  ltx::launch_activation(p);
+  launch(ltx::launch_activation, p);
 }
 
 at::Tensor geglu(const at::Tensor& x) {
@@ -325,13 +363,13 @@ void gelu_tanh_out(at::Tensor& out, const at::Tensor& x_in) {
   const at::Tensor x = x_in.contiguous();
   ltx::ActParams p;
   p.kind = ltx::ActKind::GeluTanh;
-  p.dtype = x.scalar_type();
+  p.dtype = dtype_of(x.scalar_type());
   p.device_index = device_index(x);
   p.rows = 1;
   p.width = x.numel();
   p.x.ptr = x.data_ptr();
   p.out = out.data_ptr();
-  ltx::launch_activation(p);
+  launch(ltx::launch_activation, p);
 }
 
 at::Tensor gelu_tanh(const at::Tensor& x) {
@@ -377,7 +415,7 @@ QkCall qk_call(const at::Tensor& q, const at::Tensor& k, const std::optional<at:
   c.qr = seq_rows(q);
   c.kr = seq_rows(k);
   ltx::QkNormRopeParams& p = c.p;
-  p.dtype = q.scalar_type();
+  p.dtype = dtype_of(q.scalar_type());
   p.device_index = device_index(q);
   p.batch = q.size(0);
   p.seq = q.size(1);
@@ -430,11 +468,11 @@ std::tuple<at::Tensor, at::Tensor> qk_norm_rope(const at::Tensor& q, const at::T
   sin = sin.contiguous();
 
   ltx::QkNormRopeParams& p = call.p;
-  p.table_dtype = cos.scalar_type();
+  p.table_dtype = dtype_of(cos.scalar_type());
   p.cos = cos.data_ptr();
   p.sin = sin.data_ptr();
   p.table_batch = cos.size(0) == 1 || batch == 1 ? 1 : batch;
-  ltx::launch_qk_norm_rope(p);
+  launch(ltx::launch_qk_norm_rope, p);
   return {call.q_out, call.k_out};
 }
 
@@ -468,7 +506,7 @@ std::tuple<at::Tensor, at::Tensor> qk_norm_rope_grid(const at::Tensor& q, const 
   p.axis_w = aw.data_ptr<float>();
   p.grid_h = std::max<int64_t>(ah.size(0), 1);
   p.grid_w = std::max<int64_t>(aw.size(0), 1);
-  ltx::launch_qk_norm_rope(p);
+  launch(ltx::launch_qk_norm_rope, p);
   return {call.q_out, call.k_out};
 }
 
@@ -481,7 +519,7 @@ ltx::ResidualParams residual_params(ltx::ResidualKind kind, const at::Tensor& h_
               h_in.sizes(), ", got ", y.sizes());
   ltx::ResidualParams p;
   p.kind = kind;
-  p.dtype = h_in.scalar_type();
+  p.dtype = dtype_of(h_in.scalar_type());
   p.device_index = device_index(h_in);
   p.hidden = h_in.size(-1);
   p.rows = p.hidden == 0 ? 0 : h_in.numel() / p.hidden;
@@ -501,7 +539,7 @@ at::Tensor gated_residual(const at::Tensor& h, const at::Tensor& y,
   at::Tensor out = at::empty(h.sizes(), h.options());
   at::Tensor keep[3];
   const auto p = residual_params(ltx::ResidualKind::Gated, h, y, gate, out, "gated_residual", keep);
-  ltx::launch_residual(p);
+  launch(ltx::launch_residual, p);
   return out;
 }
 
@@ -525,7 +563,7 @@ std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at:
     p.scale = cond_rows(scale, h, op, "scale", keep_s);
     p.shift = cond_rows(shift, h, op, "shift", keep_b);
   }
-  ltx::launch_residual(p);
+  launch(ltx::launch_residual, p);
   return {h_out, norm_out};
 }
 

@@ -3,7 +3,6 @@
 // spread over threads with at::parallel_for.
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
-#include <c10/util/Exception.h>
 #include <c10/util/Half.h>
 
 #include <algorithm>
@@ -238,33 +237,40 @@ void residual_rows(const ResidualParams& p) {
   });
 }
 
+// Runs f with a value of the element type; false for a dtype without one.
 template <typename F>
-void dispatch(c10::ScalarType dtype, const char* op, F&& f) {
+bool dispatch(Dtype dtype, F&& f) {
   switch (dtype) {
-    case c10::ScalarType::Float:
-      return f(float{});
-    case c10::ScalarType::Half:
-      return f(c10::Half{});
-    case c10::ScalarType::BFloat16:
-      return f(c10::BFloat16{});
-    default:
-      TORCH_CHECK(false, "ltx_kernels.", op, ": unsupported dtype ", dtype);
+    case Dtype::Float32:
+      f(float{});
+      return true;
+    case Dtype::Float16:
+      f(c10::Half{});
+      return true;
+    case Dtype::BFloat16:
+      f(c10::BFloat16{});
+      return true;
   }
+  return false;
 }
 
 }  // namespace
 
-void launch_norm(const NormParams& p) {
-  if (p.rows == 0 || p.hidden == 0) return;
-  dispatch(p.dtype, "norm", [&](auto tag) { norm_rows<decltype(tag)>(p); });
+Status launch_norm(const NormParams& p) {
+  if (p.rows == 0 || p.hidden == 0) return {};
+  if (!dispatch(p.dtype, [&](auto tag) { norm_rows<decltype(tag)>(p); })) {
+    return unsupported_dtype("norm", p.dtype);
+  }
+  return {};
 }
 
-void launch_rope(const RopeParams& p) {
-  if (p.batch == 0 || p.seq == 0 || p.width == 0) return;
-  const bool fp32_table = p.table_dtype == c10::ScalarType::Float;
-  TORCH_CHECK(fp32_table || p.table_dtype == p.dtype,
-              "ltx_kernels.rope_3d: cos/sin must be float32 or the dtype of x");
-  dispatch(p.dtype, "rope_3d", [&](auto tag) {
+Status launch_rope(const RopeParams& p) {
+  if (p.batch == 0 || p.seq == 0 || p.width == 0) return {};
+  const bool fp32_table = p.table_dtype == Dtype::Float32;
+  if (!fp32_table && p.table_dtype != p.dtype) {
+    return fail("ltx_kernels.rope_3d: cos/sin must be float32 or the dtype of x");
+  }
+  const bool dispatched = dispatch(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (fp32_table) {
       rope_rows<T, float>(p);
@@ -272,19 +278,23 @@ void launch_rope(const RopeParams& p) {
       rope_rows<T, T>(p);
     }
   });
+  if (!dispatched) return unsupported_dtype("rope_3d", p.dtype);
+  return {};
 }
 
-void launch_activation(const ActParams& p) {
-  if (p.rows == 0 || p.width == 0) return;
-  dispatch(p.dtype, p.kind == ActKind::Geglu ? "geglu" : "gelu_tanh",
-           [&](auto tag) { activation_rows<decltype(tag)>(p); });
+Status launch_activation(const ActParams& p) {
+  if (p.rows == 0 || p.width == 0) return {};
+  if (!dispatch(p.dtype, [&](auto tag) { activation_rows<decltype(tag)>(p); })) {
+    return unsupported_dtype(p.kind == ActKind::Geglu ? "geglu" : "gelu_tanh", p.dtype);
+  }
+  return {};
 }
 
-void launch_qk_norm_rope(const QkNormRopeParams& p) {
-  if (p.batch == 0 || p.seq == 0 || p.width == 0) return;
+Status launch_qk_norm_rope(const QkNormRopeParams& p) {
+  if (p.batch == 0 || p.seq == 0 || p.width == 0) return {};
   // Grid mode reads no table: any table type instantiates it.
-  const bool fp32_table = p.table_dtype == c10::ScalarType::Float || p.cos == nullptr;
-  dispatch(p.dtype, "qk_norm_rope", [&](auto tag) {
+  const bool fp32_table = p.table_dtype == Dtype::Float32 || p.cos == nullptr;
+  const bool dispatched = dispatch(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (fp32_table) {
       qk_norm_rope_rows<T, float>(p);
@@ -292,12 +302,17 @@ void launch_qk_norm_rope(const QkNormRopeParams& p) {
       qk_norm_rope_rows<T, T>(p);
     }
   });
+  if (!dispatched) return unsupported_dtype("qk_norm_rope", p.dtype);
+  return {};
 }
 
-void launch_residual(const ResidualParams& p) {
-  if (p.rows == 0 || p.hidden == 0) return;
-  dispatch(p.dtype, p.kind == ResidualKind::AdaLn ? "residual_adaln" : "gated_residual",
-           [&](auto tag) { residual_rows<decltype(tag)>(p); });
+Status launch_residual(const ResidualParams& p) {
+  if (p.rows == 0 || p.hidden == 0) return {};
+  if (!dispatch(p.dtype, [&](auto tag) { residual_rows<decltype(tag)>(p); })) {
+    return unsupported_dtype(p.kind == ResidualKind::AdaLn ? "residual_adaln" : "gated_residual",
+                             p.dtype);
+  }
+  return {};
 }
 
 }  // namespace ltx

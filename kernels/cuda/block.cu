@@ -10,6 +10,7 @@
 #include "common.cuh"
 
 #include <algorithm>
+#include <string>
 
 namespace ltx {
 namespace {
@@ -449,15 +450,15 @@ void launch_residual_typed(const ResidualParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-void launch_qk_norm_rope(const QkNormRopeParams& p) {
-  if (p.batch == 0 || p.seq == 0 || p.width == 0) return;
-  TORCH_CHECK(p.seq < (int64_t{1} << 31) && p.batch < (int64_t{1} << 16),
-              "ltx_kernels.qk_norm_rope: at most 2^31 tokens and 2^16 batch entries");
-  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
-  const bool fp32_table = p.table_dtype == c10::ScalarType::Float;
+Status launch_qk_norm_rope(const QkNormRopeParams& p) {
+  if (p.batch == 0 || p.seq == 0 || p.width == 0) return {};
+  if (p.seq >= (int64_t{1} << 31) || p.batch >= (int64_t{1} << 16)) {
+    return fail("ltx_kernels.qk_norm_rope: at most 2^31 tokens and 2^16 batch entries");
+  }
+  const cudaStream_t stream = p.stream;
+  const bool fp32_table = p.table_dtype == Dtype::Float32;
   const bool grid = p.cos == nullptr;
-  LTX_DISPATCH(p.dtype, "qk_norm_rope", [&] {
+  const bool dispatched = LTX_DISPATCH(p.dtype, [&] {
     if (grid) {
       launch_qk_typed<scalar_t, GridTable>(p, stream);
     } else if (fp32_table) {
@@ -466,18 +467,21 @@ void launch_qk_norm_rope(const QkNormRopeParams& p) {
       launch_qk_typed<scalar_t, scalar_t>(p, stream);
     }
   });
-  check_launch("qk_norm_rope", p.dtype, p.device_index);
+  if (!dispatched) return unsupported_dtype("qk_norm_rope", p.dtype);
+  return check_launch("qk_norm_rope", p.dtype, p.device_index);
 }
 
-void launch_residual(const ResidualParams& p) {
+Status launch_residual(const ResidualParams& p) {
   const char* op = p.kind == ResidualKind::AdaLn ? "residual_adaln" : "gated_residual";
-  if (p.rows == 0 || p.hidden == 0) return;
-  TORCH_CHECK(p.rows < (int64_t{1} << 31), "ltx_kernels.", op,
-              ": more than 2^31 rows are not supported");
-  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
-  LTX_DISPATCH(p.dtype, op, [&] { launch_residual_typed<scalar_t>(p, stream); });
-  check_launch(op, p.dtype, p.device_index);
+  if (p.rows == 0 || p.hidden == 0) return {};
+  if (p.rows >= (int64_t{1} << 31)) {
+    return fail(std::string("ltx_kernels.") + op + ": more than 2^31 rows are not supported");
+  }
+  const cudaStream_t stream = p.stream;
+  const bool dispatched =
+      LTX_DISPATCH(p.dtype, [&] { launch_residual_typed<scalar_t>(p, stream); });
+  if (!dispatched) return unsupported_dtype(op, p.dtype);
+  return check_launch(op, p.dtype, p.device_index);
 }
 
 }  // namespace ltx

@@ -7,14 +7,11 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <c10/core/ScalarType.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
-
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
+#include "../ltx_kernels.h"
 #include "kbuild_dtypes.h"
 
 namespace ltx {
@@ -255,76 +252,88 @@ __device__ __forceinline__ uint32_t fdiv(const FastDiv& f, uint32_t n) {
 // ---- host helpers ------------------------------------------------------------------------
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-inline int sm_count(int device) {
+// The SM count of `device` into n, cached per device; a failed query returns its error.
+inline cudaError_t sm_count(int device, int& n) {
   static int cached[64] = {0};
-  if (device < 0 || device >= 64) return 132;
-  if (cached[device] == 0) {
-    int n = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    cached[device] = n;
+  if (device < 0 || device >= 64) {
+    n = 132;
+    return cudaSuccess;
   }
-  return cached[device];
+  if (cached[device] == 0) {
+    int count = 0;
+    const cudaError_t err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+    cached[device] = count;
+  }
+  n = cached[device];
+  return cudaSuccess;
 }
 
 // After a launch: a kernel missing from this GPU's cubin (e.g. bfloat16 on sm_75, which the
 // capability matrix leaves out) surfaces as "no kernel image"; say which op and dtype.
-inline void check_launch(const char* op, c10::ScalarType dtype, int device) {
+inline Status check_launch(const char* op, Dtype dtype, int device) {
   const cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return;
+  if (err == cudaSuccess) return {};
+  const std::string prefix = std::string("ltx_kernels.") + op + ": ";
   if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
     int major = 0, minor = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
     cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    TORCH_CHECK(false, "ltx_kernels.", op, ": no ", c10::toString(dtype),
-                " kernel was built for compute capability ", major, ".", minor,
+    return fail(prefix + "no " + dtype_name(dtype) + " kernel was built for compute capability " +
+                std::to_string(major) + "." + std::to_string(minor) +
                 " (see [kbuild.cuda-capabilities] in build.toml; sm_7x builds float32 and "
                 "float16 only)");
   }
-  TORCH_CHECK(false, "ltx_kernels.", op, ": CUDA launch failed: ", cudaGetErrorString(err));
+  return fail(prefix + "CUDA launch failed: " + cudaGetErrorString(err));
 }
 
 }  // namespace ltx
 
-// Dispatch on the supported dtypes. The cases follow kbuild_dtypes.h: host code sees every
-// dtype of the capability matrix, while a device pass for an arch without bfloat16 (sm_75)
-// preprocesses the bf16 case away, so no bf16 kernel is instantiated into that arch's cubin.
-// Python's `_capabilities.check_dtype` keeps such a kernel from ever being asked for there,
-// and check_launch turns a "no kernel image" error into a readable one if it is.
+// Dispatch on the supported dtypes: runs the callable with `scalar_t` set and yields true, or
+// yields false for a dtype without a case (the launcher reports unsupported_dtype). The cases
+// follow kbuild_dtypes.h: host code sees every dtype of the capability matrix, while a device
+// pass for an arch without bfloat16 (sm_75) preprocesses the bf16 case away, so no bf16 kernel
+// is instantiated into that arch's cubin. Python's `_capabilities.check_dtype` keeps such a
+// kernel from ever being asked for there, and check_launch turns a "no kernel image" error
+// into a readable one if it is.
 #if KBUILD_HAS_FP32
-#define LTX_CASE_FP32(...)          \
-  case c10::ScalarType::Float: {    \
-    using scalar_t = float;         \
-    return __VA_ARGS__();           \
+#define LTX_CASE_FP32(...)       \
+  case ::ltx::Dtype::Float32: {  \
+    using scalar_t = float;      \
+    __VA_ARGS__();               \
+    return true;                 \
   }
 #else
 #define LTX_CASE_FP32(...)
 #endif
 #if KBUILD_HAS_FP16
-#define LTX_CASE_FP16(...)          \
-  case c10::ScalarType::Half: {     \
-    using scalar_t = __half;        \
-    return __VA_ARGS__();           \
+#define LTX_CASE_FP16(...)       \
+  case ::ltx::Dtype::Float16: {  \
+    using scalar_t = __half;     \
+    __VA_ARGS__();               \
+    return true;                 \
   }
 #else
 #define LTX_CASE_FP16(...)
 #endif
 #if KBUILD_HAS_BF16
-#define LTX_CASE_BF16(...)            \
-  case c10::ScalarType::BFloat16: {   \
-    using scalar_t = __nv_bfloat16;   \
-    return __VA_ARGS__();             \
+#define LTX_CASE_BF16(...)          \
+  case ::ltx::Dtype::BFloat16: {    \
+    using scalar_t = __nv_bfloat16; \
+    __VA_ARGS__();                  \
+    return true;                    \
   }
 #else
 #define LTX_CASE_BF16(...)
 #endif
 
-#define LTX_DISPATCH(DTYPE, OP, ...)                                           \
-  [&] {                                                                        \
-    switch (DTYPE) {                                                           \
-      LTX_CASE_FP32(__VA_ARGS__)                                               \
-      LTX_CASE_FP16(__VA_ARGS__)                                               \
-      LTX_CASE_BF16(__VA_ARGS__)                                               \
-      default:                                                                 \
-        TORCH_CHECK(false, "ltx_kernels.", OP, ": unsupported dtype ", DTYPE); \
-    }                                                                          \
+#define LTX_DISPATCH(DTYPE, ...)    \
+  [&]() -> bool {                   \
+    switch (DTYPE) {                \
+      LTX_CASE_FP32(__VA_ARGS__)    \
+      LTX_CASE_FP16(__VA_ARGS__)    \
+      LTX_CASE_BF16(__VA_ARGS__)    \
+      default:                      \
+        return false;               \
+    }                               \
   }()

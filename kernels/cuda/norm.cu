@@ -7,6 +7,7 @@
 #include "common.cuh"
 
 #include <algorithm>
+#include <string>
 #include <type_traits>
 
 // Tuning (bench/NOTES.md has the measurements behind these choices, H200, bf16 H = 3072):
@@ -369,13 +370,14 @@ const char* op_name(NormKind k) {
 
 }  // namespace
 
-void launch_norm(const NormParams& p) {
-  if (p.rows == 0 || p.hidden == 0) return;
-  TORCH_CHECK(p.rows < (int64_t{1} << 31), "ltx_kernels.", op_name(p.kind),
-              ": more than 2^31 rows are not supported");
-  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
-  LTX_DISPATCH(p.dtype, op_name(p.kind), [&] {
+Status launch_norm(const NormParams& p) {
+  if (p.rows == 0 || p.hidden == 0) return {};
+  const char* op = op_name(p.kind);
+  if (p.rows >= (int64_t{1} << 31)) {
+    return fail(std::string("ltx_kernels.") + op + ": more than 2^31 rows are not supported");
+  }
+  const cudaStream_t stream = p.stream;
+  const bool dispatched = LTX_DISPATCH(p.dtype, [&] {
     switch (p.kind) {
       case NormKind::Rms:
         return launch_norm_typed<scalar_t, NormKind::Rms>(p, stream);
@@ -387,7 +389,8 @@ void launch_norm(const NormParams& p) {
         return launch_norm_typed<scalar_t, NormKind::AdaLnLayer>(p, stream);
     }
   });
-  check_launch(op_name(p.kind), p.dtype, p.device_index);
+  if (!dispatched) return unsupported_dtype(op, p.dtype);
+  return check_launch(op, p.dtype, p.device_index);
 }
 
 }  // namespace ltx

@@ -273,8 +273,9 @@ __global__ void __launch_bounds__(kThreads) geglu_scalar_kernel(const ActParams 
   }
 }
 
+// Returns the error of a failed SM count query (nothing was launched then).
 template <typename T>
-void launch_activation_typed(const ActParams& p, cudaStream_t stream) {
+cudaError_t launch_activation_typed(const ActParams& p, cudaStream_t stream) {
   constexpr int N = kVec<T>;
   if (p.kind == ActKind::GeluTanh) {
     // The binding passes a flat contiguous range: rows == 1.
@@ -286,11 +287,12 @@ void launch_activation_typed(const ActParams& p, cudaStream_t stream) {
       const int64_t blocks = std::max<int64_t>((nvec + kGeluUnroll * kThreads - 1) / (kGeluUnroll * kThreads), 1);
       gelu_vec_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, out, n);
     } else {
-      const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads,
-                                               int64_t{32} * sm_count(p.device_index));
+      int sms = 0;
+      if (const cudaError_t err = sm_count(p.device_index, sms); err != cudaSuccess) return err;
+      const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{32} * sms);
       gelu_scalar_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, out, n);
     }
-    return;
+    return cudaSuccess;
   }
   const bool vec = p.width % N == 0 && aligned16(p.x.ptr) && aligned16(p.out) &&
                    p.x.outer_stride % N == 0 && p.x.inner_stride % N == 0;
@@ -308,34 +310,39 @@ void launch_activation_typed(const ActParams& p, cudaStream_t stream) {
     const int tpr = lanes_per_row(p.width);
     geglu_scalar_kernel<T><<<blocks_for_rows(p.rows, tpr), kThreads, 0, stream>>>(p, tpr);
   }
+  return cudaSuccess;
 }
 
 }  // namespace
 
-void launch_rope(const RopeParams& p) {
-  if (p.batch == 0 || p.seq == 0 || p.width == 0) return;
-  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
-  const bool fp32_table = p.table_dtype == c10::ScalarType::Float;
-  TORCH_CHECK(fp32_table || p.table_dtype == p.dtype,
-              "ltx_kernels.rope_3d: cos/sin must be float32 or the dtype of x");
-  LTX_DISPATCH(p.dtype, "rope_3d", [&] {
+Status launch_rope(const RopeParams& p) {
+  if (p.batch == 0 || p.seq == 0 || p.width == 0) return {};
+  const cudaStream_t stream = p.stream;
+  const bool fp32_table = p.table_dtype == Dtype::Float32;
+  if (!fp32_table && p.table_dtype != p.dtype) {
+    return fail("ltx_kernels.rope_3d: cos/sin must be float32 or the dtype of x");
+  }
+  const bool dispatched = LTX_DISPATCH(p.dtype, [&] {
     if (fp32_table) {
       launch_rope_typed<scalar_t, float>(p, stream);
     } else {
       launch_rope_typed<scalar_t, scalar_t>(p, stream);
     }
   });
-  check_launch("rope_3d", p.dtype, p.device_index);
+  if (!dispatched) return unsupported_dtype("rope_3d", p.dtype);
+  return check_launch("rope_3d", p.dtype, p.device_index);
 }
 
-void launch_activation(const ActParams& p) {
+Status launch_activation(const ActParams& p) {
   const char* op = p.kind == ActKind::Geglu ? "geglu" : "gelu_tanh";
-  if (p.rows == 0 || p.width == 0) return;
-  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(p.device_index));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(p.device_index).stream();
-  LTX_DISPATCH(p.dtype, op, [&] { launch_activation_typed<scalar_t>(p, stream); });
-  check_launch(op, p.dtype, p.device_index);
+  if (p.rows == 0 || p.width == 0) return {};
+  const cudaStream_t stream = p.stream;
+  cudaError_t err = cudaSuccess;
+  const bool dispatched =
+      LTX_DISPATCH(p.dtype, [&] { err = launch_activation_typed<scalar_t>(p, stream); });
+  if (!dispatched) return unsupported_dtype(op, p.dtype);
+  if (err != cudaSuccess) return Status{{}, static_cast<int>(err)};
+  return check_launch(op, p.dtype, p.device_index);
 }
 
 }  // namespace ltx
