@@ -29,14 +29,17 @@ fn nvcc_command(job: &CompileJob) -> CommandSpec {
         cmd.arg("-O3");
     }
     common_preprocessor(&mut cmd, job);
+    // One `-gencode` per capability, its PTX in the same one (`code=[sm_90,compute_90]`): as
+    // two, nvcc runs the front end (cicc) twice for that capability, and the extra device pass
+    // does not fit the `--threads` share sized by capabilities.
     for gencode in &job.gencodes {
         let sm = gencode.capability.sm();
-        cmd.arg("-gencode")
-            .arg(format!("arch=compute_{sm},code=sm_{sm}"));
-        if gencode.ptx {
-            cmd.arg("-gencode")
-                .arg(format!("arch=compute_{sm},code=compute_{sm}"));
-        }
+        let code = if gencode.ptx {
+            format!("code=[sm_{sm},compute_{sm}]")
+        } else {
+            format!("code=sm_{sm}")
+        };
+        cmd.arg("-gencode").arg(format!("arch=compute_{sm},{code}"));
     }
     cmd.arg("--threads").arg(job.nvcc_threads.to_string());
     if job.nvcc_jobserver {
