@@ -200,8 +200,7 @@ fn json(out: &Output) -> serde_json::Value {
 }
 
 #[test]
-fn with_kbuild_jobserver_nvcc_shares_the_builds_jobserver_and_compilers_never_outnumber_the_jobs()
-{
+fn with_kbuild_jobserver_nvcc_shares_the_builds_jobserver_and_compilers_never_outnumber_the_jobs() {
     let project = fixture("relu-v5");
     let tools = FakeTools::new();
     let out = tools.build(
@@ -375,9 +374,7 @@ fn device_passes_under(root: &Path) -> usize {
     }
     parent
         .iter()
-        .filter(|(pid, _, comm)| {
-            tree.contains(pid) && matches!(comm.as_str(), "cicc" | "ptxas")
-        })
+        .filter(|(pid, _, comm)| tree.contains(pid) && matches!(comm.as_str(), "cicc" | "ptxas"))
         .count()
 }
 
