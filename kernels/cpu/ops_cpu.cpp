@@ -36,22 +36,25 @@ void norm_rows(const NormParams& p) {
     for (int64_t r = begin; r < end; ++r) {
       const T* x = static_cast<const T*>(p.x.ptr) + row_offset(p.x, r);
       T* out = static_cast<T*>(p.out) + r * h;
-      float mean = 0.0f;
-      float acc = 0.0f;
+      // Statistics in double: a float running sum over a long row (20000 elements around an
+      // offset of 3) drifts by more than fp32's tolerance against the float64 reference.
+      double mean_d = 0.0;
+      double acc = 0.0;
       if (p.kind == NormKind::AdaLnLayer) {
-        for (int64_t i = 0; i < h; ++i) mean += static_cast<float>(x[i]);
-        mean /= static_cast<float>(h);
+        for (int64_t i = 0; i < h; ++i) mean_d += static_cast<double>(x[i]);
+        mean_d /= static_cast<double>(h);
         for (int64_t i = 0; i < h; ++i) {
-          const float d = static_cast<float>(x[i]) - mean;
+          const double d = static_cast<double>(x[i]) - mean_d;
           acc += d * d;
         }
       } else {
         for (int64_t i = 0; i < h; ++i) {
-          const float f = static_cast<float>(x[i]);
+          const double f = static_cast<double>(x[i]);
           acc += f * f;
         }
       }
-      const float rstd = 1.0f / std::sqrt(acc / static_cast<float>(h) + p.eps);
+      const float mean = static_cast<float>(mean_d);
+      const float rstd = static_cast<float>(1.0 / std::sqrt(acc / static_cast<double>(h) + p.eps));
       const T* a = nullptr;
       const T* b = nullptr;
       if (p.kind == NormKind::GatedResidual) {
