@@ -50,6 +50,28 @@ fn process_gone(pid: u32) -> bool {
     }
 }
 
+/// Where `pid`'s threads wait (state and kernel wait channel) and which of `compilers` live.
+fn stuck_state(pid: u32, compilers: &[u32]) -> String {
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let mut lines = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let tid = task.file_name().to_string_lossy().into_owned();
+            let stat = read(format!("/proc/{pid}/task/{tid}/stat"));
+            let state = stat.rfind(')').map_or("", |i| stat[i + 1..].trim_start());
+            let wchan = read(format!("/proc/{pid}/task/{tid}/wchan"));
+            lines.push(format!(
+                "thread {tid}: {} wchan {wchan}",
+                state.split(' ').next().unwrap_or("?")
+            ));
+        }
+    }
+    for c in compilers {
+        lines.push(format!("compiler process {c} gone: {}", process_gone(*c)));
+    }
+    lines.join("\n")
+}
+
 fn temporaries(dir: &Path) -> Vec<PathBuf> {
     walkdir::WalkDir::new(dir)
         .into_iter()
@@ -111,8 +133,11 @@ fn interrupt_build(signal: i32, expected_code: i32) {
             break child.wait_with_output().unwrap();
         }
         if stopped.elapsed() > Duration::from_secs(20) {
+            // Seen once in a clean-clone CI run and never reproduced since: say where each of
+            // kbuild's threads waits and which compiler processes are left, before killing it.
+            let state = stuck_state(child.id(), &pids);
             let _ = child.kill();
-            panic!("kbuild still ran 20 s after the signal");
+            panic!("kbuild still ran 20 s after the signal\n{state}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
