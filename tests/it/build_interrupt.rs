@@ -2,6 +2,7 @@
 //! are killed as on a first failure, their temporary objects removed, and kbuild exits with
 //! 128 + the signal.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -91,7 +92,19 @@ fn interrupt_build(signal: i32, expected_code: i32) {
     let pids_file = tools.path().join("pids");
     let cxx = slow_compiler(tools.path(), &pids_file);
 
-    let mut child = kbuild(root)
+    let mut cmd = kbuild(root);
+    // A shell starts background commands with SIGINT ignored, and kbuild keeps an ignored
+    // signal ignored (as `nohup` expects): give kbuild the default disposition, whatever the
+    // test runner inherited, so that the test checks kbuild's own handling.
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .args(["build", "--backend", "cpu", "-j", "2"])
         .env("CXX", &cxx)
         .stdout(Stdio::null())
@@ -133,8 +146,8 @@ fn interrupt_build(signal: i32, expected_code: i32) {
             break child.wait_with_output().unwrap();
         }
         if stopped.elapsed() > Duration::from_secs(20) {
-            // Seen once in a clean-clone CI run and never reproduced since: say where each of
-            // kbuild's threads waits and which compiler processes are left, before killing it.
+            // Say where each of kbuild's threads waits and which compiler processes are left,
+            // before killing it.
             let state = stuck_state(child.id(), &pids);
             let _ = child.kill();
             panic!("kbuild still ran 20 s after the signal\n{state}");
