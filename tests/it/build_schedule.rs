@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::common::fake_cc::{gencode, job, write};
@@ -436,19 +436,26 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
             jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
             order: Vec::new(),
         };
-        let peak = AtomicUsize::new(0);
         let done = AtomicBool::new(false);
         let recorder = Recorder::default();
-        std::thread::scope(|s| {
-            s.spawn(|| {
+        // Device passes running at each sample while any runs: a pass starting as the last
+        // one ends can show 2 for a moment even when nvcc runs them one at a time.
+        let busy: Vec<usize> = std::thread::scope(|s| {
+            let sampler = s.spawn(|| {
+                let mut busy = Vec::new();
                 while !done.load(Ordering::SeqCst) {
-                    peak.fetch_max(device_passes_under(root), Ordering::SeqCst);
+                    let n = device_passes_under(root);
+                    if n > 0 {
+                        busy.push(n);
+                    }
                     std::thread::sleep(Duration::from_millis(5));
                 }
+                busy
             });
             let summary = compile_all(&jobs, &settings, &recorder);
             done.store(true, Ordering::SeqCst);
             assert_eq!(summary.unwrap().compiled.len(), 1);
+            sampler.join().unwrap()
         });
         // nvcc says so on stderr when it finds no jobserver; kbuild passes that on.
         assert!(
@@ -458,11 +465,17 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
                 .any(|l| l.contains("no compatible jobserver")),
             "nvcc did not find the jobserver"
         );
-        let peak = peak.load(Ordering::SeqCst);
+        let mean = busy.iter().sum::<usize>() as f64 / busy.len().max(1) as f64;
         if jobserver {
-            assert_eq!(peak, 1, "device passes at once under the jobserver");
+            assert!(
+                mean < 1.3,
+                "{mean:.2} device passes at once under the jobserver"
+            );
         } else {
-            assert!(peak >= 2, "{peak} device pass at once with --threads 3");
+            assert!(
+                mean > 1.5,
+                "{mean:.2} device passes at once with --threads 3"
+            );
         }
         let list = elf_list(&cuobjdump, &jobs[0].object);
         for sm in ["sm_80", "sm_86", "sm_90"] {
