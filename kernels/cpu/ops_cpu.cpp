@@ -240,31 +240,28 @@ void residual_rows(const ResidualParams& p) {
   });
 }
 
-// Runs f with a value of the element type; false for a dtype without one.
+// Runs f with a value of the element type; `op`'s unsupported-dtype error for a dtype without one.
 template <typename F>
-bool dispatch(Dtype dtype, F&& f) {
+Status dispatch(Dtype dtype, const char* op, F&& f) {
   switch (dtype) {
     case Dtype::Float32:
       f(float{});
-      return true;
+      return {};
     case Dtype::Float16:
       f(c10::Half{});
-      return true;
+      return {};
     case Dtype::BFloat16:
       f(c10::BFloat16{});
-      return true;
+      return {};
   }
-  return false;
+  return unsupported_dtype(op, dtype);
 }
 
 }  // namespace
 
 Status launch_norm(const NormParams& p) {
   if (p.rows == 0 || p.hidden == 0) return {};
-  if (!dispatch(p.dtype, [&](auto tag) { norm_rows<decltype(tag)>(p); })) {
-    return unsupported_dtype("norm", p.dtype);
-  }
-  return {};
+  return dispatch(p.dtype, "norm", [&](auto tag) { norm_rows<decltype(tag)>(p); });
 }
 
 Status launch_rope(const RopeParams& p) {
@@ -273,7 +270,7 @@ Status launch_rope(const RopeParams& p) {
   if (!fp32_table && p.table_dtype != p.dtype) {
     return fail("ltx_kernels.rope_3d: cos/sin must be float32 or the dtype of x");
   }
-  const bool dispatched = dispatch(p.dtype, [&](auto tag) {
+  return dispatch(p.dtype, "rope_3d", [&](auto tag) {
     using T = decltype(tag);
     if (fp32_table) {
       rope_rows<T, float>(p);
@@ -281,23 +278,19 @@ Status launch_rope(const RopeParams& p) {
       rope_rows<T, T>(p);
     }
   });
-  if (!dispatched) return unsupported_dtype("rope_3d", p.dtype);
-  return {};
 }
 
 Status launch_activation(const ActParams& p) {
   if (p.rows == 0 || p.width == 0) return {};
-  if (!dispatch(p.dtype, [&](auto tag) { activation_rows<decltype(tag)>(p); })) {
-    return unsupported_dtype(p.kind == ActKind::Geglu ? "geglu" : "gelu_tanh", p.dtype);
-  }
-  return {};
+  return dispatch(p.dtype, p.kind == ActKind::Geglu ? "geglu" : "gelu_tanh",
+                  [&](auto tag) { activation_rows<decltype(tag)>(p); });
 }
 
 Status launch_qk_norm_rope(const QkNormRopeParams& p) {
   if (p.batch == 0 || p.seq == 0 || p.width == 0) return {};
   // Grid mode reads no table: any table type instantiates it.
   const bool fp32_table = p.table_dtype == Dtype::Float32 || p.cos == nullptr;
-  const bool dispatched = dispatch(p.dtype, [&](auto tag) {
+  return dispatch(p.dtype, "qk_norm_rope", [&](auto tag) {
     using T = decltype(tag);
     if (fp32_table) {
       qk_norm_rope_rows<T, float>(p);
@@ -305,17 +298,12 @@ Status launch_qk_norm_rope(const QkNormRopeParams& p) {
       qk_norm_rope_rows<T, T>(p);
     }
   });
-  if (!dispatched) return unsupported_dtype("qk_norm_rope", p.dtype);
-  return {};
 }
 
 Status launch_residual(const ResidualParams& p) {
   if (p.rows == 0 || p.hidden == 0) return {};
-  if (!dispatch(p.dtype, [&](auto tag) { residual_rows<decltype(tag)>(p); })) {
-    return unsupported_dtype(p.kind == ResidualKind::AdaLn ? "residual_adaln" : "gated_residual",
-                             p.dtype);
-  }
-  return {};
+  return dispatch(p.dtype, p.kind == ResidualKind::AdaLn ? "residual_adaln" : "gated_residual",
+                  [&](auto tag) { residual_rows<decltype(tag)>(p); });
 }
 
 }  // namespace ltx

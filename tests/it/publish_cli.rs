@@ -2,7 +2,7 @@
 
 use crate::common::hub::{Hub, TOKEN};
 use crate::common::variant::{
-    CPU_VARIANT, VariantSpec, project_with_variant, redigest, write_variant,
+    CPU_VARIANT, VariantSpec, project_with_variant, redigest, write_second_variant, write_variant,
 };
 use serde_json::json;
 
@@ -111,14 +111,7 @@ fn a_file_removed_from_the_variant_is_deleted_remotely_and_nothing_outside_it() 
     // Someone else's file on the branch, outside the variant.
     let other = tempfile::tempdir().unwrap();
     let other_build = other.path().join("build");
-    write_variant(
-        &other_build,
-        &VariantSpec {
-            dir_name: "torch-cpu",
-            id: "_relu_cpu_fff0000",
-            ..VariantSpec::default()
-        },
-    );
+    write_second_variant(&other_build);
     publish_json(&hub, &other_build, &[]);
 
     std::fs::remove_file(variant.join("layers.py")).unwrap();
@@ -381,14 +374,7 @@ fn tampered_variant_fails_verification_naming_the_file() {
 fn only_the_selected_variant_is_published_and_others_are_left_alone() {
     let hub = Hub::start(&[]);
     let (_project, build) = project_with_variant();
-    write_variant(
-        &build,
-        &VariantSpec {
-            dir_name: "torch-cpu",
-            id: "_relu_cpu_fff0000",
-            ..VariantSpec::default()
-        },
-    );
+    write_second_variant(&build);
     let s = publish_json(&hub, &build, &["--variant", "torch-cpu"]);
     assert_eq!(s["variants"], json!(["torch-cpu"]));
     assert!(
@@ -450,14 +436,7 @@ fn legacy_model_repos_use_the_model_routes() {
 fn interrupted_multi_commit_publish_leaves_the_branch_alone_and_a_rerun_finishes_it() {
     let hub = Hub::start(&[]);
     let (_project, build) = project_with_variant();
-    write_variant(
-        &build,
-        &VariantSpec {
-            dir_name: "torch-cpu",
-            id: "_relu_cpu_fff0000",
-            ..VariantSpec::default()
-        },
-    );
+    write_second_variant(&build);
     publish_json(&hub, &build, &["--variant", CPU_VARIANT]);
 
     // Three commits of two files for `torch-cpu`: the first lands, the second keeps failing.

@@ -5,9 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::hub::{Hub, TOKEN};
-use crate::common::variant::{
-    CPU_VARIANT, VariantSpec, project_with_variant, redigest, write_variant,
-};
+use crate::common::variant::{CPU_VARIANT, project_with_variant, redigest, write_second_variant};
 use serde_json::Value;
 
 const REPO: &str = "org/relu";
@@ -46,14 +44,7 @@ fn a_failure_between_commits_leaves_the_branch_at_the_old_build_and_a_rerun_move
     let variant = build.join(CPU_VARIANT);
     std::fs::write(variant.join("__init__.py"), "from ._ops import ops\n").unwrap();
     redigest(&variant);
-    write_variant(
-        &build,
-        &VariantSpec {
-            dir_name: "torch-cpu",
-            id: "_relu_cpu_fff0000",
-            ..VariantSpec::default()
-        },
-    );
+    write_second_variant(&build);
     let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", "2")];
     let log_before = hub.log().len();
     // The first commit lands, the next one fails on every attempt.
@@ -344,14 +335,7 @@ fn build_files(hub: &Hub) -> Vec<String> {
 fn a_branch_lost_while_moving_is_named_and_a_rerun_restores_it_with_its_other_variants() {
     let hub = Hub::start(&[]);
     let (_project, build) = project_with_variant();
-    write_variant(
-        &build,
-        &VariantSpec {
-            dir_name: "torch-cpu",
-            id: "_relu_cpu_fff0000",
-            ..VariantSpec::default()
-        },
-    );
+    write_second_variant(&build);
     // `v1` holds one variant, published "from another machine".
     hub.publish(&build, &["--repo", REPO, "--variant", CPU_VARIANT])
         .success();

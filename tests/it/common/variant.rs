@@ -105,3 +105,16 @@ pub fn project_with_variant() -> (tempfile::TempDir, PathBuf) {
     write_variant(&build, &VariantSpec::default());
     (project, build)
 }
+
+/// A second variant beside `project_with_variant`'s, in `build/torch-cpu` under another op
+/// namespace: what another machine would have published to the same repo.
+pub fn write_second_variant(build_dir: &Path) -> PathBuf {
+    write_variant(
+        build_dir,
+        &VariantSpec {
+            dir_name: "torch-cpu",
+            id: "_relu_cpu_fff0000",
+            ..VariantSpec::default()
+        },
+    )
+}
