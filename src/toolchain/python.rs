@@ -117,18 +117,91 @@ pub fn find_python(explicit: Option<&Path>, project_root: &Path) -> Result<Pytho
 /// The script run once per build; prints one JSON object. `watch` lists the files and
 /// directories whose change can change the answer (for the toolchain facts cache): every
 /// `sys.path` directory (an install or uninstall adds or removes an entry), torch's version
-/// files and its dist-info `RECORD`.
-const PROBE: &str = r#"
-import glob, json, os, re, sys, sysconfig
+/// files, `libc10.so` and its dist-info `RECORD`.
+///
+/// `import torch` takes seconds (CUDA libraries, thousands of modules), so torch is only
+/// located (`find_spec`) and its facts read from its files: `version.py` (parsed, not run) and
+/// the C++ ABI from `libc10.so` (the new ABI's `std::__cxx11` appears in the mangled name of
+/// every function that takes a `std::string`; an old-ABI build never names it). Whatever cannot
+/// be read that way with certainty is asked of `import torch` instead, as is everything when
+/// `KBUILD_PROBE_IMPORT=1`; `via` says which way answered (`why`: what sent it to the import).
+/// Public so that tests can run it under an environment of their own.
+pub const TORCH_PROBE: &str = r#"
+import glob, importlib.util, json, os, re, sys, sysconfig
 watch = [p for p in sys.path if p and os.path.isdir(p)]
-try:
-    import torch
-except Exception as e:
-    print(json.dumps({"error": "no-torch", "detail": str(e), "watch": watch}))
-    sys.exit(0)
-d = os.path.dirname(torch.__file__)
+
+def from_files(d):
+    """version, cuda and cxx11_abi from torch's files, or why they cannot be read from them."""
+    import ast
+    with open(os.path.join(d, "version.py")) as f:
+        tree = ast.parse(f.read())
+    found = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        else:
+            return "version.py: a %s at line %d" % (type(node).__name__, node.lineno)
+        for t in targets:
+            if not isinstance(t, ast.Name):
+                return "version.py: an assignment to a %s at line %d" % (type(t).__name__, node.lineno)
+            if t.id in ("__version__", "cuda"):
+                if not isinstance(node.value, ast.Constant):
+                    return "version.py: `%s` is not a constant at line %d" % (t.id, node.lineno)
+                found[t.id] = node.value.value
+    version, cuda = found.get("__version__"), found.get("cuda", 0)
+    if not isinstance(version, str) or not (cuda is None or isinstance(cuda, str)):
+        return "version.py: no string `__version__` and string or None `cuda`"
+    with open(os.path.join(d, "lib", "libc10.so"), "rb") as f:
+        lib = f.read()
+    if not lib.startswith(b"\x7fELF"):
+        return "libc10.so: not an ELF file"
+    if b"St7__cxx11" in lib:
+        abi = True
+    elif b"_ZN3c10" in lib:
+        abi = False
+    else:
+        return "libc10.so: no c10 symbols"
+    return {"version": version, "cuda": cuda, "cxx11_abi": abi}
+
+facts, why, d = None, None, None
+if os.environ.get("KBUILD_PROBE_IMPORT") == "1":
+    why = "KBUILD_PROBE_IMPORT=1"
+else:
+    try:
+        spec = importlib.util.find_spec("torch")
+        if spec is None:
+            print(json.dumps({"error": "no-torch", "detail": "No module named 'torch'", "watch": watch}))
+            sys.exit(0)
+        if not spec.origin or os.path.basename(spec.origin) != "__init__.py":
+            why = "torch is not a regular package (origin %r)" % spec.origin
+        else:
+            d = os.path.dirname(spec.origin)
+            facts = from_files(d)
+            if isinstance(facts, str):
+                why, facts = facts, None
+    except Exception as e:
+        why = "%s: %s" % (type(e).__name__, e)
+if facts is None:
+    try:
+        import torch
+    except Exception as e:
+        print(json.dumps({"error": "no-torch", "detail": str(e), "watch": watch}))
+        sys.exit(0)
+    d = os.path.dirname(torch.__file__)
+    facts = {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+    }
 aten = os.path.join(d, "include", "ATen", "ATen.h")
 watch += [d, os.path.join(d, "__init__.py"), os.path.join(d, "version.py"), aten]
+watch += [os.path.join(d, "lib", "libc10.so")]
 watch += glob.glob(os.path.join(os.path.dirname(d), "torch-*.dist-info", "RECORD"))
 std = 17
 try:
@@ -137,28 +210,35 @@ try:
         std = int(m.group(1)) if m else 17
 except OSError:
     pass
-print(json.dumps({
-    "cxx_std": std,
-    "version": torch.__version__,
-    "cuda": torch.version.cuda,
-    "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+answer = {"cxx_std": std}
+answer.update(facts)
+answer.update({
     "include_dirs": [os.path.join(d, "include"), os.path.join(d, "include", "torch", "csrc", "api", "include")],
     "lib_dir": os.path.join(d, "lib"),
     "python_include": sysconfig.get_paths()["include"],
     "site_packages": os.path.dirname(d),
     "python_version": "%d.%d.%d" % sys.version_info[:3],
     "watch": watch,
-}))
+    "via": "import" if why else "files",
+})
+if why:
+    answer["why"] = why
+print(json.dumps(answer))
 "#;
 
-/// Environment variables that change what the interpreter imports.
-const PYTHON_ENV: &[&str] = &[
+/// Set to `1`, [`TORCH_PROBE`] imports torch instead of reading its files.
+pub const PROBE_IMPORT_ENV: &str = "KBUILD_PROBE_IMPORT";
+
+/// Environment variables that change the probe's answer: what the interpreter imports, and
+/// [`PROBE_IMPORT_ENV`].
+const PROBE_ENV: &[&str] = &[
     "PYTHONPATH",
     "PYTHONHOME",
     "PYTHONNOUSERSITE",
     "PYTHONUSERBASE",
     "PYTHONSAFEPATH",
     "HOME",
+    PROBE_IMPORT_ENV,
 ];
 
 /// The files the probe says its answer depends on.
@@ -172,13 +252,7 @@ impl Python {
     /// Ask this interpreter's torch for the facts the build needs (remembered in `facts` until
     /// the interpreter, torch or `sys.path` changes).
     pub fn torch_info(&self, facts: &FactCache) -> Result<TorchInfo, ToolchainError> {
-        let question = format!(
-            "{} -c <torch probe {}> {}",
-            self.path.display(),
-            &hex::encode(Sha256::digest(PROBE))[..12],
-            env_part(PYTHON_ENV)
-        );
-        let line = facts.answer(&question, || {
+        let line = facts.answer(&self.probe_question(), || {
             let line = self.run_probe()?;
             let mut watch = vec![self.path.clone()];
             watch.extend(serde_json::from_str::<Watched>(&line).map_or(Vec::new(), |w| w.watch));
@@ -196,10 +270,21 @@ impl Python {
         })
     }
 
+    /// The facts-cache question: the interpreter, the probe's text and the variables that
+    /// steer it.
+    fn probe_question(&self) -> String {
+        format!(
+            "{} -c <torch probe {}> {}",
+            self.path.display(),
+            &hex::encode(Sha256::digest(TORCH_PROBE))[..12],
+            env_part(PROBE_ENV)
+        )
+    }
+
     /// Run the probe; its last line of output is the answer.
     fn run_probe(&self) -> Result<String, ToolchainError> {
         let mut probe = CommandSpec::new(&self.path);
-        probe.args(["-c", PROBE]);
+        probe.args(["-c", TORCH_PROBE]);
         let out = process::run(&probe).map_err(|failure| ToolchainError::PythonFailed {
             python: self.path.clone(),
             output: failure.diagnostics(),
@@ -220,6 +305,19 @@ mod tests {
         assert_eq!(parse_major_minor("2.11.0"), Some((2, 11)));
         assert_eq!(parse_major_minor("13.2"), Some((13, 2)));
         assert_eq!(parse_major_minor("garbage"), None);
+    }
+
+    #[test]
+    fn forcing_the_import_is_part_of_the_probe_question() {
+        let python = Python {
+            path: PathBuf::from("/usr/bin/python3"),
+            origin: "test".into(),
+        };
+        assert!(
+            python.probe_question().contains(PROBE_IMPORT_ENV),
+            "{}",
+            python.probe_question()
+        );
     }
 
     #[test]

@@ -36,4 +36,5 @@ mod publish_verify;
 mod stable_abi;
 mod stdout_closed;
 mod toolchain_install;
+mod torch_probe;
 mod wheel_install;
