@@ -18,13 +18,17 @@ Only the CUDA variant is compared (cpp_extension builds one extension). kbuild b
 `--unique-id bench` so that an edit does not rename the op namespace (outside git the namespace
 hashes the sources, and every edit would recompile the bindings too).
 
-Levers (`--levers baseline,jobserver,ljf,all`): the kbuild cold case once more per setting of
-its scheduling levers, each alone: `baseline` (nvcc `--threads` split, jobs in plan order),
-`jobserver` (nvcc's device passes share kbuild's jobserver), `ljf` (jobs start longest first by
-the last build's times; kbuild's default), `all` (both). Those cold builds start without objects and without the
-toolchain cache, but with `build/.kbuild/costs.json` from the bench's previous kbuild build (an
-untimed warm-up build makes one when there is none yet), since longest-first needs the last
-build's times; the plain `cold` case removes build/ entirely (a first build ever).
+Levers (`--levers baseline,ljf,steps,steps-ljf,torch-import`): the kbuild cold case once more
+per setting of its levers, each alone: `baseline` (one nvcc per unit with a fixed `--threads`
+share, jobs in plan order), `jobserver` (nvcc's device passes share kbuild's jobserver), `ljf`
+(jobs start longest first by the last build's times), `all` (both; these four with one nvcc per
+unit), `steps` (kbuild runs nvcc's steps itself: the host compile beside the device passes,
+every step under the build's job slots), `steps-ljf` (both; kbuild's default), `torch-import`
+(the defaults, but the toolchain probe imports torch as before session 6). Those cold builds
+start without objects and without the toolchain cache, but with `build/.kbuild/costs.json` from
+the bench's previous kbuild build (an untimed warm-up build makes one when there is none yet),
+since longest-first needs the last build's times; the plain `cold` case removes build/ entirely
+(a first build ever).
 
 A long run can be split: `--projects`, `--tools kbuild,cppext`, `--cases
 cold,noop,touch-cu,touch-h,floor` select what runs, `--json-out` writes what was measured, and
@@ -92,10 +96,14 @@ PROJECTS = {
 
 # What each lever setting sets in kbuild's environment.
 LEVERS = {
-    "baseline": {"KBUILD_JOBSERVER": "0", "KBUILD_SCHEDULE": "fifo"},
-    "jobserver": {"KBUILD_JOBSERVER": "1", "KBUILD_SCHEDULE": "fifo"},
-    "ljf": {"KBUILD_JOBSERVER": "0", "KBUILD_SCHEDULE": "longest-first"},
-    "all": {"KBUILD_JOBSERVER": "1", "KBUILD_SCHEDULE": "longest-first"},
+    "baseline": {"KBUILD_NVCC_STEPS": "0", "KBUILD_JOBSERVER": "0", "KBUILD_SCHEDULE": "fifo"},
+    "jobserver": {"KBUILD_NVCC_STEPS": "0", "KBUILD_JOBSERVER": "1", "KBUILD_SCHEDULE": "fifo"},
+    "ljf": {"KBUILD_NVCC_STEPS": "0", "KBUILD_JOBSERVER": "0", "KBUILD_SCHEDULE": "longest-first"},
+    "all": {"KBUILD_NVCC_STEPS": "0", "KBUILD_JOBSERVER": "1", "KBUILD_SCHEDULE": "longest-first"},
+    "steps": {"KBUILD_NVCC_STEPS": "1", "KBUILD_JOBSERVER": "0", "KBUILD_SCHEDULE": "fifo"},
+    "steps-ljf": {"KBUILD_NVCC_STEPS": "1", "KBUILD_JOBSERVER": "0",
+                  "KBUILD_SCHEDULE": "longest-first"},
+    "torch-import": {"KBUILD_PROBE_IMPORT": "1"},
 }
 
 # `--cases` names → the table's column names.
@@ -436,7 +444,7 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
 
     def lever_cold(lever: str) -> Run:
         lenv = LEVERS[lever]
-        if lenv["KBUILD_SCHEDULE"] != "fifo" and not saved_costs.exists():
+        if lenv.get("KBUILD_SCHEDULE", "longest-first") != "fifo" and not saved_costs.exists():
             shutil.rmtree(work / "build", ignore_errors=True)
             kbuild_run(lenv)  # warm-up: records the times longest-first orders by
         shutil.rmtree(work / "build", ignore_errors=True)
@@ -542,9 +550,9 @@ def report(results: dict, header: str) -> str:
             lines.append("")
             lines.append("kbuild cold by lever (each alone; with the last build's costs.json):")
             lines.append("")
-            lines.append("| lever | KBUILD_JOBSERVER | KBUILD_SCHEDULE | cold | cpp_extension / "
-                         "kbuild | x the floor | x the work bound |")
-            lines.append("|---|---|---|---|---|---|---|")
+            lines.append("| lever | environment | cold | cpp_extension / kbuild | x the floor | "
+                         "x the work bound |")
+            lines.append("|---|---|---|---|---|---|")
             for lever, res in levers.items():
                 t = res.median("cold")
                 env = LEVERS[lever]
@@ -554,8 +562,8 @@ def report(results: dict, header: str) -> str:
                     f"{t / bounds[0]:.2f}x" if bounds and t else "-",
                     f"{t / bounds[1]:.2f}x" if bounds and t else "-",
                 ]
-                lines.append(f"| {lever} | {env['KBUILD_JOBSERVER']} | {env['KBUILD_SCHEDULE']} | "
-                             + " | ".join(cells) + " |")
+                settings = " ".join(f"{k}={v}" for k, v in env.items())
+                lines.append(f"| {lever} | {settings} | " + " | ".join(cells) + " |")
         lines.append("")
         all_runs = [(tool, res) for tool, res in (("kbuild", kb), ("cppext", cx))]
         all_runs += [(f"kbuild[{lever}]", res) for lever, res in levers.items()]

@@ -32,6 +32,10 @@ pub struct JobBudget {
     pub jobserver: bool,
     /// Which compile job starts first. `KBUILD_SCHEDULE=fifo`: in plan order.
     pub order: Order,
+    /// CUDA units run nvcc's pipeline as separate steps under the build's job slots (the host
+    /// compile beside the device passes, each device pass a job of its own). On unless
+    /// `KBUILD_NVCC_STEPS=0`.
+    pub nvcc_steps: bool,
 }
 
 /// The order jobs start in.
@@ -61,6 +65,7 @@ impl JobBudget {
                 "fifo" => Order::Fifo,
                 _ => Order::LongestFirst,
             },
+            nvcc_steps: !matches!(env("KBUILD_NVCC_STEPS").as_str(), "0" | "off" | "false"),
         }
     }
 
@@ -270,6 +275,7 @@ mod tests {
             nvcc_threads: 16,
             jobserver: false,
             order: Order::Fifo,
+            nvcc_steps: false,
         };
         assert_eq!(budget.nvcc_threads_per_job(3), 5);
         assert_eq!(budget.nvcc_threads_per_job(40), 1);

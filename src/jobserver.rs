@@ -94,6 +94,12 @@ impl Jobserver {
     /// A slot for one more job: the implicit slot when free, else a token, waiting for one.
     /// `None` once `cancel` fires while waiting.
     pub fn acquire(&self, cancel: &Cancel) -> io::Result<Option<Slot<'_>>> {
+        self.acquire_unless(|| cancel.is_cancelled())
+    }
+
+    /// A slot as [`Jobserver::acquire`] gives it, or `None` once `stop` says (it is asked
+    /// while waiting): a waiter that no longer needs a slot must not keep waiting for one.
+    pub fn acquire_unless(&self, stop: impl Fn() -> bool) -> io::Result<Option<Slot<'_>>> {
         if self.implicit_free.swap(false, Ordering::SeqCst) {
             return Ok(Some(Slot {
                 server: self,
@@ -101,7 +107,7 @@ impl Jobserver {
             }));
         }
         loop {
-            if cancel.is_cancelled() {
+            if stop() {
                 return Ok(None);
             }
             let mut byte = [0u8];

@@ -52,7 +52,8 @@ impl BuildLock {
 impl BuildLock {
     /// Remove the temporaries of dead builds: staging and moved-aside variant directories in
     /// `out_dir` (a variant a killed build moved aside and never replaced is put back), and
-    /// `.tmp-<pid>-*` files (objects, depfiles, cache entries, headers) under `work_dir`.
+    /// `.tmp-<pid>-*` files (objects, depfiles, cache entries, headers) and directories (nvcc's
+    /// steps) under `work_dir`.
     /// Those of live processes are left alone. Says what it did with `-v`.
     pub fn sweep(&self, out_dir: &Path, work_dir: &Path, reporter: &dyn Reporter) {
         for swept in package::sweep_stale(out_dir) {
@@ -67,12 +68,19 @@ impl BuildLock {
                 )),
             }
         }
-        let stale = walkdir::WalkDir::new(work_dir)
+        // Files, and the directories of nvcc's steps (`.tmp-<pid>-<object>.steps`), whole.
+        let stale: Vec<walkdir::DirEntry> = walkdir::WalkDir::new(work_dir)
             .into_iter()
             .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_file() && is_stale_temp(e.file_name(), "tmp"));
+            .filter(|e| !e.file_type().is_symlink() && is_stale_temp(e.file_name(), "tmp"))
+            .collect();
         for entry in stale {
-            if std::fs::remove_file(entry.path()).is_ok() {
+            let removed = if entry.file_type().is_dir() {
+                std::fs::remove_dir_all(entry.path())
+            } else {
+                std::fs::remove_file(entry.path())
+            };
+            if removed.is_ok() {
                 reporter.verbose(&format!(
                     "removed `{}`, left by a killed build",
                     entry.path().display()

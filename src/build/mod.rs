@@ -28,7 +28,9 @@ use crate::jobs::{JobBudget, Order};
 use crate::jobserver::Jobserver;
 use crate::link::{self, LinkError};
 use crate::package::{self, Installed, PackageError};
-use crate::plan::{self, BuildPlan, CompileJob, PlanError, PlanSettings, Skipped, VariantPlan};
+use crate::plan::{
+    self, BuildPlan, CompileJob, Lang, PlanError, PlanSettings, Skipped, VariantPlan,
+};
 use crate::process::{Interrupted, catch_interrupts, check_interrupted};
 use crate::report::Reporter;
 use crate::toolchain::{FactCache, Toolchain, ToolchainError, ToolchainSettings};
@@ -246,6 +248,8 @@ pub struct ScheduleReport {
     pub jobserver: bool,
     /// The order the jobs started in.
     pub order: Order,
+    /// CUDA units ran nvcc's pipeline as separate steps (`KBUILD_NVCC_STEPS`).
+    pub nvcc_steps: bool,
 }
 
 /// Everything known before anything runs: enough for `--dry-run` and `list-variants`.
@@ -433,7 +437,8 @@ impl<'r> Builder<'r> {
             jobs.extend(variant.compile.iter().cloned());
         }
         let budget = self.settings.budget;
-        let jobserver = self.jobserver(&mut jobs);
+        let nvcc_steps = self.nvcc_steps(&jobs);
+        let jobserver = self.jobserver(&mut jobs, nvcc_steps);
         let mut costs = costs::Costs::load(&first.work_dir);
         let order = match budget.order {
             Order::LongestFirst => costs.longest_first(&jobs),
@@ -441,8 +446,9 @@ impl<'r> Builder<'r> {
         };
         let schedule = ScheduleReport {
             jobs: budget.jobs,
-            jobserver: jobserver.is_some(),
+            jobserver: jobs.iter().any(|j| j.nvcc_jobserver),
             order: budget.order,
+            nvcc_steps,
         };
         if !jobs.is_empty() {
             let what = format!("{} v{}", project.general.name, project.general.version);
@@ -450,7 +456,10 @@ impl<'r> Builder<'r> {
             reporter.stage("Compiling", &detail);
             reporter.verbose(&format!(
                 "{}; jobs start {}",
-                if schedule.jobserver {
+                if schedule.nvcc_steps {
+                    "nvcc's steps run as jobs of their own (host compile beside the device \
+                     passes)"
+                } else if schedule.jobserver {
                     "nvcc's device passes share the build's jobserver"
                 } else {
                     "nvcc's device passes get a fixed `--threads` share"
@@ -470,6 +479,7 @@ impl<'r> Builder<'r> {
                 launcher: self.settings.compiler_launcher.clone(),
                 jobserver,
                 order,
+                nvcc_steps,
             },
             reporter,
         )?;
@@ -533,10 +543,21 @@ impl<'r> Builder<'r> {
         })
     }
 
-    /// The jobserver `jobs`' nvcc device passes share, when any asks for one; if none can be
-    /// made they fall back to running without it (each nvcc up to its `--threads`).
-    fn jobserver(&self, jobs: &mut [CompileJob]) -> Option<Arc<Jobserver>> {
-        if !jobs.iter().any(|j| j.nvcc_jobserver) {
+    /// Whether CUDA units run nvcc's pipeline as separate steps: asked for, no compiler
+    /// launcher (sccache splits nvcc its own way), and a CUDA unit to compile.
+    fn nvcc_steps(&self, jobs: &[CompileJob]) -> bool {
+        self.settings.budget.nvcc_steps
+            && self.settings.compiler_launcher.is_none()
+            && jobs
+                .iter()
+                .any(|j| j.lang == Lang::Cuda && !j.nvcc_jobserver)
+    }
+
+    /// The jobserver the build's job slots come from, when nvcc's device passes share it
+    /// (`--jobserver`) or kbuild runs nvcc's steps itself; if none can be made the units run
+    /// without it (each nvcc up to its `--threads`).
+    fn jobserver(&self, jobs: &mut [CompileJob], nvcc_steps: bool) -> Option<Arc<Jobserver>> {
+        if !nvcc_steps && !jobs.iter().any(|j| j.nvcc_jobserver) {
             return None;
         }
         match Jobserver::new(self.settings.budget.jobs) {

@@ -4,6 +4,8 @@
 mod cache;
 mod command;
 mod deps;
+mod nvcc_steps;
+mod split;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -40,6 +42,10 @@ pub struct CompileSettings {
     pub jobserver: Option<Arc<Jobserver>>,
     /// Indices into the jobs, in the order they start; empty: as given.
     pub order: Vec<usize>,
+    /// Run each CUDA unit's nvcc pipeline as separate steps (`JobBudget::nvcc_steps`); units
+    /// under a launcher or nvcc's own jobserver, and units whose pipeline kbuild does not
+    /// know, compile with one nvcc.
+    pub nvcc_steps: bool,
 }
 
 /// Which units ran a compiler and which came from the cache (labels, in job order).
@@ -259,8 +265,13 @@ fn compile_one(
     let shown = launched(launcher, command_for(job)).to_string();
     reporter.verbose(&shown);
     let started = SystemTime::now();
-    let output = run_cancellable(&spec, cancel).map_err(|f| job_error(job, &shown, f))?;
-    let said = diagnostics(&output.stdout, &output.stderr);
+    let said = match split_run(job, settings, &tmp, &shown, reporter, cancel)? {
+        Some(said) => said,
+        None => {
+            let output = run_cancellable(&spec, cancel).map_err(|f| job_error(job, &shown, f))?;
+            diagnostics(&output.stdout, &output.stderr)
+        }
+    };
     if !said.is_empty() {
         reporter.warn(&format!("`{}`:\n{said}", job.label));
     }
@@ -281,6 +292,39 @@ fn compile_one(
         .store(job, manifest.as_ref())
         .map_err(|e| io_error(&cache.manifest_path(job), e))?;
     Ok(UnitOutcome::Compiled)
+}
+
+/// Compile `job` as nvcc's separate steps when settings and the unit allow: `Some(what the
+/// steps printed)`, or `None` when the unit compiles with one nvcc instead.
+fn split_run(
+    job: &CompileJob,
+    settings: &CompileSettings,
+    tmp: &TempOutputs,
+    shown: &str,
+    reporter: &dyn Reporter,
+    cancel: &Cancel,
+) -> Result<Option<String>, JobError<CompileError>> {
+    let eligible = settings.nvcc_steps
+        && job.lang == Lang::Cuda
+        && settings.launcher.is_none()
+        && !job.nvcc_jobserver;
+    if !eligible {
+        return Ok(None);
+    }
+    let run = split::SplitRun {
+        job,
+        object: &tmp.object,
+        depfile: &tmp.depfile,
+        shown,
+        jobserver: settings.jobserver.as_deref(),
+    };
+    match split::compile_split(&run, cancel)? {
+        split::Split::Done { said } => Ok(Some(said)),
+        split::Split::NotSplit(why) => {
+            reporter.verbose(&format!("`{}` compiles with one nvcc: {why}", job.label));
+            Ok(None)
+        }
+    }
 }
 
 /// `spec` run through `launcher` (its program becomes the launcher's first argument).

@@ -378,6 +378,9 @@ fn a_build_sweeps_what_a_killed_build_left_and_puts_back_a_variant_it_moved_asid
     std::fs::create_dir_all(&obj).unwrap();
     std::fs::write(obj.join(".tmp-99999999-relu.cpp.o"), "partial").unwrap();
     std::fs::write(obj.join(".tmp-1-relu.cpp.o"), "live").unwrap();
+    let steps = obj.join(".tmp-99999999-relu.cu.o.steps");
+    std::fs::create_dir_all(&steps).unwrap();
+    std::fs::write(steps.join("relu.cpp4.ii"), "partial").unwrap();
 
     let out = build(root, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -394,5 +397,9 @@ fn a_build_sweeps_what_a_killed_build_left_and_puts_back_a_variant_it_moved_asid
     left.sort();
     assert_eq!(left, [".kbuild", "torch-cpu", "torch-cuda"]);
     assert!(!obj.join(".tmp-99999999-relu.cpp.o").exists());
+    assert!(
+        !steps.exists(),
+        "nvcc's steps of a killed build are removed"
+    );
     assert!(obj.join(".tmp-1-relu.cpp.o").exists());
 }

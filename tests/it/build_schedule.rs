@@ -1,6 +1,7 @@
 //! How a build schedules its compile jobs (issue #12): jobs start longest first by the times
 //! the last build recorded in `build/.kbuild/costs.json` (`KBUILD_SCHEDULE=fifo`: plan order),
-//! and nvcc gets a fixed `--threads` share for its device passes. `KBUILD_JOBSERVER=1` instead
+//! kbuild asks nvcc for its steps (`--dryrun`; what it does with them: tests/it/nvcc_steps.rs),
+//! and with one nvcc per unit nvcc gets a fixed `--threads` share. `KBUILD_JOBSERVER=1` instead
 //! shares one GNU make jobserver between kbuild's runner and nvcc (off by default: real nvcc
 //! then runs its device passes one at a time, as the last test shows).
 
@@ -115,6 +116,7 @@ echo "tokens $tokens" >> "$log"
             "MAKEFLAGS",
             "KBUILD_JOBSERVER",
             "KBUILD_SCHEDULE",
+            "KBUILD_NVCC_STEPS",
         ] {
             cmd.env_remove(var);
         }
@@ -243,17 +245,60 @@ fn with_kbuild_jobserver_nvcc_shares_the_builds_jobserver_and_compilers_never_ou
 }
 
 #[test]
-fn by_default_nvcc_gets_a_fixed_threads_share_and_no_pipe() {
+fn with_one_nvcc_per_unit_nvcc_gets_a_fixed_threads_share_and_no_pipe() {
+    let project = fixture("relu-v5");
+    let tools = FakeTools::new();
+    let out = tools.build(
+        project.path(),
+        &["--json", "-j", "2"],
+        &[("KBUILD_NVCC_STEPS", "0")],
+    );
+    let schedule = &json(&out)["schedule"];
+    assert_eq!(schedule["jobserver"], false, "{schedule}");
+    assert_eq!(schedule["nvcc_steps"], false, "{schedule}");
+    let (calls, notes) = tools.take_log();
+    let nvcc: Vec<&String> = calls.iter().filter(|c| c.starts_with("nvcc")).collect();
+    assert_eq!(nvcc.len(), 1, "{calls:?}");
+    assert!(nvcc[0].contains(" [] "), "{}", nvcc[0]);
+    assert!(!nvcc[0].contains("--jobserver"), "{}", nvcc[0]);
+    assert!(nvcc[0].contains("--threads "), "{}", nvcc[0]);
+    assert_eq!(notes, ["tokens 0"]);
+}
+
+#[test]
+fn by_default_kbuild_asks_nvcc_for_its_steps_and_compiles_with_one_nvcc_when_it_cannot_read_them() {
     let project = fixture("relu-v5");
     let tools = FakeTools::new();
     let out = tools.build(project.path(), &["--json", "-j", "2"], &[]);
-    assert_eq!(json(&out)["schedule"]["jobserver"], false);
-    let (calls, notes) = tools.take_log();
-    let nvcc = calls.iter().find(|c| c.starts_with("nvcc")).unwrap();
-    assert!(nvcc.contains(" [] "), "{nvcc}");
-    assert!(!nvcc.contains("--jobserver"), "{nvcc}");
-    assert!(nvcc.contains("--threads "), "{nvcc}");
-    assert_eq!(notes, ["tokens 0"]);
+    assert_eq!(json(&out)["schedule"]["nvcc_steps"], true);
+    forget_objects(project.path());
+    let out = tools.build(project.path(), &["-j", "2", "-v"], &[]);
+    // This nvcc prints no plan for `--dryrun`: the unit compiles with one nvcc, and `-v` says
+    // why. (The real nvcc's steps: tests/it/nvcc_steps.rs.)
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("compiles with one nvcc: nvcc runs 0 HostPreprocess steps"),
+        "{said}"
+    );
+    let (calls, _) = tools.take_log();
+    let nvcc: Vec<&String> = calls.iter().filter(|c| c.starts_with("nvcc")).collect();
+    assert_eq!(
+        nvcc.len(),
+        4,
+        "two builds, a dryrun and a compile each: {calls:?}"
+    );
+    assert!(
+        nvcc[0].contains("--dryrun --keep --keep-dir "),
+        "{}",
+        nvcc[0]
+    );
+    assert!(!nvcc[1].contains("--dryrun"), "{}", nvcc[1]);
+    // The jobserver the steps would share is not handed to nvcc.
+    assert!(
+        nvcc[1].contains(" [] ") && nvcc[1].contains("--threads "),
+        "{}",
+        nvcc[1]
+    );
 }
 
 /// The labels in the order the build started them (`-v` prints `start <label>`).
@@ -435,6 +480,7 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
             launcher: None,
             jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
             order: Vec::new(),
+            nvcc_steps: false,
         };
         let done = AtomicBool::new(false);
         let recorder = Recorder::default();

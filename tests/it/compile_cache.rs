@@ -38,6 +38,7 @@ impl Project {
             launcher: None,
             jobserver: None,
             order: Vec::new(),
+            nvcc_steps: false,
         };
         compile_all(&self.jobs, &settings, &Recorder::default())
     }

@@ -16,6 +16,7 @@ fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
         launcher: None,
         jobserver: None,
         order: Vec::new(),
+        nvcc_steps: true,
     };
     compile_all(jobs, &settings, &Recorder::default()).unwrap()
 }

@@ -19,6 +19,7 @@ fn settings(root: &Path, jobs: usize) -> CompileSettings {
         launcher: None,
         jobserver: None,
         order: Vec::new(),
+        nvcc_steps: false,
     }
 }
 

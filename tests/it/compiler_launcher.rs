@@ -16,6 +16,7 @@ fn settings(root: &Path, launcher: Option<PathBuf>) -> CompileSettings {
         launcher,
         jobserver: None,
         order: Vec::new(),
+        nvcc_steps: false,
     }
 }
 

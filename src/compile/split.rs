@@ -1,0 +1,319 @@
+//! A CUDA unit compiled as nvcc's own steps (`nvcc_steps.rs`), run by kbuild: the unit's
+//! worker runs steps in its own job slot, and more steps run beside it, each in a slot taken
+//! from the build's jobserver (or, without one, up to the unit's `--threads` share).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use super::nvcc_steps::{Step, StepPaths, Unsupported, plan_steps};
+use super::{CompileError, command_for, io_error};
+use crate::jobs::JobError;
+use crate::jobserver::Jobserver;
+use crate::plan::{CompileJob, Lang};
+use crate::process::{Cancel, CommandFailure, diagnostics, run_cancellable};
+
+/// How long an idle step worker sleeps before it looks at the cancel again.
+const IDLE: Duration = Duration::from_millis(20);
+
+/// How a split compile ended.
+pub(super) enum Split {
+    /// The object and depfile are written; what the steps printed (warnings), in step order.
+    Done { said: String },
+    /// Not split (the unit compiles with one nvcc): why.
+    NotSplit(Unsupported),
+}
+
+/// Where a split compile writes and which slots its steps may use.
+pub(super) struct SplitRun<'a> {
+    pub job: &'a CompileJob,
+    /// The temporary object and depfile, renamed into place by the caller.
+    pub object: &'a Path,
+    pub depfile: &'a Path,
+    /// The command that compiles the unit in one nvcc: shown in errors (it reproduces them).
+    pub shown: &'a str,
+    pub jobserver: Option<&'a Jobserver>,
+}
+
+/// Compile `run.job` as separate nvcc steps; `NotSplit` when nvcc's plan for it is not one
+/// kbuild knows (nothing is written then).
+pub(super) fn compile_split(
+    run: &SplitRun,
+    cancel: &Cancel,
+) -> Result<Split, JobError<CompileError>> {
+    let job = run.job;
+    let keep = KeepDir::new(job)?;
+    let mut dryrun = command_for(&CompileJob {
+        object: run.object.to_path_buf(),
+        depfile: run.depfile.to_path_buf(),
+        ..job.clone()
+    });
+    let mut args = vec!["--dryrun".into(), "--keep".into(), "--keep-dir".into()];
+    args.push(keep.0.clone().into_os_string());
+    args.append(&mut dryrun.args);
+    dryrun.args = args;
+    let printed = match run_cancellable(&dryrun, cancel) {
+        Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+        Err(CommandFailure::Cancelled { .. } | CommandFailure::Interrupted { .. }) => {
+            return Err(JobError::Cancelled);
+        }
+        // The one-nvcc compile then reports what is wrong, as it always has.
+        Err(failure) => {
+            let why = format!("`nvcc --dryrun` failed: {failure}");
+            return Ok(Split::NotSplit(Unsupported(why)));
+        }
+    };
+    let paths = StepPaths {
+        keep_dir: keep.0.clone(),
+        object: run.object.to_path_buf(),
+        depfile: run.depfile.to_path_buf(),
+        symbol: symbol_for(&job.object),
+    };
+    let plan = match plan_steps(&printed, &paths) {
+        Ok(plan) => plan,
+        Err(why) => return Ok(Split::NotSplit(why)),
+    };
+    for (path, text) in [&plan.fatbin_c, &plan.fatbin_asm] {
+        std::fs::write(path, text).map_err(|e| io_error(path, e))?;
+    }
+    let width = match run.jobserver {
+        Some(js) => js.slots(),
+        None => job.nvcc_threads as usize,
+    };
+    match run_steps(&plan.steps, run.jobserver, width.max(1), cancel) {
+        Ok(said) => Ok(Split::Done { said }),
+        Err(None) => Err(JobError::Cancelled),
+        Err(Some(failed)) => {
+            let (i, failure) = *failed;
+            Err(step_error(run, &plan.steps[i], failure))
+        }
+    }
+}
+
+/// The unit's error for a failed step: the one-nvcc command is shown, since it reproduces the
+/// failure and the step's temporary files are gone.
+fn step_error(run: &SplitRun, step: &Step, failure: CommandFailure) -> JobError<CompileError> {
+    let label = run.job.label.clone();
+    JobError::Failed(match failure {
+        CommandFailure::Exited {
+            status,
+            stdout,
+            stderr,
+            ..
+        } => CompileError::CommandFailed {
+            label,
+            command: run.shown.to_string(),
+            status,
+            stderr: diagnostics(&stdout, &stderr),
+        },
+        CommandFailure::Spawn {
+            program, source, ..
+        } => CompileError::Spawn {
+            label: format!("{label} ({})", step.label),
+            program,
+            lang: Lang::Cuda,
+            source,
+        },
+        // Not passed here: a cancelled step is not the unit's failure.
+        CommandFailure::Cancelled { .. } | CommandFailure::Interrupted { .. } => {
+            return JobError::Cancelled;
+        }
+    })
+}
+
+/// The hidden symbol of a unit's device code: unique per object within a build.
+fn symbol_for(object: &Path) -> String {
+    let digest = Sha256::digest(object.as_os_str().as_encoded_bytes());
+    format!("kbuild_fatbin_{}", &hex::encode(digest)[..16])
+}
+
+/// What the step workers share.
+struct Board {
+    started: Vec<bool>,
+    done: Vec<bool>,
+    /// A step failed or was cancelled: nothing new starts.
+    stop: bool,
+    failure: Option<(usize, CommandFailure)>,
+    said: Vec<(usize, String)>,
+    /// The unit's own job slot (held by its runner worker) is not running a step.
+    own_free: bool,
+}
+
+impl Board {
+    /// The not-started step whose dependencies are done, on the longest chain first.
+    fn ready(&self, steps: &[Step]) -> Option<usize> {
+        (0..steps.len())
+            .filter(|&i| !self.started[i] && steps[i].deps.iter().all(|&d| self.done[d]))
+            .max_by_key(|&i| (steps[i].priority, std::cmp::Reverse(i)))
+    }
+
+    /// Nothing is left for a worker to start.
+    fn finished(&self) -> bool {
+        self.stop || self.started.iter().all(|s| *s)
+    }
+}
+
+/// The slot a step runs in.
+enum Held<'a> {
+    /// No slots are counted (no jobserver: the workers are the limit).
+    Uncounted,
+    /// The unit's own slot.
+    Own,
+    Token(#[allow(dead_code)] crate::jobserver::Slot<'a>),
+}
+
+/// Run `steps` in dependency order. With a jobserver, each running step holds a slot: the
+/// unit's own one (which its runner worker holds) or one taken from the jobserver, so the
+/// steps of all units share the build's slots; without one, up to `width` run at once. On a
+/// failure the build's `cancel` fires (as for any failed unit) and the failed step comes back;
+/// `Err(None)` when cancelled from outside.
+fn run_steps(
+    steps: &[Step],
+    jobserver: Option<&Jobserver>,
+    width: usize,
+    cancel: &Cancel,
+) -> Result<String, Option<Box<(usize, CommandFailure)>>> {
+    let board = Mutex::new(Board {
+        started: vec![false; steps.len()],
+        done: vec![false; steps.len()],
+        stop: false,
+        failure: None,
+        said: Vec::new(),
+        own_free: true,
+    });
+    let wake = Condvar::new();
+    std::thread::scope(|scope| {
+        for _ in 0..width.min(steps.len()) {
+            let (board, wake) = (&board, &wake);
+            scope.spawn(move || step_worker(steps, jobserver, board, wake, cancel));
+        }
+    });
+    let board = board.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(failed) = board.failure {
+        return Err(Some(Box::new(failed)));
+    }
+    if board.stop || board.done.iter().any(|d| !d) {
+        return Err(None);
+    }
+    let mut said = board.said;
+    said.sort_by_key(|(i, _)| *i);
+    let said: Vec<String> = said.into_iter().map(|(_, s)| s).collect();
+    Ok(said.join("\n"))
+}
+
+fn step_worker(
+    steps: &[Step],
+    jobserver: Option<&Jobserver>,
+    board: &Mutex<Board>,
+    wake: &Condvar,
+    cancel: &Cancel,
+) {
+    let lock = || board.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        // Wait for a step to be ready before taking a slot: an idle worker holds none.
+        let own = {
+            let mut b = lock();
+            loop {
+                if b.finished() || cancel.is_cancelled() {
+                    return;
+                }
+                if b.ready(steps).is_some() {
+                    break;
+                }
+                b = wake
+                    .wait_timeout(b, IDLE)
+                    .map_or_else(|e| e.into_inner().0, |r| r.0);
+            }
+            std::mem::take(&mut b.own_free)
+        };
+        let held = match (own, jobserver) {
+            (true, _) => Held::Own,
+            (false, None) => Held::Uncounted,
+            (false, Some(js)) => {
+                // Given up once nothing is left to start: the slots the units hold come back
+                // only when their steps end.
+                let stop = || cancel.is_cancelled() || lock().finished();
+                match js.acquire_unless(stop) {
+                    Ok(Some(slot)) => Held::Token(slot),
+                    // Nothing left, cancelled, or an unreadable jobserver: the unit's own slot
+                    // and the other workers finish the steps.
+                    Ok(None) | Err(_) => return,
+                }
+            }
+        };
+        let claimed = {
+            let mut b = lock();
+            match b.ready(steps) {
+                Some(i) if !b.stop => {
+                    b.started[i] = true;
+                    Some(i)
+                }
+                _ => None,
+            }
+        };
+        let Some(i) = claimed else {
+            give_back(held, board, wake);
+            continue;
+        };
+        let result = run_cancellable(&steps[i].spec, cancel);
+        give_back(held, board, wake);
+        let mut b = lock();
+        match result {
+            Ok(out) => {
+                b.done[i] = true;
+                let said = diagnostics(&out.stdout, &out.stderr);
+                if !said.is_empty() {
+                    b.said.push((i, said));
+                }
+            }
+            Err(failure) => {
+                b.stop = true;
+                let own = matches!(
+                    failure,
+                    CommandFailure::Exited { .. } | CommandFailure::Spawn { .. }
+                );
+                if own && b.failure.is_none() {
+                    b.failure = Some((i, failure));
+                    cancel.cancel();
+                }
+            }
+        }
+        wake.notify_all();
+    }
+}
+
+/// Release the slot a step ran in (the unit's own one goes back to its workers).
+fn give_back(held: Held, board: &Mutex<Board>, wake: &Condvar) {
+    if let Held::Own = held {
+        board.lock().unwrap_or_else(|e| e.into_inner()).own_free = true;
+        wake.notify_all();
+    }
+}
+
+/// nvcc's `--keep-dir` for one unit: beside its object, removed when the compile ends.
+struct KeepDir(PathBuf);
+
+impl KeepDir {
+    fn new(job: &CompileJob) -> Result<Self, CompileError> {
+        let name = job
+            .object
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let dir = job.object.with_file_name(format!(
+            "{}{}.steps",
+            crate::files::temp_prefix("tmp"),
+            name.unwrap_or_default()
+        ));
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
+        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        Ok(KeepDir(dir))
+    }
+}
+
+impl Drop for KeepDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

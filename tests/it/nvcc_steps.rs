@@ -1,0 +1,285 @@
+//! A CUDA unit compiled as nvcc's own steps, run by kbuild (issue #12): the same device code
+//! as one nvcc, the host compile beside the device passes, the steps of all units under the
+//! build's job slots, errors that show the one-nvcc command, and one nvcc where kbuild does not
+//! know nvcc's plan. All with the real pip nvcc.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::common::fake_cc::{gencode, job, write};
+use kbuild::compile::{CompileError, CompileSettings, CompileSummary, compile_all};
+use kbuild::jobserver::Jobserver;
+use kbuild::plan::{CompileJob, Lang};
+use kbuild::report::Recorder;
+
+/// Device code heavy enough that cicc and ptxas run for a while.
+const HEAVY: &str = "template <int N> __device__ float f(float x) { float s = 0;\n\
+    #pragma unroll\n for (int i = 0; i < N; i++) s += __sinf(x * i) * __cosf(s + i);\n\
+    return s; }\n__global__ void k(float* o) { o[threadIdx.x] = f<400>(o[threadIdx.x]); }\n\
+    void launch(float* o) { k<<<1, 32>>>(o); }\n";
+
+fn nvcc() -> PathBuf {
+    crate::compile_real::find_nvcc().expect(
+        "no nvcc: run scripts/setup (it installs cuda-toolkit[nvcc] into .venv) or set \
+         KBUILD_TEST_NVCC",
+    )
+}
+
+fn cuda_job(root: &Path, nvcc: &Path, name: &str) -> CompileJob {
+    CompileJob {
+        lang: Lang::Cuda,
+        gencodes: vec![gencode(8, 0, false), gencode(9, 0, true)],
+        nvcc_threads: 2,
+        compiler_id: "nvcc".to_string(),
+        ..job(root, nvcc, name)
+    }
+}
+
+fn settings(root: &Path, nvcc_steps: bool, jobserver: Option<Arc<Jobserver>>) -> CompileSettings {
+    CompileSettings {
+        jobs: 2,
+        cache_dir: root.join("cache"),
+        launcher: None,
+        jobserver,
+        order: Vec::new(),
+        nvcc_steps,
+    }
+}
+
+fn compile(
+    jobs: &[CompileJob],
+    settings: &CompileSettings,
+) -> (Result<CompileSummary, CompileError>, Vec<String>) {
+    let recorder = Recorder::default();
+    let result = compile_all(jobs, settings, &recorder);
+    (result, recorder.take())
+}
+
+fn tool_output(tool: &Path, args: &[&str], file: &Path) -> String {
+    let out = Command::new(tool).args(args).arg(file).output().unwrap();
+    assert!(out.status.success(), "{tool:?} {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Files and directories left in `dir` (recursively), relative.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .map(|e| {
+            let e = e.unwrap();
+            e.path().strip_prefix(dir).unwrap().display().to_string()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn steps_embed_the_same_device_code_as_one_nvcc_through_a_hidden_symbol() {
+    let nvcc = nvcc();
+    let cuobjdump = nvcc.with_file_name("cuobjdump");
+    let mut dumps = Vec::new();
+    for nvcc_steps in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "k.cu", HEAVY);
+        let jobs = [cuda_job(root, &nvcc, "k.cu")];
+        let (result, said) = compile(&jobs, &settings(root, nvcc_steps, None));
+        assert_eq!(result.unwrap().compiled, ["k.cu"]);
+        assert!(
+            !said.iter().any(|l| l.contains("compiles with one nvcc")),
+            "{said:?}"
+        );
+        let object = &jobs[0].object;
+        let elf = tool_output(&cuobjdump, &["-elf"], object);
+        let ptx = tool_output(&cuobjdump, &["-ptx"], object);
+        assert!(elf.contains("sm_80") && elf.contains("sm_90"), "{elf}");
+        assert!(ptx.contains(".target sm_90"), "{ptx}");
+        let symbols = tool_output(Path::new("nm"), &[], object);
+        let fatbin_symbol = symbols.lines().find(|l| l.contains("kbuild_fatbin_"));
+        assert_eq!(fatbin_symbol.is_some(), nvcc_steps, "{symbols}");
+        // The unit's depfile names its source and the CUDA runtime header nvcc includes.
+        let deps = std::fs::read_to_string(&jobs[0].depfile).unwrap();
+        assert!(
+            deps.contains("k.cu") && deps.contains("cuda_runtime.h"),
+            "{deps}"
+        );
+        // A shared object links from it and keeps the device code.
+        let so = root.join("k.so");
+        let link = Command::new("g++")
+            .args(["-shared", "-o"])
+            .arg(&so)
+            .arg(object)
+            .output()
+            .unwrap();
+        assert!(link.status.success(), "{link:?}");
+        assert_eq!(tool_output(&cuobjdump, &["-elf"], &so), elf);
+        let dynamic = tool_output(Path::new("nm"), &["-D", "--defined-only"], &so);
+        assert!(!dynamic.contains("kbuild_fatbin_"), "{dynamic}");
+        // Nothing of the steps is left beside the object.
+        assert_eq!(listing(&root.join("obj")), ["k.d", "k.o"]);
+        dumps.push((elf, ptx));
+    }
+    assert!(dumps[0] == dumps[1], "the device code differs");
+}
+
+/// nvcc's leaf processes (front end, device passes, host compiler, assembler) working on files
+/// under `root`, as `<unit> <program>` (`a.o host` for the host compile), the unit read from
+/// the step directory named in the command line.
+fn steps_under(root: &Path) -> Vec<String> {
+    let root = root.to_string_lossy();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if entry.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let running = !stat[close + 1..].trim_start().starts_with('Z');
+        let leaf = matches!(
+            comm,
+            "cicc" | "ptxas" | "cudafe++" | "cc1plus" | "fatbinary" | "as" | "ld"
+        );
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if running && leaf && cmdline.contains(root.as_ref()) {
+            let unit = ["a.o", "b.o"]
+                .into_iter()
+                .find(|u| cmdline.contains(&format!("-{u}.steps/")))
+                .unwrap_or("?");
+            let host = comm == "cc1plus" && cmdline.contains(".cudafe1.");
+            found.push(format!("{unit} {}", if host { "host" } else { comm }));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_host_compile_runs_beside_the_device_passes_and_steps_share_the_builds_slots() {
+    let nvcc = nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let jobs: Vec<CompileJob> = ["a.cu", "b.cu"]
+        .iter()
+        .map(|name| {
+            write(root, name, HEAVY);
+            CompileJob {
+                gencodes: vec![
+                    gencode(7, 5, false),
+                    gencode(8, 0, false),
+                    gencode(9, 0, true),
+                ],
+                ..cuda_job(root, &nvcc, name)
+            }
+        })
+        .collect();
+    let slots = 3;
+    let settings = settings(root, true, Some(Arc::new(Jobserver::new(slots).unwrap())));
+    let done = AtomicBool::new(false);
+    let samples: Vec<Vec<String>> = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut samples = Vec::new();
+            while !done.load(Ordering::SeqCst) {
+                let now = steps_under(root);
+                if !now.is_empty() {
+                    samples.push(now);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            samples
+        });
+        let (result, said) = compile(&jobs, &settings);
+        done.store(true, Ordering::SeqCst);
+        assert_eq!(result.unwrap().compiled.len(), 2, "{said:?}");
+        sampler.join().unwrap()
+    });
+    // A unit's host compile runs beside its own device passes (one nvcc runs it after them).
+    let beside = samples
+        .iter()
+        .filter(|s| {
+            ["a.o", "b.o"].iter().any(|u| {
+                s.contains(&format!("{u} host"))
+                    && (s.contains(&format!("{u} cicc")) || s.contains(&format!("{u} ptxas")))
+            })
+        })
+        .count();
+    assert!(
+        beside > 0,
+        "no host compile ran beside its unit's device passes in {} samples",
+        samples.len()
+    );
+    // Two units of three capabilities: nine device passes, yet never more processes than
+    // slots (a sample taken while one step ends and the next starts may see one more).
+    let over = samples.iter().filter(|s| s.len() > slots).count();
+    let peak = samples.iter().map(Vec::len).max().unwrap_or(0);
+    assert!(
+        over * 20 <= samples.len() && peak <= slots + 1,
+        "{over} of {} samples above {slots} processes, peak {peak}",
+        samples.len()
+    );
+    assert!(peak >= 2, "the steps ran one at a time (peak {peak})");
+}
+
+#[test]
+fn a_failing_device_step_shows_the_nvcc_command_and_leaves_nothing_behind() {
+    let nvcc = nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let source = "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900\n#error only sm_90 is broken\n#endif\n\
+                  __global__ void k(float* o) { o[0] = 1; }\n";
+    write(root, "k.cu", source);
+    let jobs = [cuda_job(root, &nvcc, "k.cu")];
+    let (result, _) = compile(&jobs, &settings(root, true, None));
+    let err = result.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("compiling `k.cu` failed"), "{text}");
+    assert!(text.contains("only sm_90 is broken"), "{text}");
+    // The command shown is the one nvcc that reproduces the error.
+    let shown = match &err {
+        CompileError::CommandFailed { command, .. } => command.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        shown.contains("nvcc") && shown.contains("-gencode"),
+        "{shown}"
+    );
+    let rerun = Command::new("sh").arg("-c").arg(&shown).output().unwrap();
+    assert!(!rerun.status.success());
+    assert!(String::from_utf8_lossy(&rerun.stderr).contains("only sm_90 is broken"));
+    // No object, no depfile, no step files.
+    assert!(
+        listing(&root.join("obj")).is_empty(),
+        "{:?}",
+        listing(&root.join("obj"))
+    );
+}
+
+#[test]
+fn relocatable_device_code_compiles_with_one_nvcc_and_says_why_with_verbose() {
+    let nvcc = nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "k.cu", "__global__ void k(float* o) { o[0] = 1; }\n");
+    let jobs = [CompileJob {
+        flags: vec!["-rdc=true".to_string()],
+        ..cuda_job(root, &nvcc, "k.cu")
+    }];
+    let (result, said) = compile(&jobs, &settings(root, true, None));
+    assert_eq!(result.unwrap().compiled, ["k.cu"]);
+    assert!(
+        said.iter()
+            .any(|l| l.contains("`k.cu` compiles with one nvcc: relocatable device code")),
+        "{said:?}"
+    );
+    let symbols = tool_output(Path::new("nm"), &[], &jobs[0].object);
+    assert!(!symbols.contains("kbuild_fatbin_"), "{symbols}");
+}
