@@ -28,6 +28,22 @@ fn nvcc() -> PathBuf {
     )
 }
 
+/// cuobjdump beside `nvcc`, else the project venv's (a toolchain may ship nvcc without it).
+fn cuobjdump(nvcc: &Path) -> PathBuf {
+    let beside = nvcc.with_file_name("cuobjdump");
+    if beside.is_file() {
+        return beside;
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/lib");
+    std::fs::read_dir(venv)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("site-packages/nvidia/cu13/bin/cuobjdump"))
+        .find(|p| p.is_file())
+        .unwrap_or(beside)
+}
+
 fn cuda_job(root: &Path, nvcc: &Path, name: &str) -> CompileJob {
     CompileJob {
         lang: Lang::Cuda,
@@ -81,7 +97,7 @@ fn listing(dir: &Path) -> Vec<String> {
 #[test]
 fn steps_embed_the_same_device_code_as_one_nvcc_through_a_hidden_symbol() {
     let nvcc = nvcc();
-    let cuobjdump = nvcc.with_file_name("cuobjdump");
+    let cuobjdump = cuobjdump(&nvcc);
     let mut dumps = Vec::new();
     for nvcc_steps in [false, true] {
         let dir = tempfile::tempdir().unwrap();
