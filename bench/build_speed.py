@@ -466,6 +466,10 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
                 cold(tool)  # untimed: the edit cases start from a built tree
         for lever in args.levers:
             levers[lever].add("cold", lever_cold(lever))
+        if args.levers and edits:
+            # Untimed: a lever's environment (`KBUILD_PROBE_IMPORT`) is part of the toolchain
+            # question, so the first default build after one asks the toolchain again.
+            kbuild_run()
         if "noop" in args.cases:
             for _ in range(3 if r == 0 else 1):
                 timed_case("no-op")
