@@ -265,7 +265,7 @@ fn compile_one(
     let shown = launched(launcher, command_for(job)).to_string();
     reporter.verbose(&shown);
     let started = SystemTime::now();
-    let said = match split_run(job, settings, &tmp, &shown, reporter, cancel)? {
+    let said = match split_run(job, settings, &spec, &tmp, &shown, reporter, cancel)? {
         Some(said) => said,
         None => {
             let output = run_cancellable(&spec, cancel).map_err(|f| job_error(job, &shown, f))?;
@@ -299,6 +299,7 @@ fn compile_one(
 fn split_run(
     job: &CompileJob,
     settings: &CompileSettings,
+    command: &CommandSpec,
     tmp: &TempOutputs,
     shown: &str,
     reporter: &dyn Reporter,
@@ -313,6 +314,7 @@ fn split_run(
     }
     let run = split::SplitRun {
         job,
+        command,
         object: &tmp.object,
         depfile: &tmp.depfile,
         shown,

@@ -297,9 +297,10 @@ fn build_plan(
 
     let mut produced: HashMap<String, usize> = HashMap::new();
     let mut steps: Vec<Step> = Vec::new();
-    let mut fatbin: Option<PathBuf> = None;
-    let mut fatbin_c: Option<PathBuf> = None;
-    let mut host_compiler: Option<PathBuf> = None;
+    // The fatbinary step's index, its `--create` file and the `.fatbin.c` it would write; the
+    // host compile's index and compiler.
+    let mut fatbinary: Option<(usize, Option<PathBuf>, PathBuf)> = None;
+    let mut host: Option<(usize, PathBuf)> = None;
     let host_object = paths.keep_dir.join("host.o");
     for (kind, label, mut argv) in parsed {
         let mut deps: Vec<usize> = mentions(&argv)
@@ -319,8 +320,9 @@ fn build_plan(
                     return unsupported("fatbinary writes no `.fatbin.c`");
                 };
                 let embedded = argv.remove(at);
-                fatbin_c = Some(PathBuf::from(&embedded["--embedded-fatbin=".len()..]));
-                fatbin = value_in(&argv, "--create").map(PathBuf::from);
+                let fatbin_c = PathBuf::from(&embedded["--embedded-fatbin=".len()..]);
+                let fatbin = value_in(&argv, "--create").map(PathBuf::from);
+                fatbinary = Some((steps.len(), fatbin, fatbin_c));
             }
             StepKind::HostCompile => {
                 let Some(at) = argv.iter().position(|a| a == "-o") else {
@@ -338,7 +340,7 @@ fn build_plan(
                     return unsupported("no device pass writes the host stub");
                 };
                 deps.push(writer);
-                host_compiler = Some(PathBuf::from(&argv[0]));
+                host = Some((steps.len(), PathBuf::from(&argv[0])));
             }
             _ => {}
         }
@@ -355,8 +357,12 @@ fn build_plan(
             priority: 0,
         });
     }
-    let (Some(fatbin), Some(fatbin_c), Some(host_compiler)) = (fatbin, fatbin_c, host_compiler)
+    // Exactly one of each ran through the loop (counted above).
+    let (Some((fatbinary, fatbin, fatbin_c)), Some((host, host_compiler))) = (fatbinary, host)
     else {
+        return unsupported("nvcc runs no fatbinary or host compile");
+    };
+    let Some(fatbin) = fatbin else {
         return unsupported("fatbinary names no `--create` file");
     };
     let fatbin = std::path::absolute(&fatbin).unwrap_or(fatbin);
@@ -365,11 +371,6 @@ fn build_plan(
         return unsupported("the fatbinary's path cannot be written in an assembler string");
     };
 
-    let index = |kind| steps.iter().position(|s: &Step| s.kind == kind);
-    let (fatbinary, host) = (index(StepKind::Fatbinary), index(StepKind::HostCompile));
-    let (Some(fatbinary), Some(host)) = (fatbinary, host) else {
-        return unsupported("nvcc runs no fatbinary or host compile");
-    };
     let asm = paths.keep_dir.join("fatbin.s");
     let fatbin_object = paths.keep_dir.join("fatbin.o");
     let mut embed = CommandSpec::new(&host_compiler);

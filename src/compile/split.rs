@@ -9,11 +9,11 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::nvcc_steps::{Step, StepPaths, Unsupported, plan_steps};
-use super::{CompileError, command_for, io_error};
+use super::{CompileError, io_error, job_error};
 use crate::jobs::JobError;
 use crate::jobserver::Jobserver;
 use crate::plan::{CompileJob, Lang};
-use crate::process::{Cancel, CommandFailure, diagnostics, run_cancellable};
+use crate::process::{Cancel, CommandFailure, CommandSpec, diagnostics, run_cancellable};
 
 /// How long an idle step worker sleeps before it looks at the cancel again.
 const IDLE: Duration = Duration::from_millis(20);
@@ -29,6 +29,9 @@ pub(super) enum Split {
 /// Where a split compile writes and which slots its steps may use.
 pub(super) struct SplitRun<'a> {
     pub job: &'a CompileJob,
+    /// The one-nvcc command writing the temporary object and depfile (`--dryrun` asks it for
+    /// its steps).
+    pub command: &'a CommandSpec,
     /// The temporary object and depfile, renamed into place by the caller.
     pub object: &'a Path,
     pub depfile: &'a Path,
@@ -44,12 +47,8 @@ pub(super) fn compile_split(
     cancel: &Cancel,
 ) -> Result<Split, JobError<CompileError>> {
     let job = run.job;
-    let keep = KeepDir::new(job)?;
-    let mut dryrun = command_for(&CompileJob {
-        object: run.object.to_path_buf(),
-        depfile: run.depfile.to_path_buf(),
-        ..job.clone()
-    });
+    let keep = KeepDir::new(run.object)?;
+    let mut dryrun = run.command.clone();
     let mut args = vec!["--dryrun".into(), "--keep".into(), "--keep-dir".into()];
     args.push(keep.0.clone().into_os_string());
     args.append(&mut dryrun.args);
@@ -87,40 +86,22 @@ pub(super) fn compile_split(
         Err(None) => Err(JobError::Cancelled),
         Err(Some(failed)) => {
             let (i, failure) = *failed;
-            Err(step_error(run, &plan.steps[i], failure))
+            Err(match failure {
+                // Which step's program is missing is worth saying; nvcc's would be found.
+                CommandFailure::Spawn {
+                    program, source, ..
+                } => JobError::Failed(CompileError::Spawn {
+                    label: format!("{} ({})", job.label, plan.steps[i].label),
+                    program,
+                    lang: Lang::Cuda,
+                    source,
+                }),
+                // The one-nvcc command is shown: it reproduces the failure, and the step's
+                // temporary files are gone.
+                failure => job_error(job, run.shown, failure),
+            })
         }
     }
-}
-
-/// The unit's error for a failed step: the one-nvcc command is shown, since it reproduces the
-/// failure and the step's temporary files are gone.
-fn step_error(run: &SplitRun, step: &Step, failure: CommandFailure) -> JobError<CompileError> {
-    let label = run.job.label.clone();
-    JobError::Failed(match failure {
-        CommandFailure::Exited {
-            status,
-            stdout,
-            stderr,
-            ..
-        } => CompileError::CommandFailed {
-            label,
-            command: run.shown.to_string(),
-            status,
-            stderr: diagnostics(&stdout, &stderr),
-        },
-        CommandFailure::Spawn {
-            program, source, ..
-        } => CompileError::Spawn {
-            label: format!("{label} ({})", step.label),
-            program,
-            lang: Lang::Cuda,
-            source,
-        },
-        // Not passed here: a cancelled step is not the unit's failure.
-        CommandFailure::Cancelled { .. } | CommandFailure::Interrupted { .. } => {
-            return JobError::Cancelled;
-        }
-    })
 }
 
 /// The hidden symbol of a unit's device code: unique per object within a build.
@@ -296,16 +277,11 @@ fn give_back(held: Held, board: &Mutex<Board>, wake: &Condvar) {
 struct KeepDir(PathBuf);
 
 impl KeepDir {
-    fn new(job: &CompileJob) -> Result<Self, CompileError> {
-        let name = job
-            .object
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned());
-        let dir = job.object.with_file_name(format!(
-            "{}{}.steps",
-            crate::files::temp_prefix("tmp"),
-            name.unwrap_or_default()
-        ));
+    /// `<temporary object>.steps`: pid-tagged like the object, so a killed build's is swept.
+    fn new(object: &Path) -> Result<Self, CompileError> {
+        let mut dir = object.as_os_str().to_owned();
+        dir.push(".steps");
+        let dir = PathBuf::from(dir);
         let dir = std::path::absolute(&dir).unwrap_or(dir);
         std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
         Ok(KeepDir(dir))
