@@ -3,13 +3,13 @@
 
 use thiserror::Error;
 
-use crate::build::BuildError;
+use crate::orchestrator::BuildError;
 use crate::config::ConfigError;
 use crate::develop::DevelopError;
 use crate::hint::Hint;
 use crate::package::PackageError;
 use crate::publish::PublishError;
-use crate::toolchains::InstallError;
+use crate::managed::InstallError;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]

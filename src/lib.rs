@@ -1,28 +1,29 @@
 //! kbuild: build GPU kernels for the Hugging Face Kernel Hub and publish them.
 //!
-//! The modules follow the pipeline: config → toolchain → plan → compile → link → package →
-//! publish, and `build` runs the stages in order. `process` starts every external program, `files` reads the project's files,
-//! `jobs` runs units of work in parallel, `report` is the one output seam, and `commands` turns
-//! resolved settings into one library call each. See ARCHITECTURE.md.
+//! The modules follow the pipeline: config → toolchain → plan → depends → compile → link →
+//! package → publish, and `orchestrator` runs the stages in order. `process` starts every
+//! external program, `files` reads the project's files, `schedule` runs units of work in
+//! parallel, `managed` installs toolchains and keeps kbuild.lock, `report` is the one output
+//! seam, and `commands` turns resolved settings into one library call each. See ARCHITECTURE.md.
 
-pub mod build;
 pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod compile;
 pub mod config;
-pub mod deps;
+pub mod depends;
 pub mod develop;
 pub mod error;
 pub mod files;
 pub mod hint;
-pub mod jobs;
 pub mod jobserver;
 pub mod link;
+pub mod managed;
+pub mod orchestrator;
 pub mod package;
 pub mod plan;
 pub mod process;
 pub mod publish;
 pub mod report;
+pub mod schedule;
 pub mod toolchain;
-pub mod toolchains;

@@ -4,12 +4,12 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::{print, print_json};
-use crate::build::{BuildSettings, Builder, Outputs};
+use crate::orchestrator::{BuildSettings, Builder, Outputs};
 use crate::cli::{BuildArgs, ToolchainArgs};
 use crate::compile::command_for;
-use crate::deps::DepsSettings;
+use crate::depends::DepsSettings;
 use crate::error::Result;
-use crate::jobs::JobBudget;
+use crate::schedule::JobBudget;
 use crate::link::link_command;
 use crate::plan::BuildPlan;
 use crate::report::{Printer, Reporter};

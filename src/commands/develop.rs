@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use crate::build::Builder;
+use crate::orchestrator::Builder;
 use crate::cli::{BuildArgs, DevelopArgs};
 use crate::error::{Error, Result};
 use crate::package::BuiltVariant;
@@ -35,7 +35,7 @@ pub fn run(project_dir: &Path, args: DevelopArgs, printer: &Printer) -> Result<(
         Some(torch) => torch.python.path.clone(),
         None => {
             let python = find_python(args.toolchain.python.as_deref(), &prepared.project.root);
-            python.map_err(crate::build::BuildError::from)?.path
+            python.map_err(crate::orchestrator::BuildError::from)?.path
         }
     };
     let plans = std::slice::from_ref(&prepared.plan);

@@ -7,11 +7,11 @@ use serde::Serialize;
 
 use super::build::toolchain_settings;
 use super::{print, print_json};
-use crate::build::{BuildSettings, Builder};
+use crate::orchestrator::{BuildSettings, Builder};
 use crate::cli::ListVariantsArgs;
 use crate::config::Backend;
 use crate::error::Result;
-use crate::jobs::JobBudget;
+use crate::schedule::JobBudget;
 use crate::plan::Skipped;
 use crate::report::Printer;
 use crate::toolchain::Toolchain;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, PublishArgs, RepoTypeArg};
 use crate::error::Result;
-use crate::publish::plan::BatchLimits;
+use crate::publish::compare::BatchLimits;
 use crate::publish::retry::RetryPolicy;
 use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, publish_blocking};
 use crate::report::{Printer, Reporter, Verbosity};

@@ -6,7 +6,7 @@ use super::print_json;
 use crate::cli::{ToolchainCommand, ToolchainInstallArgs};
 use crate::error::Result;
 use crate::report::{Printer, Reporter};
-use crate::toolchains::{
+use crate::managed::{
     self, InstallError, InstallRequest, LOCK_FILE, LockFile, ToolchainSpec, toolchains_dir,
 };
 
@@ -16,7 +16,7 @@ pub fn run(project_dir: &Path, command: ToolchainCommand, printer: &Printer) -> 
     match command {
         ToolchainCommand::Install(args) => install(project_dir, &root, &args, printer),
         ToolchainCommand::List(args) => {
-            let installed = toolchains::installed(&root)?;
+            let installed = managed::installed(&root)?;
             if args.json {
                 return print_json("the toolchains", &installed);
             }
@@ -35,7 +35,7 @@ pub fn run(project_dir: &Path, command: ToolchainCommand, printer: &Printer) -> 
             Ok(())
         }
         ToolchainCommand::Remove(args) => {
-            let dir = toolchains::remove(&root, &args.name)?;
+            let dir = managed::remove(&root, &args.name)?;
             printer.stage("Removed", &dir.display().to_string());
             Ok(())
         }
@@ -81,7 +81,7 @@ fn install(
     };
     let mut lock = lock.unwrap_or_default();
     for request in &requests {
-        let installed = toolchains::install(root, request, printer)?;
+        let installed = managed::install(root, request, printer)?;
         let status = if installed.installed_now {
             "Installed"
         } else {

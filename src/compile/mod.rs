@@ -3,7 +3,7 @@
 
 mod cache;
 mod command;
-mod deps;
+mod depfile;
 mod nvcc_steps;
 mod split;
 
@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use command::command_for;
-pub use deps::{parse_depfile, scan_includes};
+pub use depfile::{parse_depfile, scan_includes};
 
 use crate::hint::Hint;
-use crate::jobs::{JobError, Schedule, Unit, run_scheduled};
+use crate::schedule::{JobError, Schedule, Unit, run_scheduled};
 use crate::jobserver::Jobserver;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{

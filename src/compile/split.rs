@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::nvcc_steps::{Step, StepPaths, Unsupported, plan_steps};
 use super::{CompileError, io_error, job_error};
-use crate::jobs::JobError;
+use crate::schedule::JobError;
 use crate::jobserver::Jobserver;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec, diagnostics, run_cancellable};

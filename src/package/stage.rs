@@ -1,5 +1,5 @@
 //! Staging: a variant is written to a temp dir beside its target and swapped into place (the
-//! build holds the output directory's lock meanwhile, see `build::BuildLock`). Temporaries
+//! build holds the output directory's lock meanwhile, see `orchestrator::BuildLock`). Temporaries
 //! carry the writer's pid (`.stage-<pid>-…`, `.old-<pid>-…`, `.tmp-<pid>-…`) so that
 //! [`sweep_stale`] can clear what a killed build left behind.
 

@@ -8,7 +8,7 @@ use super::{
     BuildPlan, PlanError, PlanSettings, VariantPlan, python_files, select_backends, source_identity,
 };
 use crate::config::{Backend, Framework, Project};
-use crate::deps::Origin;
+use crate::depends::Origin;
 use crate::toolchain::{Toolchain, TorchInfo};
 
 /// `torch215-cxx11-cu132-x86_64-linux`, `torch215-cxx11-cpu-x86_64-linux`, or `torch-<backend>`

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::config::{Backend, Capability, DType};
-use crate::deps::Fetch;
+use crate::depends::Fetch;
 use crate::hint::Hint;
-use crate::jobs::JobBudget;
+use crate::schedule::JobBudget;
 
 /// Everything one `kbuild build` does.
 #[derive(Debug, Clone, Serialize)]

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::{Redactor, Token};
-use super::plan::RemoteFile;
+use super::compare::RemoteFile;
 use super::retry::{Failure, FailureKind};
 
 /// Branch and pull-request heads of a repository.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use super::error::PublishError;
 use super::hub::{Change, CommitRequest, Landed, Remote};
-use super::plan::{Batch, Plan};
+use super::compare::{Batch, Plan};
 use super::settings::PublishSettings;
 use super::summary::CommitSummary;
 use crate::report::Reporter;

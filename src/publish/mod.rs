@@ -13,7 +13,7 @@ mod commit;
 mod error;
 pub mod hub;
 pub mod local;
-pub mod plan;
+pub mod compare;
 pub mod retry;
 mod run;
 mod settings;

@@ -9,7 +9,7 @@ use super::commit::{Message, Target, commit_plan, move_marker, restore_moved};
 use super::error::PublishError;
 use super::hub::Remote;
 use super::local::{self, LocalFile};
-use super::plan::Plan;
+use super::compare::Plan;
 use super::settings::PublishSettings;
 use super::summary::PublishSummary;
 use crate::report::Reporter;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use hf_hub::RepoTypeAny;
 
 use super::auth::{Token, TokenSource};
-use super::plan::BatchLimits;
+use super::compare::BatchLimits;
 use super::retry::RetryPolicy;
 
 /// Everything a publish needs, resolved (CLI > build.toml > defaults).

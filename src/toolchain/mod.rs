@@ -16,7 +16,7 @@ pub use torch::{ExtensionFlags, TorchEnv, find_torch, target_version_define};
 
 use std::path::{Path, PathBuf};
 
-use crate::deps::{DependencyHeaders, DepsSettings};
+use crate::depends::{DependencyHeaders, DepsSettings};
 use crate::hint::Hint;
 use crate::process::{self, CommandFailure, CommandSpec, on_new_line};
 

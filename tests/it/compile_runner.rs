@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::common::fake_cc::{FakeCompiler, job, write};
 use kbuild::compile::{CompileError, CompileSettings, compile_all};
 use kbuild::hint::Hint;
-use kbuild::jobs::{JobError, Unit, run_jobs};
+use kbuild::schedule::{JobError, Unit, run_jobs};
 use kbuild::report::{Recorder, UnitOutcome};
 
 fn settings(root: &Path, jobs: usize) -> CompileSettings {

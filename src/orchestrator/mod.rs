@@ -5,13 +5,13 @@
 //! build for several toolchains (one per torch) makes one plan per toolchain and executes them
 //! together: their compile jobs share one runner and one budget.
 
-mod checks;
+mod paths;
 mod costs;
-mod discover;
+mod prepare;
 mod fresh;
 mod lock;
 
-pub use discover::{ToolchainChoice, choose_toolchains, discover_toolchain};
+pub use prepare::{ToolchainChoice, choose_toolchains, discover_toolchain};
 pub use lock::BuildLock;
 
 use std::path::{Path, PathBuf};
@@ -22,9 +22,9 @@ use serde::Serialize;
 
 use crate::compile::{self, CompileError, CompileSettings};
 use crate::config::{self, Backend, ConfigError, Project};
-use crate::deps::{self, DepsError};
+use crate::depends::{self, DepsError};
 use crate::hint::Hint;
-use crate::jobs::{JobBudget, Order};
+use crate::schedule::{JobBudget, Order};
 use crate::jobserver::Jobserver;
 use crate::link::{self, LinkError};
 use crate::package::{self, Installed, PackageError};
@@ -34,7 +34,7 @@ use crate::plan::{
 use crate::process::{Interrupted, catch_interrupts, check_interrupted};
 use crate::report::Reporter;
 use crate::toolchain::{FactCache, Toolchain, ToolchainError, ToolchainSettings};
-use crate::toolchains::InstallError;
+use crate::managed::InstallError;
 
 /// What to build and how, resolved from the command line.
 #[derive(Debug, Clone)]
@@ -291,7 +291,7 @@ impl<'r> Builder<'r> {
 
     /// The plan for `project` built with `toolchain`; reports the backends it skips.
     pub fn plan(&self, project: &Project, toolchain: &Toolchain) -> Result<BuildPlan, BuildError> {
-        checks::check_paths(project, &self.out_dir(project))?;
+        paths::check_paths(project, &self.out_dir(project))?;
         let settings = PlanSettings {
             out_dir: self.out_dir(project),
             backends: self.settings.backends.clone(),
@@ -422,12 +422,12 @@ impl<'r> Builder<'r> {
             path: first.work_dir.join("fresh.json"),
             source,
         })?;
-        let mut fetched: Vec<&deps::Fetch> = Vec::new();
+        let mut fetched: Vec<&depends::Fetch> = Vec::new();
         for fetch in plans.iter().flat_map(|p| &p.fetches) {
             if fetched.iter().all(|f| f.into != fetch.into) {
                 let into = fetch.into.display();
                 reporter.stage("Fetching", &format!("{} into {into}", fetch.source));
-                deps::fetch(fetch)?;
+                depends::fetch(fetch)?;
                 fetched.push(fetch);
             }
         }

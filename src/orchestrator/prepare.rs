@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use super::BuildError;
 use crate::config::{Backend, Framework, Project};
-use crate::deps;
+use crate::depends;
 use crate::plan::select_backends;
 use crate::report::Reporter;
 use crate::toolchain::{FactCache, Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch};
-use crate::toolchains::{self, InstallError, LockFile, major_minor, toolchains_dir};
+use crate::managed::{self, InstallError, LockFile, major_minor, toolchains_dir};
 
 /// Where one toolchain of a build comes from.
 #[derive(Debug, Clone)]
@@ -49,7 +49,7 @@ pub fn choose_toolchains(
         if choices.iter().any(|c| c.torch.as_ref() == Some(&torch)) {
             continue;
         }
-        let python: Option<PathBuf> = match toolchains::for_torch(&root, lock.as_ref(), &torch) {
+        let python: Option<PathBuf> = match managed::for_torch(&root, lock.as_ref(), &torch) {
             Ok(found) => found.map(|m| m.python),
             // Locked but not installed here: the default Python may still be that torch.
             Err(InstallError::NotInstalled { .. }) => None,
@@ -114,7 +114,7 @@ pub fn discover_toolchain(
     } else {
         None
     };
-    let deps = deps::locate(
+    let deps = depends::locate(
         project,
         &selection.chosen,
         &settings.deps,
