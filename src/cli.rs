@@ -72,6 +72,8 @@ pub enum Command {
     /// runs the fresh build. A `.pth` in the environment points at build/.kbuild/develop, which
     /// links to build/<variant>: later `kbuild build`s are picked up without running develop
     /// again. The environment is `--python`'s, else the active one (`VIRTUAL_ENV`), else ./.venv.
+    /// The variant is selected as `build` selects (`--backend`, `--torch`, `--variant`,
+    /// kbuild.lock); when several remain, the one built with that environment's Python.
     Develop(DevelopArgs),
     /// Write each built variant as `<name>-<variant>.tar.gz` into dist/.
     ///
@@ -91,7 +93,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
-    /// Print the build variants this toolchain would produce.
+    /// Print the build variants `kbuild build` would produce, selected as it selects them.
     ListVariants(ListVariantsArgs),
     /// Upload build/ to a Hub kernel repository.
     ///
@@ -124,24 +126,31 @@ pub struct ToolchainArgs {
     pub nvcc: Option<PathBuf>,
 }
 
+/// Which variants: `build`, `develop` and `list-variants` select the same way.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SelectArgs {
+    /// Only these backends (repeatable) [default: every backend in build.toml that this
+    /// machine can build].
+    #[arg(long = "backend", value_name = "NAME")]
+    pub backends: Vec<String>,
+    /// For these torch versions (comma-separated), one variant set per toolchain
+    /// [default: the toolchains in kbuild.lock, else the Python found as for `--python`].
+    #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
+    pub torch: Vec<String>,
+    /// Only these variants (repeatable), e.g. one per CI job; `kbuild list-variants` names them.
+    #[arg(long = "variant", value_name = "NAME")]
+    pub variants: Vec<String>,
+}
+
 #[derive(Debug, Args)]
 pub struct BuildArgs {
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
-    /// Build only these backends (repeatable) [default: every backend in build.toml that this
-    /// machine can build].
-    #[arg(long = "backend", value_name = "NAME")]
-    pub backends: Vec<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
     /// Parallel compile jobs [default: from cores and memory; nvcc with torch headers needs ~3 GB].
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Build for these torch versions (comma-separated), one variant set per toolchain
-    /// [default: the toolchains in kbuild.lock, else the Python found as for `--python`].
-    #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
-    pub torch: Vec<String>,
-    /// Build only these variants (repeatable), e.g. one per CI job.
-    #[arg(long = "variant", value_name = "NAME")]
-    pub variants: Vec<String>,
     /// Run every compiler under this program, e.g. `sccache` [env: KBUILD_COMPILER_LAUNCHER].
     #[arg(long, value_name = "PROGRAM", env = "KBUILD_COMPILER_LAUNCHER")]
     pub compiler_launcher: Option<PathBuf>,
@@ -172,9 +181,8 @@ pub struct BuildArgs {
 pub struct DevelopArgs {
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
-    /// The backend to build and install, when build.toml has several this machine can build.
-    #[arg(long = "backend", value_name = "NAME")]
-    pub backend: Option<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
     /// Parallel compile jobs [default: from cores and memory].
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
@@ -284,6 +292,8 @@ pub struct CheckConfigArgs {
 pub struct ListVariantsArgs {
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
+    #[command(flatten)]
+    pub select: SelectArgs,
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,

@@ -3,13 +3,13 @@
 
 use thiserror::Error;
 
-use crate::orchestrator::BuildError;
 use crate::config::ConfigError;
 use crate::develop::DevelopError;
 use crate::hint::Hint;
+use crate::managed::InstallError;
+use crate::orchestrator::BuildError;
 use crate::package::PackageError;
 use crate::publish::PublishError;
-use crate::managed::InstallError;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]
@@ -24,8 +24,8 @@ pub enum Error {
     Develop(Box<DevelopError>),
     #[error(transparent)]
     Package(Box<PackageError>),
-    /// `develop` installs exactly one variant; the build made another number.
-    #[error("`kbuild develop` installs one variant, but the build made {}: [{}]", variants.len(), variants.join(", "))]
+    /// `develop` installs exactly one variant; the selection holds another number.
+    #[error("`kbuild develop` installs one variant, but {} are selected: [{}]", variants.len(), variants.join(", "))]
     NotOneVariant { variants: Vec<String> },
     #[error(transparent)]
     Toolchains(Box<InstallError>),
@@ -59,7 +59,7 @@ impl Hint for Error {
             Error::Develop(e) => e.hint(),
             Error::Package(e) => e.hint(),
             Error::NotOneVariant { .. } => {
-                Some("choose one with `--backend` (e.g. `--backend cpu`)".into())
+                Some("choose one with `--variant` (`kbuild list-variants` names them) or `--backend`".into())
             }
             Error::Toolchains(e) => e.hint(),
             Error::Json { .. } => Some("this is a kbuild bug: please report it".into()),

@@ -10,32 +10,26 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::jobserver::Jobserver;
+use crate::jobserver::{Jobserver, Slot};
 use crate::process::Cancel;
 use crate::report::{Reporter, UnitOutcome};
 
 /// Peak memory of one nvcc job with torch headers (cicc measured at 2.9 GB).
 const MEMORY_PER_JOB: u64 = 3 << 30;
 
-/// How much parallelism a build may use, decided once from `-j`, the cores and the memory.
+/// How much parallelism a build may use and how its jobs start, decided once from `-j`, the
+/// cores, the memory and the scheduling levers (resolved by the command from the environment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct JobBudget {
     /// Compiler processes running at once.
     pub jobs: usize,
     /// Threads nvcc's device passes may use in total, split between the jobs running at once.
     pub nvcc_threads: usize,
-    /// nvcc's device passes take their slots from the build's jobserver (`--jobserver`, where
-    /// nvcc has it) instead of a fixed share of `nvcc_threads`. Off unless `KBUILD_JOBSERVER=1`:
-    /// nvcc 13.0-13.2 accept the jobserver but then run a unit's device passes one at a time,
-    /// with free tokens in the pipe (under GNU make too), so it made every multi-capability
-    /// unit serial (`tests/it/build_schedule.rs` pins that down).
-    pub jobserver: bool,
     /// Which compile job starts first. `KBUILD_SCHEDULE=fifo`: in plan order.
     pub order: Order,
-    /// CUDA units run nvcc's pipeline as separate steps under the build's job slots (the host
-    /// compile beside the device passes, each device pass a job of its own). On unless
-    /// `KBUILD_NVCC_STEPS=0`.
-    pub nvcc_steps: bool,
+    /// How CUDA units run nvcc, as asked for; the build narrows it to what its toolchains and
+    /// launcher allow ([`NvccMode::allowed`]) once, before planning.
+    pub nvcc: NvccMode,
 }
 
 /// The order jobs start in.
@@ -48,24 +42,75 @@ pub enum Order {
     LongestFirst,
 }
 
+/// How CUDA units run nvcc: the one decision behind `--threads`, `--jobserver` and kbuild's
+/// own steps, made once per build and carried in the settings of the plan and the compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NvccMode {
+    /// kbuild runs each unit's nvcc pipeline as separate steps (read from `nvcc --dryrun`)
+    /// under the build's job slots: the host compile beside the device passes. A unit whose
+    /// pipeline kbuild does not know still compiles with one nvcc (`-v` says why).
+    Steps,
+    /// One nvcc per unit; its device passes get a fixed `--threads` share.
+    Threads,
+    /// One nvcc per unit; its device passes take slots from the build's jobserver
+    /// (`--jobserver`). Opt-in (`KBUILD_JOBSERVER=1`): nvcc 13.0-13.2 accept the jobserver but
+    /// then run a unit's device passes one at a time with free tokens in the pipe, under GNU
+    /// make too (`tests/it/build_schedule.rs` pins that down).
+    Jobserver,
+}
+
+impl NvccMode {
+    /// The mode a build can use: a compiler launcher gets one nvcc per unit (sccache splits
+    /// nvcc its own way), and nvcc's jobserver needs every nvcc of the build to have
+    /// `--jobserver`. Returns the mode and, when it differs from `self`, why.
+    pub fn allowed(self, launcher: bool, nvcc_has_jobserver: bool) -> (NvccMode, Option<String>) {
+        match self {
+            NvccMode::Steps if launcher => (
+                NvccMode::Threads,
+                Some("a compiler launcher runs one nvcc per unit".into()),
+            ),
+            NvccMode::Jobserver if !nvcc_has_jobserver => (
+                NvccMode::Threads,
+                Some("this nvcc has no `--jobserver`".into()),
+            ),
+            mode => (mode, None),
+        }
+    }
+
+    /// The mode's name, as `--json` and `KBUILD_NVCC` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NvccMode::Steps => "steps",
+            NvccMode::Threads => "threads",
+            NvccMode::Jobserver => "jobserver",
+        }
+    }
+
+    /// What `-v` says about the mode.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NvccMode::Steps => {
+                "nvcc's steps run as jobs of their own (host compile beside the device passes)"
+            }
+            NvccMode::Threads => "nvcc's device passes get a fixed `--threads` share",
+            NvccMode::Jobserver => "nvcc's device passes share the build's jobserver",
+        }
+    }
+}
+
 impl JobBudget {
-    /// `requested` jobs (`-j`), else as many as cores and memory allow; nvcc threads from cores.
-    /// The scheduling levers come from `KBUILD_JOBSERVER` (off by default) and
-    /// `KBUILD_SCHEDULE` (longest first by default); the benchmark sets them one at a time.
+    /// `requested` jobs (`-j`), else as many as cores and memory allow; nvcc threads from
+    /// cores; jobs longest first and nvcc as steps unless the caller says otherwise.
     pub fn for_machine(requested: Option<usize>) -> Self {
         let cores = thread::available_parallelism().map_or(1, |n| n.get());
-        let env = |name: &str| std::env::var(name).unwrap_or_default();
         JobBudget {
             jobs: requested
                 .unwrap_or_else(|| jobs_for(cores, mem_available()))
                 .max(1),
             nvcc_threads: cores,
-            jobserver: matches!(env("KBUILD_JOBSERVER").as_str(), "1" | "on" | "true"),
-            order: match env("KBUILD_SCHEDULE").as_str() {
-                "fifo" => Order::Fifo,
-                _ => Order::LongestFirst,
-            },
-            nvcc_steps: !matches!(env("KBUILD_NVCC_STEPS").as_str(), "0" | "off" | "false"),
+            order: Order::LongestFirst,
+            nvcc: NvccMode::Steps,
         }
     }
 
@@ -169,78 +214,33 @@ where
     F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError<E>> + Sync,
 {
     reporter.begin_units(units.len());
-    let cancel = Cancel::new();
-    let next = AtomicUsize::new(0);
-    let order: Vec<usize> = if schedule.order.len() == units.len() {
-        schedule.order.clone()
-    } else {
-        (0..units.len()).collect()
+    let run = Run {
+        units,
+        schedule,
+        reporter,
+        work,
+        cancel: Cancel::new(),
+        next: AtomicUsize::new(0),
+        order: if schedule.order.len() == units.len() {
+            schedule.order.clone()
+        } else {
+            (0..units.len()).collect()
+        },
+        results: Mutex::new(vec![None; units.len()]),
+        first_error: Mutex::new(None),
+        jobserver_broken: std::sync::Once::new(),
     };
-    let results: Mutex<Vec<Option<Finished>>> = Mutex::new(vec![None; units.len()]);
-    let first_error: Mutex<Option<E>> = Mutex::new(None);
-    let jobserver_broken = std::sync::Once::new();
     let workers = schedule.jobs.max(1).min(units.len());
     thread::scope(|scope| {
         for _ in 0..workers {
-            scope.spawn(|| {
-                while !cancel.is_cancelled() {
-                    // The slot is taken before the unit: a unit waits for a slot, never the
-                    // other way round, so the order holds.
-                    let slot = match schedule.jobserver {
-                        None => None,
-                        Some(js) => match js.acquire(&cancel) {
-                            Ok(Some(slot)) => Some(slot),
-                            Ok(None) => break,
-                            // Still at most `jobs` units, one per worker.
-                            Err(e) => {
-                                jobserver_broken.call_once(|| {
-                                    reporter.warn(&format!(
-                                        "the build's jobserver cannot be read ({e}): units run \
-                                         without it"
-                                    ))
-                                });
-                                None
-                            }
-                        },
-                    };
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(unit) = order.get(i).map(|&i| (i, &units[i])) else {
-                        drop(slot);
-                        if let Some(js) = schedule.jobserver {
-                            js.donate_implicit();
-                        }
-                        break;
-                    };
-                    let (i, unit) = unit;
-                    let label = unit.label();
-                    reporter.unit_started(label);
-                    let started = Instant::now();
-                    let result = work(unit, &cancel);
-                    drop(slot);
-                    let elapsed = started.elapsed();
-                    match result {
-                        Ok(outcome) => {
-                            reporter.unit_finished(label, outcome, elapsed);
-                            lock(&results)[i] = Some(Finished { outcome, elapsed });
-                        }
-                        Err(JobError::Cancelled) => {
-                            reporter.verbose(&format!("stopped `{label}`: another unit failed"));
-                        }
-                        Err(JobError::Failed(err)) => {
-                            reporter.unit_finished(label, UnitOutcome::Failed, elapsed);
-                            lock(&first_error).get_or_insert(err);
-                            cancel.cancel();
-                        }
-                    }
-                }
-            });
+            scope.spawn(|| run.worker());
         }
     });
-    if let Some(err) = lock(&first_error).take() {
+    if let Some(err) = lock(&run.first_error).take() {
         return Err(err);
     }
     // Without an error every unit ran to an outcome.
-    Ok(lock(&results)
+    Ok(lock(&run.results)
         .iter()
         .map(|r| {
             r.unwrap_or(Finished {
@@ -249,6 +249,93 @@ where
             })
         })
         .collect())
+}
+
+/// What the workers of one [`run_scheduled`] share.
+struct Run<'a, T, E, F> {
+    units: &'a [T],
+    schedule: &'a Schedule<'a>,
+    reporter: &'a dyn Reporter,
+    work: F,
+    cancel: Cancel,
+    /// Index into `order` of the next unit to start.
+    next: AtomicUsize,
+    order: Vec<usize>,
+    results: Mutex<Vec<Option<Finished>>>,
+    first_error: Mutex<Option<E>>,
+    jobserver_broken: std::sync::Once,
+}
+
+impl<T, E, F> Run<'_, T, E, F>
+where
+    T: Unit,
+    E: Send,
+    F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError<E>> + Sync,
+{
+    /// One worker: take a slot, then the next unit, run it; until none is left or one failed.
+    fn worker(&self) {
+        while !self.cancel.is_cancelled() {
+            // The slot is taken before the unit: a unit waits for a slot, never the other way
+            // round, so the order holds.
+            let Some(slot) = self.slot() else { break };
+            let i = self.next.fetch_add(1, Ordering::SeqCst);
+            let Some(&i) = self.order.get(i) else {
+                drop(slot);
+                if let Some(js) = self.schedule.jobserver {
+                    js.donate_implicit();
+                }
+                break;
+            };
+            self.run_unit(i, slot);
+        }
+    }
+
+    /// A jobserver slot (`Some(None)` without a jobserver, or once it cannot be read: still
+    /// at most `jobs` units, one per worker); `None` when the run is over.
+    fn slot(&self) -> Option<Option<Slot<'_>>> {
+        let Some(js) = self.schedule.jobserver else {
+            return Some(None);
+        };
+        match js.acquire(&self.cancel) {
+            Ok(Some(slot)) => Some(Some(slot)),
+            Ok(None) => None,
+            Err(e) => {
+                self.jobserver_broken.call_once(|| {
+                    self.reporter.warn(&format!(
+                        "the build's jobserver cannot be read ({e}): units run without it"
+                    ))
+                });
+                Some(None)
+            }
+        }
+    }
+
+    /// Run unit `i` holding `slot`, and record how it ended.
+    fn run_unit(&self, i: usize, slot: Option<Slot<'_>>) {
+        let unit = &self.units[i];
+        let label = unit.label();
+        self.reporter.unit_started(label);
+        let started = Instant::now();
+        let result = (self.work)(unit, &self.cancel);
+        drop(slot);
+        let elapsed = started.elapsed();
+        match result {
+            Ok(outcome) => {
+                self.reporter.unit_finished(label, outcome, elapsed);
+                lock(&self.results)[i] = Some(Finished { outcome, elapsed });
+            }
+            Err(JobError::Cancelled) => {
+                self.reporter
+                    .verbose(&format!("stopped `{label}`: another unit failed"));
+            }
+            Err(JobError::Failed(err)) => {
+                self.reporter
+                    .unit_finished(label, UnitOutcome::Failed, elapsed);
+                lock(&self.first_error).get_or_insert(err);
+                self.cancel.cancel();
+            }
+        }
+    }
 }
 
 /// A poisoned lock only means another worker panicked; the panic propagates from the scope.
@@ -273,9 +360,8 @@ mod tests {
         let budget = JobBudget {
             jobs: 16,
             nvcc_threads: 16,
-            jobserver: false,
             order: Order::Fifo,
-            nvcc_steps: false,
+            nvcc: NvccMode::Threads,
         };
         assert_eq!(budget.nvcc_threads_per_job(3), 5);
         assert_eq!(budget.nvcc_threads_per_job(40), 1);

@@ -7,9 +7,10 @@ use super::{print, print_json};
 use crate::check::{CheckOptions, check_path, human};
 use crate::cli::CheckArgs;
 use crate::error::Result;
+use crate::report::{Printer, Reporter};
 
 /// Run `kbuild check`; exits 1 when any rule is violated.
-pub fn run(project_dir: &Path, args: &CheckArgs) -> Result<ExitCode> {
+pub fn run(project_dir: &Path, args: &CheckArgs, printer: &Printer) -> Result<ExitCode> {
     let path = args
         .path
         .clone()
@@ -26,6 +27,10 @@ pub fn run(project_dir: &Path, args: &CheckArgs) -> Result<ExitCode> {
         print(&human(&checks))?;
     }
     let failed = checks.iter().any(|c| !c.findings.is_empty());
+    if !failed {
+        let what = format!("{} variant(s) in {}: ok", checks.len(), path.display());
+        printer.stage("Checked", &what);
+    }
     Ok(if failed {
         ExitCode::FAILURE
     } else {

@@ -17,10 +17,7 @@ pub fn run(
 ) -> Result<ExitCode> {
     let project = config::load(project_dir)?;
     for w in &project.warnings {
-        match &w.hint {
-            Some(h) => reporter.warn(&format!("{w}\n  hint: {h}")),
-            None => reporter.warn(&w.to_string()),
-        }
+        reporter.warn(&w.with_hint());
     }
     let out = if args.json {
         serde_json::to_string_pretty(&project).map_err(|source| Error::Json {

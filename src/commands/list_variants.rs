@@ -5,13 +5,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::build::toolchain_settings;
+use super::settings::select_settings;
 use super::{print, print_json};
-use crate::orchestrator::{BuildSettings, Builder};
 use crate::cli::ListVariantsArgs;
 use crate::config::Backend;
 use crate::error::Result;
-use crate::schedule::JobBudget;
+use crate::orchestrator::{Builder, skipped_once};
 use crate::plan::Skipped;
 use crate::report::Printer;
 use crate::toolchain::Toolchain;
@@ -19,8 +18,8 @@ use crate::toolchain::Toolchain;
 /// What `list-variants --json` prints.
 #[derive(Debug, Serialize)]
 pub struct VariantListing {
-    #[serde(flatten)]
-    pub toolchain: ToolchainFacts,
+    /// One per torch the build selects (`--torch`, kbuild.lock, else the default Python).
+    pub toolchains: Vec<ToolchainFacts>,
     pub variants: Vec<ListedVariant>,
     pub skipped: Vec<Skipped>,
 }
@@ -52,37 +51,30 @@ pub struct ListedVariant {
     pub name: String,
     pub backend: Backend,
     pub capabilities: Vec<String>,
+    /// The torch it is built against (`None` for noarch projects).
+    pub torch: Option<String>,
 }
 
-/// Run `kbuild list-variants`: the build's own preparation, with the build's defaults.
+/// Run `kbuild list-variants`: the build's own preparation and selection.
 pub fn run(project_dir: &Path, args: ListVariantsArgs, printer: &Printer) -> Result<()> {
-    let settings = BuildSettings {
-        project_dir: project_dir.to_path_buf(),
-        toolchain: toolchain_settings(&args.toolchain),
-        backends: Vec::new(),
-        budget: JobBudget::for_machine(None),
-        out_dir: None,
-        unique_id: None,
-        outputs: Default::default(),
-        torch: Vec::new(),
-        variants: Vec::new(),
-        compiler_launcher: None,
-    };
+    let settings = select_settings(project_dir, &args.toolchain, &args.select, None);
     let prepared = Builder::new(settings, printer).prepare()?;
-    let listing = VariantListing {
-        toolchain: ToolchainFacts::of(&prepared.toolchain),
-        variants: prepared
-            .plan
+    let mut listing = VariantListing {
+        toolchains: Vec::new(),
+        variants: Vec::new(),
+        skipped: skipped_once(&prepared.plans),
+    };
+    for (plan, toolchain) in prepared.plans.iter().zip(&prepared.toolchains) {
+        listing.toolchains.push(ToolchainFacts::of(toolchain));
+        listing
             .variants
-            .iter()
-            .map(|v| ListedVariant {
+            .extend(plan.variants.iter().map(|v| ListedVariant {
                 name: v.name.clone(),
                 backend: v.backend,
                 capabilities: v.capabilities.iter().map(ToString::to_string).collect(),
-            })
-            .collect(),
-        skipped: prepared.plan.skipped,
-    };
+                torch: ToolchainFacts::of(toolchain).torch,
+            }));
+    }
     if args.json {
         return print_json("the variant listing", &listing);
     }

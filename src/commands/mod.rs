@@ -7,6 +7,7 @@ pub mod develop;
 pub mod list_variants;
 pub mod pack;
 pub mod publish;
+pub mod settings;
 pub mod toolchain;
 pub mod wheel;
 
@@ -36,7 +37,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             wheel::run(&project, args, &printer)?;
         }
-        Command::Check(args) => return check::run(&project, &args),
+        Command::Check(args) => {
+            let printer = Printer::new(verbosity, args.json);
+            return check::run(&project, &args, &printer);
+        }
         Command::Pack(args) => {
             let printer = Printer::new(verbosity, args.json);
             pack::run(&project, &args, &printer)?;

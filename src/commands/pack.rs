@@ -13,7 +13,7 @@ pub fn run(project_dir: &Path, args: &PackArgs, printer: &Printer) -> Result<()>
         .build_dir
         .clone()
         .unwrap_or_else(|| project_dir.join("build"));
-    let dist_dir = super::build::dist_dir(project_dir, args.dist_dir.as_deref());
+    let dist_dir = super::settings::dist_dir(project_dir, args.dist_dir.as_deref());
     let packed = crate::package::pack(&build_dir, &args.variants, &dist_dir)?;
     for p in &packed {
         printer.stage("Artifact", &p.path.display().to_string());

@@ -5,10 +5,10 @@ use std::path::Path;
 use super::print_json;
 use crate::cli::{ToolchainCommand, ToolchainInstallArgs};
 use crate::error::Result;
-use crate::report::{Printer, Reporter};
 use crate::managed::{
     self, InstallError, InstallRequest, LOCK_FILE, LockFile, ToolchainSpec, toolchains_dir,
 };
+use crate::report::{Printer, Reporter};
 
 /// Run `kbuild toolchain …`.
 pub fn run(project_dir: &Path, command: ToolchainCommand, printer: &Printer) -> Result<()> {
@@ -23,16 +23,14 @@ pub fn run(project_dir: &Path, command: ToolchainCommand, printer: &Printer) -> 
             if installed.is_empty() {
                 printer.info(&format!("no toolchains in `{}`", root.display()));
             }
+            let mut text = String::new();
             for t in &installed {
                 let torch = t.record.packages.iter().find(|p| p.starts_with("torch=="));
-                println!(
-                    "{:<20} {:<16} {}",
-                    t.record.name,
-                    torch.map_or("torch ?", |p| p.as_str()),
-                    t.dir.display()
-                );
+                let torch = torch.map_or("torch ?", |p| p.as_str());
+                let dir = t.dir.display();
+                text.push_str(&format!("{:<20} {torch:<16} {dir}\n", t.record.name));
             }
-            Ok(())
+            super::print(&text)
         }
         ToolchainCommand::Remove(args) => {
             let dir = managed::remove(&root, &args.name)?;

@@ -16,7 +16,6 @@ pub use command::command_for;
 pub use depfile::{parse_depfile, scan_includes};
 
 use crate::hint::Hint;
-use crate::schedule::{JobError, Schedule, Unit, run_scheduled};
 use crate::jobserver::Jobserver;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{
@@ -24,6 +23,8 @@ use crate::process::{
     diagnostics, on_new_line, run_cancellable,
 };
 use crate::report::{Reporter, UnitOutcome};
+use crate::schedule::NvccMode;
+use crate::schedule::{JobError, Schedule, Unit, run_scheduled};
 use cache::{Cache, Freshness};
 
 /// How to run the compile jobs.
@@ -37,15 +38,15 @@ pub struct CompileSettings {
     /// key: it must not change what the compiler produces, and switching it on should not
     /// rebuild what kbuild already has.
     pub launcher: Option<PathBuf>,
-    /// Shared with the nvcc jobs that ask for it (`CompileJob::nvcc_jobserver`); each job
-    /// holds one of its slots while it runs.
+    /// The build's job slots: with [`NvccMode::Steps`] each step of a unit's pipeline runs in
+    /// one, with [`NvccMode::Jobserver`] nvcc's device passes take them; each job holds one of
+    /// its slots while it runs.
     pub jobserver: Option<Arc<Jobserver>>,
     /// Indices into the jobs, in the order they start; empty: as given.
     pub order: Vec<usize>,
-    /// Run each CUDA unit's nvcc pipeline as separate steps (`JobBudget::nvcc_steps`); units
-    /// under a launcher or nvcc's own jobserver, and units whose pipeline kbuild does not
-    /// know, compile with one nvcc.
-    pub nvcc_steps: bool,
+    /// How CUDA units run nvcc, decided once for the build. With [`NvccMode::Steps`] a unit
+    /// whose pipeline kbuild does not know still compiles with one nvcc.
+    pub nvcc: NvccMode,
 }
 
 /// Which units ran a compiler and which came from the cache (labels, in job order).
@@ -257,7 +258,9 @@ fn compile_one(
         }),
     );
     // Not in the command shown: the pipe it names exists only inside this build.
-    if let (true, Some(jobserver)) = (job.nvcc_jobserver, &settings.jobserver) {
+    if let (NvccMode::Jobserver, true, Some(jobserver)) =
+        (settings.nvcc, job.nvcc_jobserver, &settings.jobserver)
+    {
         jobserver.share_with(&mut spec);
     }
     // Shown (with `-v` and in errors) as the command that writes the final paths: it reproduces
@@ -305,11 +308,7 @@ fn split_run(
     reporter: &dyn Reporter,
     cancel: &Cancel,
 ) -> Result<Option<String>, JobError<CompileError>> {
-    let eligible = settings.nvcc_steps
-        && job.lang == Lang::Cuda
-        && settings.launcher.is_none()
-        && !job.nvcc_jobserver;
-    if !eligible {
+    if settings.nvcc != NvccMode::Steps || job.lang != Lang::Cuda {
         return Ok(None);
     }
     let run = split::SplitRun {

@@ -272,6 +272,34 @@ fn build_plan(
     path_dirs: &str,
     paths: &StepPaths,
 ) -> Result<StepPlan, Unsupported> {
+    let host_stub = check_shape(&parsed)?;
+    let chain = chain_steps(parsed, env, path_dirs, paths, &host_stub)?;
+    let Chain {
+        mut steps,
+        fatbinary: (fatbinary, fatbin, fatbin_c),
+        host: (host, host_compiler),
+    } = chain;
+    let Some(fatbin) = fatbin else {
+        return unsupported("fatbinary names no `--create` file");
+    };
+    let fatbin = std::path::absolute(&fatbin).unwrap_or(fatbin);
+    let fatbin_text = fatbin.to_str().filter(|s| !s.contains(['"', '\\', '\n']));
+    let Some(fatbin_text) = fatbin_text else {
+        return unsupported("the fatbinary's path cannot be written in an assembler string");
+    };
+    let asm = paths.keep_dir.join("fatbin.s");
+    add_embed_and_combine(&mut steps, &asm, paths, &host_compiler, (fatbinary, host));
+    set_priorities(&mut steps);
+    Ok(StepPlan {
+        steps,
+        fatbin_c: (fatbin_c, fatbin_c_text(&paths.symbol)),
+        fatbin_asm: (asm, fatbin_asm_text(&paths.symbol, fatbin_text)),
+    })
+}
+
+/// The pipeline kbuild knows: one host preprocess, cudafe++, fatbinary and host compile, at
+/// least one device pass, and a stub file named by cudafe++ (returned).
+fn check_shape(parsed: &[(StepKind, String, Vec<String>)]) -> Result<OsString, Unsupported> {
     let count = |kind| parsed.iter().filter(|(k, ..)| *k == kind).count();
     for kind in [
         StepKind::HostPreprocess,
@@ -291,16 +319,35 @@ fn build_plan(
         .and_then(|(_, _, argv)| value_after(argv, "--stub_file_name"))
         .and_then(|s| Path::new(s).file_name())
         .map(|s| s.to_os_string());
-    let Some(host_stub) = host_stub else {
-        return unsupported("cudafe++ names no stub file");
-    };
+    match host_stub {
+        Some(stub) => Ok(stub),
+        None => unsupported("cudafe++ names no stub file"),
+    }
+}
 
+/// nvcc's steps as kbuild runs them, with what the last two steps need.
+struct Chain {
+    steps: Vec<Step>,
+    /// The fatbinary step's index, its `--create` file and the `.fatbin.c` it would write.
+    fatbinary: (usize, Option<PathBuf>, PathBuf),
+    /// The host compile's index and compiler.
+    host: (usize, PathBuf),
+}
+
+/// Each step depends on the steps that write a file it mentions; the host preprocess also
+/// writes the unit's dependency file, the fatbinary writes no `.fatbin.c` (kbuild writes its
+/// own), and the host compile writes `host.o` once the device pass that writes its stub is done.
+fn chain_steps(
+    parsed: Vec<(StepKind, String, Vec<String>)>,
+    env: &[(OsString, OsString)],
+    path_dirs: &str,
+    paths: &StepPaths,
+    host_stub: &OsString,
+) -> Result<Chain, Unsupported> {
     let mut produced: HashMap<String, usize> = HashMap::new();
     let mut steps: Vec<Step> = Vec::new();
-    // The fatbinary step's index, its `--create` file and the `.fatbin.c` it would write; the
-    // host compile's index and compiler.
-    let mut fatbinary: Option<(usize, Option<PathBuf>, PathBuf)> = None;
-    let mut host: Option<(usize, PathBuf)> = None;
+    let mut fatbinary = None;
+    let mut host = None;
     let host_object = paths.keep_dir.join("host.o");
     for (kind, label, mut argv) in parsed {
         let mut deps: Vec<usize> = mentions(&argv)
@@ -330,16 +377,7 @@ fn build_plan(
                 };
                 argv.truncate(at + 1);
                 argv.push(host_object.to_string_lossy().into_owned());
-                // The stub the host code includes is written by the device pass of the
-                // capability nvcc compiles the host side for.
-                let writer = produced.iter().find(|(name, i)| {
-                    steps[**i].kind == StepKind::Cicc
-                        && Path::new(name).file_name() == Some(host_stub.as_os_str())
-                });
-                let Some((_, &writer)) = writer else {
-                    return unsupported("no device pass writes the host stub");
-                };
-                deps.push(writer);
+                deps.push(stub_writer(&produced, &steps, host_stub)?);
                 host = Some((steps.len(), PathBuf::from(&argv[0])));
             }
             _ => {}
@@ -357,26 +395,50 @@ fn build_plan(
             priority: 0,
         });
     }
-    // Exactly one of each ran through the loop (counted above).
-    let (Some((fatbinary, fatbin, fatbin_c)), Some((host, host_compiler))) = (fatbinary, host)
-    else {
+    // Exactly one of each ran through the loop (counted by `check_shape`).
+    let (Some(fatbinary), Some(host)) = (fatbinary, host) else {
         return unsupported("nvcc runs no fatbinary or host compile");
     };
-    let Some(fatbin) = fatbin else {
-        return unsupported("fatbinary names no `--create` file");
-    };
-    let fatbin = std::path::absolute(&fatbin).unwrap_or(fatbin);
-    let fatbin_text = fatbin.to_str().filter(|s| !s.contains(['"', '\\', '\n']));
-    let Some(fatbin_text) = fatbin_text else {
-        return unsupported("the fatbinary's path cannot be written in an assembler string");
-    };
+    Ok(Chain {
+        steps,
+        fatbinary,
+        host,
+    })
+}
 
-    let asm = paths.keep_dir.join("fatbin.s");
+/// The device pass that writes the stub the host code includes: the one for the capability
+/// nvcc compiles the host side for.
+fn stub_writer(
+    produced: &HashMap<String, usize>,
+    steps: &[Step],
+    host_stub: &OsString,
+) -> Result<usize, Unsupported> {
+    let writer = produced.iter().find(|(name, i)| {
+        steps[**i].kind == StepKind::Cicc
+            && Path::new(name).file_name() == Some(host_stub.as_os_str())
+    });
+    match writer {
+        Some((_, &writer)) => Ok(writer),
+        None => unsupported("no device pass writes the host stub"),
+    }
+}
+
+/// The two steps nvcc does not have: assemble the fatbinary's bytes into an object (after
+/// `fatbinary`), then partially link it with the host object into the unit's object (after
+/// both).
+fn add_embed_and_combine(
+    steps: &mut Vec<Step>,
+    asm: &Path,
+    paths: &StepPaths,
+    host_compiler: &Path,
+    (fatbinary, host): (usize, usize),
+) {
+    let host_object = paths.keep_dir.join("host.o");
     let fatbin_object = paths.keep_dir.join("fatbin.o");
-    let mut embed = CommandSpec::new(&host_compiler);
+    let mut embed = CommandSpec::new(host_compiler);
     embed
         .args(["-c", "-x", "assembler"])
-        .arg(&asm)
+        .arg(asm)
         .arg("-o")
         .arg(&fatbin_object);
     steps.push(Step {
@@ -386,7 +448,7 @@ fn build_plan(
         deps: vec![fatbinary],
         priority: 0,
     });
-    let mut combine = CommandSpec::new(&host_compiler);
+    let mut combine = CommandSpec::new(host_compiler);
     combine
         .args(["-r", "-nostdlib"])
         .arg(&host_object)
@@ -400,12 +462,6 @@ fn build_plan(
         deps: vec![host, steps.len() - 1],
         priority: 0,
     });
-    set_priorities(&mut steps);
-    Ok(StepPlan {
-        steps,
-        fatbin_c: (fatbin_c, fatbin_c_text(&paths.symbol)),
-        fatbin_asm: (asm, fatbin_asm_text(&paths.symbol, fatbin_text)),
-    })
 }
 
 /// The command for one step: nvcc's environment, the program found on nvcc's `PATH`.

@@ -10,10 +10,10 @@ use sha2::{Digest, Sha256};
 
 use super::nvcc_steps::{Step, StepPaths, Unsupported, plan_steps};
 use super::{CompileError, io_error, job_error};
-use crate::schedule::JobError;
 use crate::jobserver::Jobserver;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec, diagnostics, run_cancellable};
+use crate::schedule::JobError;
 
 /// How long an idle step worker sleeps before it looks at the cancel again.
 const IDLE: Duration = Duration::from_millis(20);

@@ -460,6 +460,16 @@ impl fmt::Display for ConfigWarning {
     }
 }
 
+impl ConfigWarning {
+    /// The warning as commands print it: its line, then `  hint: …` when it has one.
+    pub fn with_hint(&self) -> String {
+        match &self.hint {
+            Some(hint) => format!("{self}\n  hint: {hint}"),
+            None => self.to_string(),
+        }
+    }
+}
+
 fn serialize_display<T: fmt::Display, S: serde::Serializer>(
     v: &T,
     s: S,

@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::BuildError;
+use super::error::BuildError;
 use crate::files::is_stale_temp;
 use crate::package::{self, Swept};
 use crate::report::Reporter;

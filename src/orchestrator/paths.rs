@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::BuildError;
+use super::error::BuildError;
 use crate::config::{Framework, Project};
 
 /// Refuse an output directory inside the Python package or a source or include directory,

@@ -1,16 +1,155 @@
-//! Toolchain discovery for one build: the torch (with its Python), then the compilers the
-//! selected backends need. A build for several torch versions discovers one toolchain per torch:
-//! [`choose_toolchains`] says where each one is.
+//! The one preparation path of every command that builds or lists: load build.toml, choose
+//! one toolchain per requested torch (`--torch`, else kbuild.lock, else the default Python),
+//! discover each, decide how nvcc runs, plan each, and keep the `--variant`s asked for. A dry
+//! run, `list-variants` and `develop` select from what this returns; `build` executes it.
 
 use std::path::PathBuf;
 
-use super::BuildError;
-use crate::config::{Backend, Framework, Project};
+use super::error::BuildError;
+use super::paths::check_paths;
+use super::settings::BuildSettings;
+use crate::config::{self, Backend, Framework, Project};
 use crate::depends;
-use crate::plan::select_backends;
-use crate::report::Reporter;
-use crate::toolchain::{FactCache, Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch};
 use crate::managed::{self, InstallError, LockFile, major_minor, toolchains_dir};
+use crate::plan::{self, BuildPlan, PlanSettings, select_backends};
+use crate::report::Reporter;
+use crate::schedule::NvccMode;
+use crate::toolchain::{
+    FactCache, Nvcc, Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch,
+};
+
+/// Everything known before anything runs: enough for `--dry-run`, `list-variants` and
+/// `develop`'s choice, and what [`super::Builder::execute`] runs.
+pub struct Prepared {
+    pub project: Project,
+    /// One plan per toolchain, holding only the `--variant`s asked for.
+    pub plans: Vec<BuildPlan>,
+    /// The toolchain each plan was made with (`toolchains[i]` for `plans[i]`).
+    pub toolchains: Vec<Toolchain>,
+    /// How CUDA units run nvcc in this build, decided once for every toolchain.
+    pub nvcc: NvccMode,
+    /// The toolchain facts of the output directory, with what this run had to ask anew.
+    pub facts: FactCache,
+}
+
+/// Prepare the build `settings` describe; toolchain facts remembered by an earlier build are
+/// used, nothing is written.
+pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prepared, BuildError> {
+    let project = load(settings, reporter)?;
+    let out_dir = settings.out_dir_of(&project);
+    check_paths(&project, &out_dir)?;
+    let facts = FactCache::open(&out_dir.join(".kbuild/toolchain.json"));
+    let mut toolchains = Vec::new();
+    for choice in choose_toolchains(&project.root, &settings.toolchain, &settings.torch)? {
+        toolchains.push(discover_toolchain(
+            &project,
+            &choice.settings,
+            &settings.backends,
+            choice.torch.as_deref(),
+            &facts,
+            reporter,
+        )?);
+    }
+    let nvcc = nvcc_mode(settings, &toolchains, reporter);
+    let plan_settings = PlanSettings {
+        out_dir,
+        backends: settings.backends.clone(),
+        unique_id: settings.unique_id.clone(),
+        budget: crate::schedule::JobBudget {
+            nvcc,
+            ..settings.budget
+        },
+    };
+    let mut plans = Vec::new();
+    for toolchain in &toolchains {
+        plans.push(plan_one(&project, toolchain, &plan_settings, reporter)?);
+    }
+    select_variants(&mut plans, &settings.variants)?;
+    Ok(Prepared {
+        project,
+        plans,
+        toolchains,
+        nvcc,
+        facts,
+    })
+}
+
+/// Load build.toml and report its warnings (with their hints); config errors surface before
+/// anything is written.
+fn load(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Project, BuildError> {
+    let project = config::load(&settings.project_dir)?;
+    for warning in &project.warnings {
+        reporter.warn(&warning.with_hint());
+    }
+    Ok(project)
+}
+
+/// The plan for `project` built with `toolchain`; reports the backends it skips.
+fn plan_one(
+    project: &Project,
+    toolchain: &Toolchain,
+    settings: &PlanSettings,
+    reporter: &dyn Reporter,
+) -> Result<BuildPlan, BuildError> {
+    let plan = plan::make_plan(project, toolchain, settings)?;
+    for s in &plan.skipped {
+        reporter.warn(&format!("skipping backend `{}`: {}", s.backend, s.reason));
+    }
+    for note in &plan.notes {
+        reporter.info(&format!("note: {note}"));
+    }
+    Ok(plan)
+}
+
+/// The one decision of how CUDA units run nvcc: the mode asked for, narrowed to what the
+/// compiler launcher and every toolchain's nvcc allow (`-v` says why it was narrowed).
+fn nvcc_mode(
+    settings: &BuildSettings,
+    toolchains: &[Toolchain],
+    reporter: &dyn Reporter,
+) -> NvccMode {
+    let nvccs: Vec<&Nvcc> = toolchains.iter().filter_map(|t| t.nvcc.as_ref()).collect();
+    let (mode, why) = settings.budget.nvcc.allowed(
+        settings.compiler_launcher.is_some(),
+        nvccs.iter().all(|n| nvcc_has_jobserver(n)),
+    );
+    if let (Some(why), false) = (why, nvccs.is_empty()) {
+        reporter.verbose(&format!("nvcc runs as `{}`: {why}", mode.as_str()));
+    }
+    mode
+}
+
+/// nvcc 13 accepts `--jobserver` (older ones reject the option).
+fn nvcc_has_jobserver(nvcc: &Nvcc) -> bool {
+    nvcc.version >= (13, 0)
+}
+
+/// Refuse two plans writing the same variant, then keep only `wanted` (all when empty); a name
+/// no plan makes is an error listing the valid ones.
+fn select_variants(plans: &mut [BuildPlan], wanted: &[String]) -> Result<(), BuildError> {
+    let mut names: Vec<&str> = Vec::new();
+    for variant in plans.iter().flat_map(|p| &p.variants) {
+        if names.contains(&variant.name.as_str()) {
+            return Err(BuildError::DuplicateVariant {
+                name: variant.name.clone(),
+            });
+        }
+        names.push(&variant.name);
+    }
+    if let Some(unknown) = wanted.iter().find(|w| !names.contains(&w.as_str())) {
+        names.sort_unstable();
+        return Err(BuildError::UnknownVariant {
+            name: unknown.clone(),
+            valid: names.join(", "),
+        });
+    }
+    if !wanted.is_empty() {
+        for plan in plans.iter_mut() {
+            plan.variants.retain(|v| wanted.contains(&v.name));
+        }
+    }
+    Ok(())
+}
 
 /// Where one toolchain of a build comes from.
 #[derive(Debug, Clone)]

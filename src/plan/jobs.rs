@@ -6,6 +6,7 @@ use super::bounds;
 use super::matrix::{VariantArchs, cuda_archs};
 use super::{CompileJob, Gencode, Lang, LinkJob, PlanError, PlanSettings, VariantPlan};
 use crate::config::{Backend, Dependency, Project, Torch as Bindings, Version};
+use crate::schedule::NvccMode;
 use crate::toolchain::{Nvcc, Toolchain, TorchEnv, TorchInfo, target_version_define};
 
 /// One source file to compile, with the settings of the table (`[torch]` or `[kernel.*]`) that
@@ -59,7 +60,49 @@ pub(super) fn fill_compiled_variant(
         }
         None => VariantArchs::default(),
     };
+    let units = units_of(
+        project,
+        bindings,
+        toolchain,
+        backend,
+        nvcc.is_some(),
+        &archs,
+    );
+    let cxx = toolchain.cxx.as_ref();
+    let mut system_include_dirs = torch.flags.include_dirs.clone();
+    system_include_dirs.extend(nvcc.map(|n| n.include_dir.clone()));
+    let shared = Shared {
+        project,
+        variant,
+        torch,
+        cxx_path: cxx.map(|c| c.path.clone()).unwrap_or_else(|| "c++".into()),
+        cxx_id: cxx.map(|c| c.version.clone()).unwrap_or_default(),
+        no_gnu_unique: cxx.is_some_and(|c| c.has_gnu_unique()),
+        defines: defines(bindings, torch, variant)?,
+        system_include_dirs,
+    };
+    let compile = compile_jobs(&shared, &units, nvcc, settings);
+    let link = link_job(&shared, &compile, nvcc, work);
 
+    variant.compile = compile;
+    variant.link = Some(link);
+    variant.capabilities = archs.capabilities;
+    variant.dtypes = archs.dtypes;
+    variant.archs = archs.archs;
+    variant.ptx = archs.ptx;
+    Ok(archs.notes)
+}
+
+/// The units of a variant: the bindings, then each kernel of `backend` with the gencodes of
+/// its capabilities (a CUDA kernel with none is one HF skips, below its `cuda-minver`).
+fn units_of<'a>(
+    project: &'a Project,
+    bindings: &'a Bindings,
+    toolchain: &Toolchain,
+    backend: Backend,
+    cuda: bool,
+    archs: &VariantArchs,
+) -> Vec<Unit<'a>> {
     let mut units: Vec<Unit> = Vec::new();
     for src in &bindings.src {
         units.extend(unit(
@@ -79,13 +122,12 @@ pub(super) fn fill_compiled_variant(
             .collect()
     };
     for kernel in project.kernels.iter().filter(|k| k.backend == backend) {
-        let gencodes = match nvcc {
-            // A kernel without gencodes is one HF skips (below its `cuda-minver`).
-            Some(_) => match archs.per_kernel.get(&kernel.name) {
+        let gencodes = match cuda {
+            true => match archs.per_kernel.get(&kernel.name) {
                 Some(gencodes) => gencodes.clone(),
                 None => continue,
             },
-            None => Vec::new(),
+            false => Vec::new(),
         };
         for src in &kernel.src {
             let unit = unit(
@@ -102,17 +144,16 @@ pub(super) fn fill_compiled_variant(
             }));
         }
     }
-    let cuda_units = units.iter().filter(|u| u.lang == Lang::Cuda).count();
-    let jobserver = settings.budget.jobserver && nvcc.is_some_and(nvcc_has_jobserver);
-    // With the jobserver each nvcc may run every device pass at once, as slots allow: the
-    // slots are what is shared, not the threads.
-    let threads_per_job = if jobserver {
-        settings.budget.nvcc_threads.max(1) as u32
-    } else {
-        settings.budget.nvcc_threads_per_job(cuda_units)
-    };
+    units
+}
 
-    let cxx = toolchain.cxx.as_ref();
+/// The defines every unit of the variant gets (`TORCH_EXTENSION_NAME` only the bindings).
+fn defines(
+    bindings: &Bindings,
+    torch: &TorchEnv,
+    variant: &VariantPlan,
+) -> Result<Vec<(String, Option<String>)>, PlanError> {
+    let backend = variant.backend;
     let mut defines: Vec<(String, Option<String>)> = torch.flags.defines.clone();
     defines.push(("TORCH_EXTENSION_NAME".into(), Some(variant.id.clone())));
     defines.push((format!("{}_KERNEL", backend.as_str().to_uppercase()), None));
@@ -127,45 +168,40 @@ pub(super) fn fill_compiled_variant(
     // `-DNDEBUG` for every unit.
     defines.push(("NDEBUG".into(), None));
     defines.sort();
-    let mut system_include_dirs = torch.flags.include_dirs.clone();
-    system_include_dirs.extend(nvcc.map(|n| n.include_dir.clone()));
-    let shared = Shared {
-        project,
-        variant,
-        torch,
-        cxx_path: cxx.map(|c| c.path.clone()).unwrap_or_else(|| "c++".into()),
-        cxx_id: cxx.map(|c| c.version.clone()).unwrap_or_default(),
-        no_gnu_unique: cxx.is_some_and(|c| c.has_gnu_unique()),
-        defines,
-        system_include_dirs,
+    Ok(defines)
+}
+
+/// One compile job per unit. How nvcc runs was decided once for the build
+/// (`settings.budget.nvcc`): under nvcc's jobserver each nvcc may run every device pass at
+/// once, as slots allow (the slots are what is shared, not the threads); otherwise the cores
+/// are split between the CUDA units that run at once.
+fn compile_jobs(
+    shared: &Shared,
+    units: &[Unit],
+    nvcc: Option<&Nvcc>,
+    settings: &PlanSettings,
+) -> Vec<CompileJob> {
+    let budget = &settings.budget;
+    let jobserver = budget.nvcc == NvccMode::Jobserver;
+    let cuda_units = units.iter().filter(|u| u.lang == Lang::Cuda).count();
+    let threads_per_job = if jobserver {
+        budget.nvcc_threads.max(1) as u32
+    } else {
+        budget.nvcc_threads_per_job(cuda_units)
     };
     let mut compile = Vec::new();
-    for unit in &units {
+    for unit in units {
         match (unit.lang, nvcc) {
-            (Lang::Cxx, _) => compile.push(cxx_job(&shared, unit)),
+            (Lang::Cxx, _) => compile.push(cxx_job(shared, unit)),
             (Lang::Cuda, Some(nvcc)) => {
-                let mut job = cuda_job(&shared, unit, nvcc, threads_per_job);
+                let mut job = cuda_job(shared, unit, nvcc, threads_per_job);
                 job.nvcc_jobserver = jobserver && job.gencodes.len() > 1;
                 compile.push(job);
             }
             (Lang::Cuda, None) => {} // .cu in a non-CUDA variant is not compiled
         }
     }
-    let link = link_job(&shared, &compile, nvcc, work);
-
-    variant.compile = compile;
-    variant.link = Some(link);
-    variant.capabilities = archs.capabilities;
-    variant.dtypes = archs.dtypes;
-    variant.archs = archs.archs;
-    variant.ptx = archs.ptx;
-    Ok(archs.notes)
-}
-
-/// nvcc 13 accepts `--jobserver` (older ones reject the option); kbuild passes it only when
-/// `KBUILD_JOBSERVER=1` asks, since nvcc then runs its device passes one at a time.
-fn nvcc_has_jobserver(nvcc: &Nvcc) -> bool {
-    nvcc.version >= (13, 0)
+    compile
 }
 
 /// HF's `TORCH_TARGET_VERSION` for a stable-ABI target, which torch's headers refuse above their

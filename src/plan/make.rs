@@ -52,36 +52,18 @@ pub fn make_plan(
     let work_dir = settings.out_dir.join(".kbuild");
     let source = source_identity(project)?;
     // A chosen id names the build as given: no `_dirty` suffix.
-    let (hash, dirty) = match &settings.unique_id {
-        Some(id) => (id.clone(), false),
-        None => (source.hash.clone(), source.dirty),
+    let suffix = match &settings.unique_id {
+        Some(id) => id.clone(),
+        None if source.dirty => format!("{}_dirty", source.hash),
+        None => source.hash.clone(),
     };
-    let python_name = project.general.python_name();
     let python_files = python_files(project)?;
     let mut variants = Vec::new();
     let mut notes = Vec::new();
     for backend in selection.chosen {
-        let name = variant_name(project, toolchain.torch_info(), backend);
-        let id = format!(
-            "_{python_name}_{backend}_{hash}{}",
-            if dirty { "_dirty" } else { "" }
-        );
-        let vwork = work_dir.join(&name);
-        let mut variant = VariantPlan {
-            name,
-            backend,
-            id,
-            python_name: python_name.clone(),
-            capabilities: Vec::new(),
-            dtypes: BTreeMap::new(),
-            archs: Vec::new(),
-            ptx: None,
-            generated_include: vwork.join("include"),
-            obj_dir: vwork.join("obj"),
-            compile: Vec::new(),
-            link: None,
-            python_files: python_files.clone(),
-        };
+        let mut variant = empty_variant(project, toolchain, backend, &suffix, &work_dir);
+        variant.python_files = python_files.clone();
+        let vwork = work_dir.join(&variant.name);
         match (&project.framework, &toolchain.torch) {
             (Framework::Torch(bindings), Some(torch)) => notes.extend(fill_compiled_variant(
                 project,
@@ -106,6 +88,10 @@ pub fn make_plan(
         }
         variants.push(variant);
     }
+    let fetches = toolchain.deps.iter().filter_map(|h| match &h.origin {
+        Origin::Fetch(fetch) => Some(fetch.clone()),
+        _ => None,
+    });
     Ok(BuildPlan {
         root: project.root.clone(),
         out_dir: settings.out_dir.clone(),
@@ -113,14 +99,36 @@ pub fn make_plan(
         source,
         variants,
         skipped: selection.skipped,
-        fetches: toolchain
-            .deps
-            .iter()
-            .filter_map(|h| match &h.origin {
-                Origin::Fetch(fetch) => Some(fetch.clone()),
-                _ => None,
-            })
-            .collect(),
+        fetches: fetches.collect(),
         notes,
     })
+}
+
+/// A variant of `backend` with its name, op namespace (`_<package>_<backend>_<suffix>`) and
+/// scratch directories, before its jobs are planned.
+fn empty_variant(
+    project: &Project,
+    toolchain: &Toolchain,
+    backend: Backend,
+    suffix: &str,
+    work_dir: &std::path::Path,
+) -> VariantPlan {
+    let python_name = project.general.python_name();
+    let name = variant_name(project, toolchain.torch_info(), backend);
+    let vwork = work_dir.join(&name);
+    VariantPlan {
+        id: format!("_{python_name}_{backend}_{suffix}"),
+        name,
+        backend,
+        python_name,
+        capabilities: Vec::new(),
+        dtypes: BTreeMap::new(),
+        archs: Vec::new(),
+        ptx: None,
+        generated_include: vwork.join("include"),
+        obj_dir: vwork.join("obj"),
+        compile: Vec::new(),
+        link: None,
+        python_files: Vec::new(),
+    }
 }

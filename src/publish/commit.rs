@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::compare::{Batch, Plan};
 use super::error::PublishError;
 use super::hub::{Change, CommitRequest, Landed, Remote};
-use super::compare::{Batch, Plan};
 use super::settings::PublishSettings;
 use super::summary::CommitSummary;
 use crate::report::Reporter;

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use super::card::Card;
 use super::commit::{Message, Target, commit_plan, move_marker, restore_moved};
+use super::compare::Plan;
 use super::error::PublishError;
 use super::hub::Remote;
 use super::local::{self, LocalFile};
-use super::compare::Plan;
 use super::settings::PublishSettings;
 use super::summary::PublishSummary;
 use crate::report::Reporter;

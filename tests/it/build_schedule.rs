@@ -19,6 +19,7 @@ use kbuild::compile::{CompileSettings, compile_all};
 use kbuild::jobserver::Jobserver;
 use kbuild::plan::{CompileJob, Lang};
 use kbuild::report::Recorder;
+use kbuild::schedule::NvccMode;
 
 /// Each fake compiler process: one "pass" (one per gencode for nvcc, one for c++) marks itself
 /// running in `running/` for a moment and logs how many passes it saw running, an upper bound
@@ -211,7 +212,7 @@ fn with_kbuild_jobserver_nvcc_shares_the_builds_jobserver_and_compilers_never_ou
         &[("KBUILD_JOBSERVER", "1")],
     );
     let schedule = &json(&out)["schedule"];
-    assert_eq!(schedule["jobserver"], true, "{schedule}");
+    assert_eq!(schedule["nvcc"], "jobserver", "{schedule}");
     assert_eq!(schedule["jobs"], 2);
 
     let (calls, notes) = tools.take_log();
@@ -254,8 +255,7 @@ fn with_one_nvcc_per_unit_nvcc_gets_a_fixed_threads_share_and_no_pipe() {
         &[("KBUILD_NVCC_STEPS", "0")],
     );
     let schedule = &json(&out)["schedule"];
-    assert_eq!(schedule["jobserver"], false, "{schedule}");
-    assert_eq!(schedule["nvcc_steps"], false, "{schedule}");
+    assert_eq!(schedule["nvcc"], "threads", "{schedule}");
     let (calls, notes) = tools.take_log();
     let nvcc: Vec<&String> = calls.iter().filter(|c| c.starts_with("nvcc")).collect();
     assert_eq!(nvcc.len(), 1, "{calls:?}");
@@ -270,7 +270,7 @@ fn by_default_kbuild_asks_nvcc_for_its_steps_and_compiles_with_one_nvcc_when_it_
     let project = fixture("relu-v5");
     let tools = FakeTools::new();
     let out = tools.build(project.path(), &["--json", "-j", "2"], &[]);
-    assert_eq!(json(&out)["schedule"]["nvcc_steps"], true);
+    assert_eq!(json(&out)["schedule"]["nvcc"], "steps");
     forget_objects(project.path());
     let out = tools.build(project.path(), &["-j", "2", "-v"], &[]);
     // This nvcc prints no plan for `--dryrun`: the unit compiles with one nvcc, and `-v` says
@@ -480,7 +480,11 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
             launcher: None,
             jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
             order: Vec::new(),
-            nvcc_steps: false,
+            nvcc: if jobserver {
+                NvccMode::Jobserver
+            } else {
+                NvccMode::Threads
+            },
         };
         let done = AtomicBool::new(false);
         let recorder = Recorder::default();

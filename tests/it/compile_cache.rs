@@ -6,6 +6,7 @@ use crate::common::fake_cc::{FakeCompiler, job, write};
 use kbuild::compile::{CompileSettings, CompileSummary, compile_all};
 use kbuild::plan::CompileJob;
 use kbuild::report::Recorder;
+use kbuild::schedule::NvccMode;
 
 struct Project {
     dir: tempfile::TempDir,
@@ -38,7 +39,7 @@ impl Project {
             launcher: None,
             jobserver: None,
             order: Vec::new(),
-            nvcc_steps: false,
+            nvcc: NvccMode::Threads,
         };
         compile_all(&self.jobs, &settings, &Recorder::default())
     }

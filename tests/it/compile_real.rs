@@ -8,6 +8,7 @@ use kbuild::compile::{CompileSettings, CompileSummary, compile_all};
 use kbuild::plan::{CompileJob, Lang};
 use kbuild::process::{self, CommandSpec};
 use kbuild::report::Recorder;
+use kbuild::schedule::NvccMode;
 
 fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
     let settings = CompileSettings {
@@ -16,7 +17,7 @@ fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
         launcher: None,
         jobserver: None,
         order: Vec::new(),
-        nvcc_steps: true,
+        nvcc: NvccMode::Steps,
     };
     compile_all(jobs, &settings, &Recorder::default()).unwrap()
 }

@@ -8,6 +8,7 @@ use crate::common::fake_cc::{FakeCompiler, job, make_executable, write};
 use crate::common::kbuild::{fixture, kbuild, repo, run};
 use kbuild::compile::{CompileSettings, compile_all};
 use kbuild::report::Recorder;
+use kbuild::schedule::NvccMode;
 
 fn settings(root: &Path, launcher: Option<PathBuf>) -> CompileSettings {
     CompileSettings {
@@ -16,7 +17,7 @@ fn settings(root: &Path, launcher: Option<PathBuf>) -> CompileSettings {
         launcher,
         jobserver: None,
         order: Vec::new(),
-        nvcc_steps: false,
+        nvcc: NvccMode::Threads,
     }
 }
 

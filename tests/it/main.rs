@@ -34,6 +34,7 @@ mod publish_faults;
 mod publish_links;
 mod publish_server;
 mod publish_verify;
+mod selection;
 mod stable_abi;
 mod stdout_closed;
 mod toolchain_install;

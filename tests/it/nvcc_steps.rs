@@ -14,6 +14,7 @@ use kbuild::compile::{CompileError, CompileSettings, CompileSummary, compile_all
 use kbuild::jobserver::Jobserver;
 use kbuild::plan::{CompileJob, Lang};
 use kbuild::report::Recorder;
+use kbuild::schedule::NvccMode;
 
 /// Device code heavy enough that cicc and ptxas run for a while.
 const HEAVY: &str = "template <int N> __device__ float f(float x) { float s = 0;\n\
@@ -61,7 +62,11 @@ fn settings(root: &Path, nvcc_steps: bool, jobserver: Option<Arc<Jobserver>>) ->
         launcher: None,
         jobserver,
         order: Vec::new(),
-        nvcc_steps,
+        nvcc: if nvcc_steps {
+            NvccMode::Steps
+        } else {
+            NvccMode::Threads
+        },
     }
 }
 

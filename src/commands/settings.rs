@@ -1,0 +1,82 @@
+//! Arguments → settings for the commands that build: CLI > environment > defaults, resolved
+//! once here so `build`, `wheel`, `develop` and `list-variants` select and schedule alike.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::{BuildArgs, SelectArgs, ToolchainArgs};
+use crate::depends::DepsSettings;
+use crate::orchestrator::{BuildSettings, Outputs};
+use crate::schedule::{JobBudget, NvccMode, Order};
+use crate::toolchain::ToolchainSettings;
+
+/// `kbuild build` after argument resolution: CLI > environment > defaults.
+pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
+    let dist = || dist_dir(project_dir, args.dist_dir.as_deref());
+    BuildSettings {
+        out_dir: args.out_dir.clone(),
+        unique_id: args.unique_id.clone(),
+        outputs: Outputs {
+            wheel_dir: args.wheel.then(dist),
+            artifact_dir: args.artifact.then(dist),
+        },
+        compiler_launcher: args.compiler_launcher.clone(),
+        ..select_settings(project_dir, &args.toolchain, &args.select, args.jobs)
+    }
+}
+
+/// What `build`, `develop` and `list-variants` resolve alike: the toolchain, the selection
+/// and the budget, whose scheduling levers come from the environment (`KBUILD_SCHEDULE=fifo`,
+/// `KBUILD_NVCC_STEPS=0`, `KBUILD_JOBSERVER=1`; the benchmark sets them one at a time).
+pub fn select_settings(
+    project_dir: &Path,
+    toolchain: &ToolchainArgs,
+    select: &SelectArgs,
+    jobs: Option<usize>,
+) -> BuildSettings {
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let on = |name: &str| matches!(env(name).as_str(), "1" | "on" | "true");
+    let off = |name: &str| matches!(env(name).as_str(), "0" | "off" | "false");
+    let budget = JobBudget {
+        order: match env("KBUILD_SCHEDULE").as_str() {
+            "fifo" => Order::Fifo,
+            _ => Order::LongestFirst,
+        },
+        nvcc: if on("KBUILD_JOBSERVER") {
+            NvccMode::Jobserver
+        } else if off("KBUILD_NVCC_STEPS") {
+            NvccMode::Threads
+        } else {
+            NvccMode::Steps
+        },
+        ..JobBudget::for_machine(jobs)
+    };
+    BuildSettings {
+        project_dir: project_dir.to_path_buf(),
+        toolchain: toolchain_settings(toolchain),
+        backends: select.backends.clone(),
+        budget,
+        out_dir: None,
+        unique_id: None,
+        torch: select.torch.clone(),
+        variants: select.variants.clone(),
+        compiler_launcher: None,
+        outputs: Outputs::default(),
+    }
+}
+
+/// `--dist-dir`, else `<project>/dist`; absolute, as it is printed.
+pub fn dist_dir(project_dir: &Path, dist_dir: Option<&Path>) -> PathBuf {
+    let dir = dist_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| project_dir.join("dist"));
+    std::path::absolute(&dir).unwrap_or(dir)
+}
+
+/// Where to look for Python and nvcc.
+pub fn toolchain_settings(args: &ToolchainArgs) -> ToolchainSettings {
+    ToolchainSettings {
+        python: args.python.clone(),
+        nvcc: args.nvcc.clone(),
+        deps: DepsSettings::from_env(),
+    }
+}

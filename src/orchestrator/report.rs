@@ -1,0 +1,161 @@
+//! What a build did, as `kbuild build --json` prints it, and the lines it reports per variant.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::compile::command_for;
+use crate::config::Backend;
+use crate::link::link_command;
+use crate::plan::{BuildPlan, Skipped, VariantPlan};
+use crate::report::Reporter;
+use crate::schedule::{NvccMode, Order};
+
+/// One variant a build wrote (or found unchanged).
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantReport {
+    pub name: String,
+    pub path: PathBuf,
+    pub id: String,
+    pub backend: Backend,
+    pub capabilities: Vec<String>,
+    /// `false` when an identical variant was already in place and left untouched.
+    pub written: bool,
+    /// The wheel written from it, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<PathBuf>,
+    /// The artifact written from it, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<PathBuf>,
+}
+
+/// What a build did (`kbuild build --json` prints it).
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildReport {
+    pub variants: Vec<VariantReport>,
+    pub skipped: Vec<Skipped>,
+    /// Labels of the units a compiler ran for, and of those that came from the cache.
+    pub compiled: Vec<String>,
+    pub cached: Vec<String>,
+    /// How the compile jobs were run; absent when nothing needed compiling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleReport>,
+    pub seconds: f64,
+}
+
+/// How a build ran its compile jobs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleReport {
+    /// Compiler processes at once (`-j`).
+    pub jobs: usize,
+    /// The order the jobs started in.
+    pub order: Order,
+    /// How CUDA units ran nvcc (`steps`, `threads` or `jobserver`).
+    pub nvcc: NvccMode,
+}
+
+impl BuildReport {
+    /// The report of a build with nothing to build.
+    pub fn empty(started: Instant) -> Self {
+        BuildReport {
+            variants: Vec::new(),
+            skipped: Vec::new(),
+            compiled: Vec::new(),
+            cached: Vec::new(),
+            schedule: None,
+            seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// The report of a build that found everything as the last one left it.
+    pub fn fresh(plans: &[BuildPlan], started: Instant, reporter: &dyn Reporter) -> Self {
+        let mut variants = Vec::new();
+        let mut cached = Vec::new();
+        for plan in plans {
+            for variant in &plan.variants {
+                cached.extend(variant.compile.iter().map(|j| j.label.clone()));
+                variants.push(variant_report(variant, &plan.out_dir, false, reporter));
+            }
+        }
+        reporter.verbose("nothing changed since the last build: no tool runs");
+        BuildReport {
+            variants,
+            skipped: skipped_once(plans),
+            compiled: Vec::new(),
+            cached,
+            schedule: None,
+            seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// A variant's line (`Packaged` when written, `Fresh` when already in place) and report.
+pub fn variant_report(
+    variant: &VariantPlan,
+    out_dir: &Path,
+    written: bool,
+    reporter: &dyn Reporter,
+) -> VariantReport {
+    let path = out_dir.join(&variant.name);
+    let stage = if written { "Packaged" } else { "Fresh" };
+    reporter.stage(stage, &path.display().to_string());
+    VariantReport {
+        name: variant.name.clone(),
+        path,
+        id: variant.id.clone(),
+        backend: variant.backend,
+        capabilities: variant
+            .capabilities
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        written,
+        wheel: None,
+        artifact: None,
+    }
+}
+
+/// The backends the plans skip; every toolchain skips the same backends for the same reason,
+/// so each is reported once.
+pub fn skipped_once(plans: &[BuildPlan]) -> Vec<Skipped> {
+    let mut all: Vec<Skipped> = Vec::new();
+    for s in plans.iter().flat_map(|p| &p.skipped) {
+        if !all
+            .iter()
+            .any(|a| a.backend == s.backend && a.reason == s.reason)
+        {
+            all.push(s.clone());
+        }
+    }
+    all
+}
+
+/// The plan as `kbuild build --dry-run` prints it: the output directory, what is skipped and
+/// fetched, and per variant its capabilities' dtypes and every command it would run.
+pub fn dry_run_text(plan: &BuildPlan) -> String {
+    use std::fmt::Write as _;
+    // Writing to a String cannot fail.
+    let mut t = String::new();
+    let _ = writeln!(t, "output: {}", plan.out_dir.display());
+    for s in &plan.skipped {
+        let _ = writeln!(t, "skipped backend {}: {}", s.backend, s.reason);
+    }
+    for f in &plan.fetches {
+        let _ = writeln!(t, "fetch {} into {}", f.source, f.into.display());
+    }
+    for variant in &plan.variants {
+        let _ = writeln!(t, "\nvariant {} (id {})", variant.name, variant.id);
+        for (cap, dtypes) in &variant.dtypes {
+            let names: Vec<&str> = dtypes.iter().map(|d| d.as_str()).collect();
+            let _ = writeln!(t, "  capability {cap}: {}", names.join(", "));
+        }
+        for job in &variant.compile {
+            let _ = writeln!(t, "  compile {}\n    {}", job.label, command_for(job));
+        }
+        if let Some(job) = &variant.link {
+            let _ = writeln!(t, "  link\n    {}", link_command(job, &job.output));
+        }
+    }
+    t
+}

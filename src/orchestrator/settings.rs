@@ -1,0 +1,56 @@
+//! What a build is asked to do, resolved from the command line (CLI > environment > defaults).
+
+use std::path::PathBuf;
+
+use crate::config::Project;
+use crate::schedule::JobBudget;
+use crate::toolchain::ToolchainSettings;
+
+/// What to build and how, resolved from the command line.
+#[derive(Debug, Clone)]
+pub struct BuildSettings {
+    pub project_dir: PathBuf,
+    pub toolchain: ToolchainSettings,
+    /// `--backend`: empty means every backend of build.toml this machine can build.
+    pub backends: Vec<String>,
+    /// Parallelism, job order and the nvcc mode asked for.
+    pub budget: JobBudget,
+    /// Default: `<project>/build`.
+    pub out_dir: Option<PathBuf>,
+    /// Op namespace suffix instead of the source identity's hash.
+    pub unique_id: Option<String>,
+    /// `--torch`: one toolchain per version; empty means kbuild.lock's, else the default Python.
+    pub torch: Vec<String>,
+    /// `--variant`: build only these; empty means all.
+    pub variants: Vec<String>,
+    /// Runs every compiler (`sccache`); not part of the object cache's key.
+    pub compiler_launcher: Option<PathBuf>,
+    /// What to write besides `build/<variant>/`.
+    pub outputs: Outputs,
+}
+
+impl BuildSettings {
+    /// Where `project`'s variants go: `--out-dir`, else `<project>/build`.
+    pub fn out_dir_of(&self, project: &Project) -> PathBuf {
+        match &self.out_dir {
+            Some(dir) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
+            None => project.root.join("build"),
+        }
+    }
+}
+
+/// Formats written from each built variant, besides its directory.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    /// One wheel per variant into this directory.
+    pub wheel_dir: Option<PathBuf>,
+    /// One `<name>-<variant>.tar.gz` per variant into this directory.
+    pub artifact_dir: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// Nothing but the variant directories is asked for.
+    pub fn is_empty(&self) -> bool {
+        self.wheel_dir.is_none() && self.artifact_dir.is_none()
+    }
+}
