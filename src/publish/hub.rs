@@ -21,8 +21,8 @@ use hf_hub::{HFClient, HFError, HFRepository, RepoType as _, RepoTypeAny};
 
 use super::api::{Api, Refs, transport_failure};
 use super::auth::{Redactor, Token};
-use super::error::PublishError;
 use super::compare::{RemoteFile, same_content};
+use super::error::PublishError;
 use super::retry::{Failure, FailureKind, GaveUp, RetryPolicy, retry};
 use crate::report::Reporter;
 
