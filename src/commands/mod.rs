@@ -53,7 +53,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             return check_config::run(&project, &args, verbosity, &printer);
         }
-        Command::Publish(args) => return publish::run(&cli.global, &args, verbosity),
+        Command::Publish(args) => {
+            let printer = Printer::new(verbosity, args.json);
+            return publish::run(&cli.global, &args, &printer);
+        }
         Command::Toolchain(args) => {
             let json = matches!(&args.command, ToolchainCommand::List(l) if l.json);
             let printer = Printer::new(verbosity, json);

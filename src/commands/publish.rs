@@ -8,15 +8,14 @@ use crate::error::Result;
 use crate::publish::compare::BatchLimits;
 use crate::publish::retry::RetryPolicy;
 use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, publish_blocking};
-use crate::report::{Printer, Reporter, Verbosity};
+use crate::report::{Printer, Reporter};
 
 /// Hub used when `HF_ENDPOINT` is not set.
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
-pub fn run(global: &GlobalArgs, args: &PublishArgs, verbosity: Verbosity) -> Result<ExitCode> {
+pub fn run(global: &GlobalArgs, args: &PublishArgs, printer: &Printer) -> Result<ExitCode> {
     let settings = resolve(global, args, |k| std::env::var_os(k))?;
-    let printer = Printer::new(verbosity, args.json);
-    let result = publish_blocking(&settings, &printer);
+    let result = publish_blocking(&settings, printer);
     printer.finish();
     let summary = result?;
     // The commits are made before the summary is printed: a closed stdout cannot undo them,

@@ -1,5 +1,5 @@
-//! Committing a plan. One commit goes straight to its branch (each commit is atomic). Several
-//! commits are staged on a branch of their own, `kbuild-staging-<branch>-<base>`, and the
+//! Committing a [`CommitPlan`]. One commit goes straight to its branch (each commit is atomic).
+//! Several commits are staged on a branch of their own, `kbuild-staging-<branch>-<base>`, and the
 //! branch is then moved to the staged head in one step: `kernels` never sees half a build.
 //!
 //! The staging branch is named after the commit it starts from, so a re-run on the same base
@@ -17,14 +17,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::compare::{Batch, Plan};
+use super::compare::{Batch, CommitPlan};
 use super::error::PublishError;
 use super::hub::{Change, CommitRequest, Landed, Remote};
 use super::settings::PublishSettings;
 use super::summary::CommitSummary;
 use crate::report::Reporter;
 
-/// Where a plan's commits go.
+/// Where a commit plan's commits go.
 pub(super) struct Target<'a> {
     pub branch: &'a str,
     /// Current head of the branch (or of `main`, which a new branch starts from).
@@ -45,11 +45,11 @@ pub(super) async fn commit_plan(
     remote: &Remote<'_>,
     reporter: &dyn Reporter,
     s: &PublishSettings,
-    plan: &Plan,
+    plan: &CommitPlan<'_>,
     target: Target<'_>,
     message: &Message<'_>,
 ) -> Result<Vec<CommitSummary>, PublishError> {
-    let several = plan.batches(s.limits).len() > 1;
+    let several = plan.batches.len() > 1;
     match &target.head {
         Some(base) if several && !s.create_pr && target.branch != "main" => {
             let base = base.clone();
@@ -123,11 +123,13 @@ async fn remove_branches(
     }
 }
 
+/// Commit `plan` on a staging branch started at `base` (or continue the one an interrupted run
+/// left), then move `target`'s branch to it.
 async fn staged(
     remote: &Remote<'_>,
     reporter: &dyn Reporter,
     s: &PublishSettings,
-    plan: &Plan,
+    plan: &CommitPlan<'_>,
     target: &Target<'_>,
     base: &str,
     message: &Message<'_>,
@@ -144,20 +146,22 @@ async fn staged(
         .keys()
         .filter(|n| n.starts_with(&prefix) && **n != staging);
     remove_branches(remote, reporter, stale.chain(stale_marker)).await;
+    // Resuming commits only what the staging branch lacks: its batches are made here.
     let rest;
-    let (mut head, work) = match refs.branches.get(&staging) {
+    let resumed;
+    let (mut head, batches) = match refs.branches.get(&staging) {
         Some(staged_head) => {
             reporter.stage("Resuming", &format!("from branch `{staging}`"));
-            rest = plan.remaining(&remote.files(&staging).await?);
-            (staged_head.clone(), &rest)
+            rest = plan.changes.remaining(&remote.files(&staging).await?);
+            resumed = rest.batches(s.limits);
+            (staged_head.clone(), &resumed)
         }
         None => {
             reporter.stage("Staging", &format!("on branch `{staging}`"));
             remote.create_branch(&staging, Some(base)).await?;
-            (base.to_string(), plan)
+            (base.to_string(), &plan.batches)
         }
     };
-    let batches = work.batches(s.limits);
     let mut done = Vec::new();
     for (i, batch) in batches.iter().enumerate() {
         let request = request(
@@ -183,7 +187,22 @@ async fn staged(
         head = landed.oid.clone().unwrap_or(head);
         done.push(summary(branch, batch, landed));
     }
+    move_branch(remote, reporter, target, base, staging, &head).await?;
+    Ok(done)
+}
 
+/// Move `target`'s branch from `base` to `head`, the staged commits, and remove the staging
+/// branch. An existing branch is deleted and created again, with the move marker set first.
+async fn move_branch(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    target: &Target<'_>,
+    base: &str,
+    staging: String,
+    head: &str,
+) -> Result<(), PublishError> {
+    let branch = target.branch;
+    let marker = move_marker(branch);
     reporter.stage(
         "Moving",
         &format!("branch `{branch}` to the staged commits"),
@@ -204,7 +223,7 @@ async fn staged(
             return Err(moving(false, e));
         }
         remote
-            .create_branch(&marker, Some(&head))
+            .create_branch(&marker, Some(head))
             .await
             .map_err(|e| moving(false, e))?;
         remote
@@ -213,23 +232,24 @@ async fn staged(
             .map_err(|e| moving(false, e))?;
     }
     remote
-        .create_branch(branch, Some(&head))
+        .create_branch(branch, Some(head))
         .await
         .map_err(|e| moving(!target.is_new, e))?;
     let leftovers = [Some(&staging), (!target.is_new).then_some(&marker)];
     remove_branches(remote, reporter, leftovers.into_iter().flatten()).await;
-    Ok(done)
+    Ok(())
 }
 
+/// Commit `plan` straight to `target`'s branch (or to one pull request with `--create-pr`).
 async fn direct(
     remote: &Remote<'_>,
     reporter: &dyn Reporter,
     s: &PublishSettings,
-    plan: &Plan,
+    plan: &CommitPlan<'_>,
     target: Target<'_>,
     message: &Message<'_>,
 ) -> Result<Vec<CommitSummary>, PublishError> {
-    let batches = plan.batches(s.limits);
+    let batches = &plan.batches;
     if target.is_new {
         reporter.stage("Creating", &format!("branch `{}`", target.branch));
         remote.create_branch(target.branch, None).await?;

@@ -1,5 +1,6 @@
-//! The publish plan (plain data): what to add, update, delete and leave alone, and how the
-//! changes are split into commits.
+//! Comparing the build with a branch (plain data): the [`Changes`] that make the branch hold
+//! it (what to add, update, delete and leave alone), and the [`CommitPlan`] that splits them
+//! into commits.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,7 @@ pub struct RemoteFile {
 
 /// Changes that make the branch hold exactly the local files under the replaced prefixes.
 #[derive(Debug, Default)]
-pub struct Plan {
+pub struct Changes {
     /// Files the branch does not have.
     pub added: Vec<LocalFile>,
     /// Files the branch has with other content.
@@ -26,38 +27,38 @@ pub struct Plan {
     pub unchanged: Vec<String>,
 }
 
-impl Plan {
+impl Changes {
     /// Compare local files with the branch. Deletes only under `prefixes` (e.g.
     /// `build/<variant>/`); remote files elsewhere are never touched.
     pub fn diff(
         local: Vec<LocalFile>,
         remote: &BTreeMap<String, RemoteFile>,
         prefixes: &[String],
-    ) -> Plan {
-        let mut plan = Plan::default();
+    ) -> Changes {
+        let mut changes = Changes::default();
         for file in &local {
             match remote.get(&file.repo_path) {
-                None => plan.added.push(file.clone()),
-                Some(r) if same_content(file, r) => plan.unchanged.push(file.repo_path.clone()),
-                Some(_) => plan.updated.push(file.clone()),
+                None => changes.added.push(file.clone()),
+                Some(r) if same_content(file, r) => changes.unchanged.push(file.repo_path.clone()),
+                Some(_) => changes.updated.push(file.clone()),
             }
         }
         let local_paths: std::collections::BTreeSet<&str> =
             local.iter().map(|f| f.repo_path.as_str()).collect();
-        plan.deleted = remote
+        changes.deleted = remote
             .keys()
             .filter(|p| prefixes.iter().any(|pre| p.starts_with(pre.as_str())))
             .filter(|p| !local_paths.contains(p.as_str()))
             .cloned()
             .collect();
-        plan
+        changes
     }
 
     /// What is left to do once `tree` (a staging branch an interrupted run left behind) holds
     /// part of the changes: uploads it lacks, deletes it still has.
-    pub fn remaining(&self, tree: &BTreeMap<String, RemoteFile>) -> Plan {
+    pub fn remaining(&self, tree: &BTreeMap<String, RemoteFile>) -> Changes {
         let missing = |f: &&LocalFile| !tree.get(&f.repo_path).is_some_and(|r| same_content(f, r));
-        Plan {
+        Changes {
             added: self.added.iter().filter(missing).cloned().collect(),
             updated: self.updated.iter().filter(missing).cloned().collect(),
             deleted: self
@@ -113,6 +114,33 @@ impl Plan {
         }
         batches.retain(|b| !b.uploads.is_empty() || !b.deletes.is_empty());
         batches
+    }
+}
+
+/// Changes split into commits, once: what `--dry-run` reports is what the commit stage makes.
+#[derive(Debug)]
+pub struct CommitPlan<'a> {
+    pub changes: &'a Changes,
+    /// One commit each, in order; none when there is nothing to change.
+    pub batches: Vec<Batch<'a>>,
+}
+
+impl<'a> CommitPlan<'a> {
+    pub fn new(changes: &'a Changes, limits: BatchLimits) -> CommitPlan<'a> {
+        CommitPlan {
+            changes,
+            batches: changes.batches(limits),
+        }
+    }
+
+    /// Nothing to commit.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// Bytes to upload.
+    pub fn bytes(&self) -> u64 {
+        self.changes.bytes()
     }
 }
 
@@ -187,15 +215,15 @@ mod tests {
     }
 
     #[test]
-    fn unchanged_build_plans_nothing() {
+    fn unchanged_build_changes_nothing() {
         let files = vec![local("build/v/a.py", b"a"), local("build/v/b.so", b"b")];
         let remote: BTreeMap<_, _> = files
             .iter()
             .map(|f| (f.repo_path.clone(), remote_of(f)))
             .collect();
-        let plan = Plan::diff(files, &remote, &["build/v/".into()]);
-        assert!(plan.is_empty());
-        assert_eq!(plan.unchanged.len(), 2);
+        let changes = Changes::diff(files, &remote, &["build/v/".into()]);
+        assert!(changes.is_empty());
+        assert_eq!(changes.unchanged.len(), 2);
     }
 
     #[test]
@@ -209,8 +237,8 @@ mod tests {
                 size: f.size,
             },
         );
-        let plan = Plan::diff(vec![f], &remote, &["build/v/".into()]);
-        assert!(plan.is_empty());
+        let changes = Changes::diff(vec![f], &remote, &["build/v/".into()]);
+        assert!(changes.is_empty());
     }
 
     #[test]
@@ -230,16 +258,16 @@ mod tests {
             },
         );
 
-        let plan = Plan::diff(
+        let changes = Changes::diff(
             vec![local("build/v/a.py", b"new"), local("build/v/c.py", b"c")],
             &remote,
             &["build/v/".into()],
         );
         let paths = |v: &[LocalFile]| v.iter().map(|f| f.repo_path.clone()).collect::<Vec<_>>();
-        assert_eq!(paths(&plan.updated), ["build/v/a.py"]);
-        assert_eq!(paths(&plan.added), ["build/v/c.py"]);
-        assert_eq!(plan.deleted, ["build/v/gone.py"]);
-        assert_eq!(plan.bytes(), 4);
+        assert_eq!(paths(&changes.updated), ["build/v/a.py"]);
+        assert_eq!(paths(&changes.added), ["build/v/c.py"]);
+        assert_eq!(changes.deleted, ["build/v/gone.py"]);
+        assert_eq!(changes.bytes(), 4);
     }
 
     #[test]
@@ -247,12 +275,12 @@ mod tests {
         let files: Vec<LocalFile> = (0..5)
             .map(|i| local(&format!("build/v/f{i}"), &[0u8; 10]))
             .collect();
-        let plan = Plan {
+        let changes = Changes {
             added: files,
             deleted: vec!["build/v/old".into()],
-            ..Plan::default()
+            ..Changes::default()
         };
-        let by_files = plan.batches(BatchLimits {
+        let by_files = changes.batches(BatchLimits {
             max_files: 2,
             max_bytes: u64::MAX,
         });
@@ -262,12 +290,28 @@ mod tests {
             .collect();
         assert_eq!(shape, [(1, 1), (0, 2), (0, 2)]);
 
-        let by_bytes = plan.batches(BatchLimits {
+        let by_bytes = changes.batches(BatchLimits {
             max_files: 100,
             max_bytes: 25,
         });
         let sizes: Vec<u64> = by_bytes.iter().map(Batch::bytes).collect();
         assert_eq!(sizes, [20, 20, 10]);
+    }
+
+    #[test]
+    fn a_commit_plan_of_no_changes_has_no_commits() {
+        let none = Changes::default();
+        let plan = CommitPlan::new(&none, BatchLimits::default());
+        assert!(plan.is_empty());
+        assert!(plan.batches.is_empty());
+        let one = Changes {
+            deleted: vec!["build/v/old".into()],
+            ..Changes::default()
+        };
+        assert_eq!(
+            CommitPlan::new(&one, BatchLimits::default()).batches.len(),
+            1
+        );
     }
 
     #[test]
@@ -286,15 +330,15 @@ mod tests {
     fn remaining_leaves_out_what_the_staging_tree_already_holds() {
         let done = local("build/v/a.py", b"a");
         let todo = local("build/v/b.py", b"b");
-        let plan = Plan {
+        let changes = Changes {
             added: vec![done.clone(), todo.clone()],
             deleted: vec!["build/v/gone".into(), "build/v/gone2".into()],
-            ..Plan::default()
+            ..Changes::default()
         };
         let mut staged = BTreeMap::new();
         staged.insert(done.repo_path.clone(), remote_of(&done));
         staged.insert("build/v/gone2".to_string(), remote_of(&todo));
-        let rest = plan.remaining(&staged);
+        let rest = changes.remaining(&staged);
         assert_eq!(rest.added.len(), 1);
         assert_eq!(rest.added[0].repo_path, "build/v/b.py");
         assert_eq!(rest.deleted, ["build/v/gone2"]);
@@ -302,11 +346,11 @@ mod tests {
 
     #[test]
     fn a_file_larger_than_the_byte_limit_gets_its_own_commit() {
-        let plan = Plan {
+        let changes = Changes {
             added: vec![local("a", &[0u8; 100]), local("b", &[0u8; 1])],
-            ..Plan::default()
+            ..Changes::default()
         };
-        let batches = plan.batches(BatchLimits {
+        let batches = changes.batches(BatchLimits {
             max_files: 100,
             max_bytes: 10,
         });

@@ -139,61 +139,8 @@ pub fn collect(
     only: &[String],
     benchmarks: Option<&Path>,
 ) -> Result<LocalBuild, PublishError> {
-    let (mut available, archives) = if build_dir.is_file() {
-        (Vec::new(), vec![build_dir.to_path_buf()])
-    } else {
-        (variant_dirs(build_dir)?, artifacts(build_dir)?)
-    };
-    let staging = if archives.is_empty() {
-        None
-    } else {
-        Some(
-            tempfile::tempdir().map_err(|source| PublishError::ReadBuild {
-                path: std::env::temp_dir(),
-                source,
-            })?,
-        )
-    };
-    for archive in &archives {
-        let into = staging.as_ref().map_or(build_dir, |s| s.path());
-        let unpacked =
-            package::unpack_artifact(archive, into).map_err(|source| PublishError::Verify {
-                variant: archive.display().to_string(),
-                source,
-            })?;
-        if available.iter().any(|(n, _)| *n == unpacked.name) {
-            return Err(PublishError::DuplicateVariant {
-                name: unpacked.name,
-            });
-        }
-        available.push((unpacked.name, unpacked.dir));
-    }
-    available.sort();
-    let names: Vec<String> = available.iter().map(|(n, _)| n.clone()).collect();
-    if available.is_empty() {
-        return Err(PublishError::NoVariants {
-            dir: build_dir.to_path_buf(),
-        });
-    }
-    for wanted in only {
-        if !names.contains(wanted) {
-            return Err(PublishError::UnknownVariant {
-                name: wanted.clone(),
-                available: names.clone(),
-            });
-        }
-    }
-    let mut variants = Vec::new();
-    for (name, dir) in available {
-        if only.is_empty() || only.contains(&name) {
-            let verified = BuiltVariant::read(&dir).map_err(|source| PublishError::Verify {
-                variant: name.clone(),
-                source,
-            })?;
-            variants.push(verified);
-        }
-    }
-
+    let Found { available, staging } = find_variants(build_dir)?;
+    let variants = verify_variants(available, only)?;
     let version = variants[0].version;
     if variants.iter().any(|v| v.version != version) {
         return Err(PublishError::VersionMismatch {
@@ -230,6 +177,83 @@ pub fn collect(
         prefixes,
         staging,
     })
+}
+
+/// The variants a build directory holds, not yet verified.
+struct Found {
+    /// Name and directory of each variant, sorted by name.
+    available: Vec<(String, PathBuf)>,
+    /// Where artifacts were unpacked.
+    staging: Option<tempfile::TempDir>,
+}
+
+/// The variants in `build_dir`: its variant directories, and its artifacts unpacked into a
+/// staging directory.
+fn find_variants(build_dir: &Path) -> Result<Found, PublishError> {
+    let (mut available, archives) = if build_dir.is_file() {
+        (Vec::new(), vec![build_dir.to_path_buf()])
+    } else {
+        (variant_dirs(build_dir)?, artifacts(build_dir)?)
+    };
+    let staging = if archives.is_empty() {
+        None
+    } else {
+        Some(
+            tempfile::tempdir().map_err(|source| PublishError::ReadBuild {
+                path: std::env::temp_dir(),
+                source,
+            })?,
+        )
+    };
+    for archive in &archives {
+        let into = staging.as_ref().map_or(build_dir, |s| s.path());
+        let unpacked =
+            package::unpack_artifact(archive, into).map_err(|source| PublishError::Verify {
+                variant: archive.display().to_string(),
+                source,
+            })?;
+        if available.iter().any(|(n, _)| *n == unpacked.name) {
+            return Err(PublishError::DuplicateVariant {
+                name: unpacked.name,
+            });
+        }
+        available.push((unpacked.name, unpacked.dir));
+    }
+    available.sort();
+    if available.is_empty() {
+        return Err(PublishError::NoVariants {
+            dir: build_dir.to_path_buf(),
+        });
+    }
+    Ok(Found { available, staging })
+}
+
+/// Verify the variants `only` names (all when it is empty); naming one that is not there is an
+/// error listing those that are.
+fn verify_variants(
+    available: Vec<(String, PathBuf)>,
+    only: &[String],
+) -> Result<Vec<BuiltVariant>, PublishError> {
+    let names: Vec<String> = available.iter().map(|(n, _)| n.clone()).collect();
+    for wanted in only {
+        if !names.contains(wanted) {
+            return Err(PublishError::UnknownVariant {
+                name: wanted.clone(),
+                available: names.clone(),
+            });
+        }
+    }
+    let mut variants = Vec::new();
+    for (name, dir) in available {
+        if only.is_empty() || only.contains(&name) {
+            let verified = BuiltVariant::read(&dir).map_err(|source| PublishError::Verify {
+                variant: name.clone(),
+                source,
+            })?;
+            variants.push(verified);
+        }
+    }
+    Ok(variants)
 }
 
 /// The `*.tar.gz` files directly in the build directory, sorted.

@@ -1,10 +1,10 @@
 //! Hub upload through the hf-hub crate: verify, diff against the branch, commit, card.
 //!
-//! `local` finds and hashes what is published, `plan` compares it with the branch (plain data),
-//! `hub` talks to the Hub (`api` for metadata, hf-hub for commits, `retry` for timeouts and
-//! retries), `commit` commits a plan (staged when it takes several commits), `card` writes
-//! `README.md`, `run` puts them together, `auth` checks the token and keeps it out of every
-//! message.
+//! `local` finds and hashes what is published, `compare` diffs it with the branch and splits the
+//! changes into commits (plain data), `hub` talks to the Hub (`api` for metadata, hf-hub for
+//! commits, `retry` for timeouts and retries), `commit` makes a commit plan's commits (staged
+//! when there are several), `card` writes `README.md`, `run` puts them together as stages,
+//! `auth` checks the token and keeps it out of every message.
 
 mod api;
 pub mod auth;

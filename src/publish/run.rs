@@ -1,17 +1,18 @@
-//! The publish pipeline: verify → compare with the branch → create repo/branch → commit in
-//! batches → card on `main`. Each commit is atomic; a new branch whose commits fail is removed.
+//! The publish pipeline as stages: verify → compare with the branch → commit in batches (the
+//! repository created first when it is new) → card on `main`. Each commit is atomic; a new
+//! branch whose commits fail is removed.
 
-use crate::check::VariantCheck;
 use std::collections::BTreeMap;
 
 use super::card::Card;
 use super::commit::{Message, Target, commit_plan, move_marker, restore_moved};
-use super::compare::Plan;
+use super::compare::{Changes, CommitPlan};
 use super::error::PublishError;
 use super::hub::Remote;
-use super::local::{self, LocalFile};
+use super::local::{self, LocalBuild, LocalFile};
 use super::settings::PublishSettings;
-use super::summary::PublishSummary;
+use super::summary::{CommitSummary, PublishSummary};
+use crate::check::VariantCheck;
 use crate::report::Reporter;
 
 /// [`publish`] on a runtime of its own, for callers that are not async.
@@ -26,12 +27,45 @@ pub fn publish_blocking(
     runtime.block_on(publish(s, reporter))
 }
 
-/// Publish the build described by `settings`; with `dry_run`, only plan.
+/// Publish the build described by `s`; with `dry_run`, only compare and report.
 pub async fn publish(
     s: &PublishSettings,
     reporter: &dyn Reporter,
 ) -> Result<PublishSummary, PublishError> {
     check_repo_id(&s.repo_id)?;
+    let build = verify(s, reporter)?;
+    let branch = s
+        .branch
+        .clone()
+        .unwrap_or_else(|| format!("v{}", build.version));
+    let readme = card(&build, &s.repo_id, &branch)?;
+    let hub = Session::connect(s, reporter)?;
+    let compared = hub.compare(&build, branch, readme).await?;
+    let plan = compared.plan(s.limits);
+    let mut summary = hub.summarize(&build, &compared.repo, &plan);
+    reporter.info(&plan_line(&summary));
+    if s.dry_run {
+        return Ok(summary);
+    }
+    if summary.up_to_date {
+        reporter.info(&format!(
+            "{:>12} `{}` branch `{}` already holds this build: nothing uploaded, no commit made",
+            "Up to date", s.repo_id, summary.branch
+        ));
+        return Ok(summary);
+    }
+    let heads = hub.ensure_repo(&compared.repo).await?;
+    summary.commits = hub
+        .commit(&build, &compared.repo.branch, heads, &plan)
+        .await?;
+    report_commits(reporter, &summary.commits);
+    Ok(summary)
+}
+
+/// Verify the build before anything is sent: every variant's digest and namespace, the
+/// `kbuild check` rules (unless `--skip-check`), a clean git tree (unless `--allow-dirty`) and
+/// the version build.toml configures.
+fn verify(s: &PublishSettings, reporter: &dyn Reporter) -> Result<LocalBuild, PublishError> {
     reporter.stage("Verifying", &s.build_dir.display().to_string());
     let build = local::collect(&s.build_dir, &s.variants, s.benchmarks_dir.as_deref())?;
     for v in &build.variants {
@@ -43,20 +77,7 @@ pub async fn publish(
         ));
     }
     if let Some(opts) = &s.check {
-        let checks: Vec<VariantCheck> = build
-            .variants
-            .iter()
-            .map(|v| VariantCheck {
-                variant: v.name.clone(),
-                findings: crate::check::check_variant(v, opts),
-            })
-            .filter(|c| !c.findings.is_empty())
-            .collect();
-        if !checks.is_empty() {
-            return Err(PublishError::Check {
-                report: crate::check::human(&checks),
-            });
-        }
+        check_rules(&build, opts)?;
     }
     let dirty: Vec<String> = build
         .variants
@@ -81,159 +102,315 @@ pub async fn publish(
             configured,
         });
     }
-    let branch = s
-        .branch
-        .clone()
-        .unwrap_or_else(|| format!("v{}", build.version));
-    let card = Card::from_variants(&build.variants, &s.repo_id, &branch)?.render()?;
-    let readme = LocalFile::from_bytes("README.md".into(), card.into_bytes());
+    Ok(build)
+}
 
-    if s.token.is_none() && !s.dry_run {
-        return Err(PublishError::NoToken);
-    }
-    let token = s.token.as_ref().map(|(t, _)| t);
-    let remote = Remote::connect(
-        &s.endpoint,
-        token,
-        s.repo_type,
-        &s.repo_id,
-        s.retry,
-        reporter,
-    )?;
-    reporter.stage("Comparing", &format!("{} branch `{branch}`", remote.url()));
-
-    let exists = remote.exists().await?;
-    let (main_head, mut branch_head) = if exists {
-        heads(&remote, &branch).await?
+/// The `kbuild check` rules over every variant; any finding refuses the publish.
+fn check_rules(build: &LocalBuild, opts: &crate::check::CheckOptions) -> Result<(), PublishError> {
+    let checks: Vec<VariantCheck> = build
+        .variants
+        .iter()
+        .map(|v| VariantCheck {
+            variant: v.name.clone(),
+            findings: crate::check::check_variant(v, opts),
+        })
+        .filter(|c| !c.findings.is_empty())
+        .collect();
+    if checks.is_empty() {
+        Ok(())
     } else {
-        (None, None)
-    };
-    // Where the branch's files are read: the move marker when a dry run only plans to restore.
-    let mut files_ref = branch.clone();
-    if exists && branch_head.is_none() && branch != "main" {
-        branch_head = restore_moved(&remote, reporter, &branch, s.dry_run).await?;
-        if branch_head.is_some() && s.dry_run {
-            files_ref = move_marker(&branch);
+        Err(PublishError::Check {
+            report: crate::check::human(&checks),
+        })
+    }
+}
+
+/// The kernel card, `README.md`, describing the build as published on `branch`.
+fn card(build: &LocalBuild, repo_id: &str, branch: &str) -> Result<LocalFile, PublishError> {
+    let card = Card::from_variants(&build.variants, repo_id, branch)?.render()?;
+    Ok(LocalFile::from_bytes("README.md".into(), card.into_bytes()))
+}
+
+/// Heads of `main` and of the branch published to, when they exist.
+#[derive(Debug, Clone, Default)]
+struct Heads {
+    main: Option<String>,
+    branch: Option<String>,
+}
+
+/// The repository before the publish.
+struct RepoState {
+    /// The branch published to.
+    branch: String,
+    exists: bool,
+    heads: Heads,
+    /// Where the branch's files are read: the move marker when a dry run only plans to restore.
+    files_ref: String,
+}
+
+/// What the build changes: on the branch, and the card on `main`.
+struct Compared {
+    repo: RepoState,
+    /// The build's files on the branch (with the card when the branch is `main`).
+    build: Changes,
+    /// The card on `main`, when the branch is another.
+    card: Changes,
+}
+
+impl Compared {
+    /// Split both into commits: the one value the summary reports and the commit stage commits.
+    fn plan(&self, limits: super::compare::BatchLimits) -> PublishPlan<'_> {
+        PublishPlan {
+            build: CommitPlan::new(&self.build, limits),
+            card: CommitPlan::new(&self.card, limits),
         }
     }
-    let main_files = match main_head {
-        Some(_) => remote.files("main").await?,
-        None => BTreeMap::new(),
-    };
-    // A new branch starts from `main`, so that is what it will hold before our commit.
-    let base_files = match &branch_head {
-        Some(_) if branch != "main" => remote.files(&files_ref).await?,
-        _ => main_files.clone(),
-    };
+}
 
-    let card_on_branch = branch == "main";
-    let mut files = build.files.clone();
-    if card_on_branch {
-        files.push(readme.clone());
-    }
-    let plan = Plan::diff(files, &base_files, &build.prefixes);
-    let card_plan = if card_on_branch {
-        Plan::default()
-    } else {
-        Plan::diff(vec![readme], &main_files, &[])
-    };
-    let card_status = card_status(&plan, &card_plan);
+/// The commits a publish makes, computed once.
+struct PublishPlan<'a> {
+    build: CommitPlan<'a>,
+    card: CommitPlan<'a>,
+}
 
-    let mut summary = PublishSummary {
-        repo: s.repo_id.clone(),
-        repo_type: hf_hub::RepoType::singular(&s.repo_type).to_string(),
-        url: remote.url(),
-        branch: branch.clone(),
-        version: build.version,
-        variants: build.variants.iter().map(|v| v.name.clone()).collect(),
-        dry_run: s.dry_run,
-        create_pr: s.create_pr,
-        repo_created: !exists,
-        branch_created: branch_head.is_none() && branch != "main",
-        added: paths(&plan.added),
-        updated: paths(&plan.updated),
-        deleted: plan.deleted.clone(),
-        unchanged: plan.unchanged.len(),
-        bytes: plan.bytes() + card_plan.bytes(),
-        card: card_status.to_string(),
-        commits: Vec::new(),
-        up_to_date: plan.is_empty() && card_plan.is_empty(),
-    };
-    reporter.info(&format!(
-        "{:>12} {} added, {} updated, {} deleted, {} unchanged ({} to upload); README.md {}",
-        "Plan",
-        plan.added.len(),
-        plan.updated.len(),
-        plan.deleted.len(),
-        plan.unchanged.len(),
-        human_bytes(summary.bytes),
-        card_status
-    ));
-    if s.dry_run {
-        return Ok(summary);
-    }
-    if summary.up_to_date {
-        reporter.info(&format!(
-            "{:>12} `{}` branch `{branch}` already holds this build: nothing uploaded, no commit made",
-            "Up to date", s.repo_id
-        ));
-        return Ok(summary);
+impl PublishPlan<'_> {
+    fn is_empty(&self) -> bool {
+        self.build.is_empty() && self.card.is_empty()
     }
 
-    let (main_head, branch_head) = if exists {
-        (main_head, branch_head)
-    } else {
-        reporter.stage("Creating", &remote.url());
-        remote.create(s.private).await?;
-        heads(&remote, &branch).await?
-    };
+    fn bytes(&self) -> u64 {
+        self.build.bytes() + self.card.bytes()
+    }
 
-    reporter.begin_bytes(&format!("to {}", remote.url()), summary.bytes);
-    let title = format!(
-        "Publish {} v{} ({} variant{})",
-        build.variants[0].kernel_name,
-        build.version,
-        build.variants.len(),
-        if build.variants.len() == 1 { "" } else { "s" }
-    );
-    let description = format!(
+    /// What happens to `README.md`: `added`, `updated` or `unchanged`.
+    fn card_status(&self) -> &'static str {
+        let (build, card) = (self.build.changes, self.card.changes);
+        let is_readme = |f: &LocalFile| f.repo_path == "README.md";
+        if build.added.iter().chain(&card.added).any(is_readme) {
+            "added"
+        } else if build.updated.iter().chain(&card.updated).any(is_readme) {
+            "updated"
+        } else {
+            "unchanged"
+        }
+    }
+}
+
+/// What the stages that talk to the Hub share.
+struct Session<'a> {
+    s: &'a PublishSettings,
+    reporter: &'a dyn Reporter,
+    remote: Remote<'a>,
+}
+
+impl<'a> Session<'a> {
+    /// Connect to the repository; without a token only a dry run goes on.
+    fn connect(s: &'a PublishSettings, reporter: &'a dyn Reporter) -> Result<Self, PublishError> {
+        if s.token.is_none() && !s.dry_run {
+            return Err(PublishError::NoToken);
+        }
+        let token = s.token.as_ref().map(|(t, _)| t);
+        let remote = Remote::connect(
+            &s.endpoint,
+            token,
+            s.repo_type,
+            &s.repo_id,
+            s.retry,
+            reporter,
+        )?;
+        Ok(Session {
+            s,
+            reporter,
+            remote,
+        })
+    }
+
+    /// Compare the build with `branch` and the card with `main`.
+    async fn compare(
+        &self,
+        build: &LocalBuild,
+        branch: String,
+        readme: LocalFile,
+    ) -> Result<Compared, PublishError> {
+        let url = self.remote.url();
+        self.reporter
+            .stage("Comparing", &format!("{url} branch `{branch}`"));
+        let repo = self.repo_state(branch).await?;
+        let main_files = match repo.heads.main {
+            Some(_) => self.remote.files("main").await?,
+            None => BTreeMap::new(),
+        };
+        // A new branch starts from `main`, so that is what it will hold before our commit.
+        let base_files = match &repo.heads.branch {
+            Some(_) if repo.branch != "main" => self.remote.files(&repo.files_ref).await?,
+            _ => main_files.clone(),
+        };
+        let mut files = build.files.clone();
+        let card = if repo.branch == "main" {
+            files.push(readme);
+            Changes::default()
+        } else {
+            Changes::diff(vec![readme], &main_files, &[])
+        };
+        let build = Changes::diff(files, &base_files, &build.prefixes);
+        Ok(Compared { repo, build, card })
+    }
+
+    /// Whether the repository exists and where its branches are; a branch an earlier move lost
+    /// is restored first (or, in a dry run, read from its move marker).
+    async fn repo_state(&self, branch: String) -> Result<RepoState, PublishError> {
+        let exists = self.remote.exists().await?;
+        let mut heads = if exists {
+            self.heads(&branch).await?
+        } else {
+            Heads::default()
+        };
+        let mut files_ref = branch.clone();
+        let dry_run = self.s.dry_run;
+        if exists && heads.branch.is_none() && branch != "main" {
+            heads.branch = restore_moved(&self.remote, self.reporter, &branch, dry_run).await?;
+            if heads.branch.is_some() && dry_run {
+                files_ref = move_marker(&branch);
+            }
+        }
+        Ok(RepoState {
+            branch,
+            exists,
+            heads,
+            files_ref,
+        })
+    }
+
+    /// Current heads of `main` and of `branch`, when they exist.
+    async fn heads(&self, branch: &str) -> Result<Heads, PublishError> {
+        let refs = self.remote.refs().await?;
+        let head = |name: &str| refs.branches.get(name).cloned();
+        Ok(Heads {
+            main: head("main"),
+            branch: head(branch),
+        })
+    }
+
+    /// What the publish does (or, in a dry run, would do), from the plan it commits.
+    fn summarize(
+        &self,
+        build: &LocalBuild,
+        repo: &RepoState,
+        plan: &PublishPlan<'_>,
+    ) -> PublishSummary {
+        let (s, changes) = (self.s, plan.build.changes);
+        let paths = |files: &[LocalFile]| files.iter().map(|f| f.repo_path.clone()).collect();
+        PublishSummary {
+            repo: s.repo_id.clone(),
+            repo_type: hf_hub::RepoType::singular(&s.repo_type).to_string(),
+            url: self.remote.url(),
+            branch: repo.branch.clone(),
+            version: build.version,
+            variants: build.variants.iter().map(|v| v.name.clone()).collect(),
+            dry_run: s.dry_run,
+            create_pr: s.create_pr,
+            repo_created: !repo.exists,
+            branch_created: repo.heads.branch.is_none() && repo.branch != "main",
+            added: paths(&changes.added),
+            updated: paths(&changes.updated),
+            deleted: changes.deleted.clone(),
+            unchanged: changes.unchanged.len(),
+            bytes: plan.bytes(),
+            card: plan.card_status().to_string(),
+            commits: Vec::new(),
+            up_to_date: plan.is_empty(),
+        }
+    }
+
+    /// Create the repository when it does not exist yet; the heads the commits go on.
+    async fn ensure_repo(&self, repo: &RepoState) -> Result<Heads, PublishError> {
+        if repo.exists {
+            return Ok(repo.heads.clone());
+        }
+        self.reporter.stage("Creating", &self.remote.url());
+        self.remote.create(self.s.private).await?;
+        self.heads(&repo.branch).await
+    }
+
+    /// Commit the plan: the build to `branch`, then the card to `main`.
+    async fn commit(
+        &self,
+        build: &LocalBuild,
+        branch: &str,
+        heads: Heads,
+        plan: &PublishPlan<'_>,
+    ) -> Result<Vec<CommitSummary>, PublishError> {
+        let (remote, reporter, s) = (&self.remote, self.reporter, self.s);
+        reporter.begin_bytes(&format!("to {}", remote.url()), plan.bytes());
+        let kernel = &build.variants[0].kernel_name;
+        let title = format!(
+            "Publish {kernel} v{} ({} variant{})",
+            build.version,
+            build.variants.len(),
+            if build.variants.len() == 1 { "" } else { "s" }
+        );
+        let description = description(build);
+        let mut commits = Vec::new();
+        if !plan.build.is_empty() {
+            let target = Target {
+                branch,
+                head: heads.branch.clone().or(heads.main.clone()),
+                is_new: heads.branch.is_none(),
+            };
+            let message = Message {
+                title: &title,
+                description: &description,
+            };
+            commits.extend(commit_plan(remote, reporter, s, &plan.build, target, &message).await?);
+        }
+        if !plan.card.is_empty() {
+            let target = Target {
+                branch: "main",
+                head: heads.main,
+                is_new: false,
+            };
+            let title = format!("Update kernel card for {kernel}");
+            let message = Message {
+                title: &title,
+                description: &description,
+            };
+            commits.extend(commit_plan(remote, reporter, s, &plan.card, target, &message).await?);
+        }
+        Ok(commits)
+    }
+}
+
+/// The description of every commit: kbuild's version and the variants.
+fn description(build: &LocalBuild) -> String {
+    let variants: Vec<String> = build
+        .variants
+        .iter()
+        .map(|v| format!("- {}", v.name))
+        .collect();
+    format!(
         "Published with kbuild {}.\n\nVariants:\n{}",
         env!("CARGO_PKG_VERSION"),
-        summary
-            .variants
-            .iter()
-            .map(|v| format!("- {v}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    let target = Target {
-        branch: &branch,
-        head: branch_head.clone().or(main_head.clone()),
-        is_new: branch_head.is_none(),
-    };
-    let message = Message {
-        title: &title,
-        description: &description,
-    };
-    if !plan.is_empty() {
-        let commits = commit_plan(&remote, reporter, s, &plan, target, &message).await?;
-        summary.commits.extend(commits);
-    }
-    if !card_plan.is_empty() {
-        let target = Target {
-            branch: "main",
-            head: main_head,
-            is_new: false,
-        };
-        let title = format!("Update kernel card for {}", build.variants[0].kernel_name);
-        let message = Message {
-            title: &title,
-            description: &description,
-        };
-        let commits = commit_plan(&remote, reporter, s, &card_plan, target, &message).await?;
-        summary.commits.extend(commits);
-    }
-    for c in &summary.commits {
+        variants.join("\n")
+    )
+}
+
+/// `        Plan 5 added, 0 updated, … (1.2 KiB to upload); README.md added`.
+fn plan_line(summary: &PublishSummary) -> String {
+    format!(
+        "{:>12} {} added, {} updated, {} deleted, {} unchanged ({} to upload); README.md {}",
+        "Plan",
+        summary.added.len(),
+        summary.updated.len(),
+        summary.deleted.len(),
+        summary.unchanged,
+        human_bytes(summary.bytes),
+        summary.card
+    )
+}
+
+/// One `Committed` line per commit made.
+fn report_commits(reporter: &dyn Reporter, commits: &[CommitSummary]) {
+    for c in commits {
         let what = match &c.pr_url {
             Some(url) => format!("pull request {url}"),
             None => format!(
@@ -250,32 +427,6 @@ pub async fn publish(
             &format!("{} file(s), {} → {what}", c.files, human_bytes(c.bytes)),
         );
     }
-    Ok(summary)
-}
-
-/// Current heads of `main` and of `branch`, when they exist.
-async fn heads(
-    remote: &Remote<'_>,
-    branch: &str,
-) -> Result<(Option<String>, Option<String>), PublishError> {
-    let refs = remote.refs().await?;
-    let head = |name: &str| refs.branches.get(name).cloned();
-    Ok((head("main"), head(branch)))
-}
-
-fn card_status(plan: &Plan, card_plan: &Plan) -> &'static str {
-    let is_readme = |f: &LocalFile| f.repo_path == "README.md";
-    if plan.added.iter().chain(&card_plan.added).any(is_readme) {
-        "added"
-    } else if plan.updated.iter().chain(&card_plan.updated).any(is_readme) {
-        "updated"
-    } else {
-        "unchanged"
-    }
-}
-
-fn paths(files: &[LocalFile]) -> Vec<String> {
-    files.iter().map(|f| f.repo_path.clone()).collect()
 }
 
 fn check_repo_id(repo: &str) -> Result<(), PublishError> {

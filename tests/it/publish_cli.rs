@@ -1,12 +1,89 @@
 //! `kbuild publish` against the local Hub server: what it uploads, deletes, skips and refuses.
 
-use crate::common::hub::{Hub, TOKEN};
+use std::path::Path;
+
+use crate::common::hub::{Hub, Run, TOKEN};
 use crate::common::variant::{
     CPU_VARIANT, VariantSpec, project_with_variant, redigest, write_second_variant, write_variant,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 const REPO: &str = "org/relu";
+
+/// `text` with what differs between runs and machines replaced, for snapshots: the local Hub's
+/// address as `[hub]`, each of `paths` (longest first) by its name, and commit ids, whole or
+/// shortened, as `[oid]` (a staging branch's name ends in one).
+pub(crate) fn redacted(text: &str, hub: &Hub, paths: &[(&Path, &str)]) -> String {
+    let mut paths = paths.to_vec();
+    paths.sort_by_key(|(p, _)| std::cmp::Reverse(p.as_os_str().len()));
+    let mut text = text.replace(&hub.url, "[hub]");
+    for (path, name) in paths {
+        text = text.replace(&path.display().to_string(), name);
+    }
+    without_commit_ids(&text)
+}
+
+/// Words of 7 or more lowercase hex digits, at least one a digit, as `[oid]`.
+fn without_commit_ids(text: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+        let is_id =
+            word.len() >= 7 && word.chars().all(hex) && word.chars().any(|c| c.is_ascii_digit());
+        out.push_str(if is_id { "[oid]" } else { word });
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// Retry delays, which have random jitter, as `[delay]`: `retrying in [delay]: …`.
+pub(crate) fn without_delays(text: &str) -> String {
+    const AT: &str = "retrying in ";
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(AT) {
+        let after = &rest[at + AT.len()..];
+        let end = after.find(" s").map_or(0, |e| e + " s".len());
+        out.push_str(&rest[..at]);
+        out.push_str(AT);
+        out.push_str("[delay]");
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The `--json` summary with every string [`redacted`].
+pub(crate) fn redacted_json(value: &Value, hub: &Hub, paths: &[(&Path, &str)]) -> Value {
+    match value {
+        Value::String(s) => Value::String(redacted(s, hub, paths)),
+        Value::Array(items) => items.iter().map(|v| redacted_json(v, hub, paths)).collect(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (k.clone(), redacted_json(v, hub, paths)))
+            .collect(),
+        other => other.clone(),
+    }
+}
+
+/// Both streams of a run, [`redacted`], for one snapshot.
+pub(crate) fn streams(run: &Run, hub: &Hub, paths: &[(&Path, &str)]) -> String {
+    format!(
+        "--- stdout\n{}--- stderr\n{}",
+        redacted(&run.stdout, hub, paths),
+        redacted(&run.stderr, hub, paths)
+    )
+}
 
 fn publish_json(hub: &Hub, build: &std::path::Path, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["--repo", REPO, "--json"];
@@ -24,6 +101,7 @@ fn first_publish_creates_repo_branch_and_card() {
     assert_eq!(s["branch_created"], true);
     assert_eq!(s["card"], "added");
     assert_eq!(s["added"].as_array().unwrap().len(), 5, "{s}");
+    insta::assert_json_snapshot!("first_publish_json", redacted_json(&s, &hub, &[]));
     // Files on v1, card on main.
     assert_eq!(hub.commits_made(), 2);
     let (status, body) = hub.request(
@@ -38,21 +116,22 @@ fn first_publish_creates_repo_branch_and_card() {
     );
     let (status, card) = hub.request("GET", "/kernels/org/relu/resolve/main/README.md", b"");
     assert_eq!(status, 200);
-    assert!(
-        card.contains("get_kernel(\"org/relu\", version=1)"),
-        "{card}"
-    );
+    // Loads with `get_kernel("org/relu", version=1)`.
+    insta::assert_snapshot!("first_publish_card", card);
 }
 
 #[test]
 fn republishing_an_unchanged_build_makes_no_commit_and_says_so() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     publish_json(&hub, &build, &[]);
     let seen = hub.log().len();
 
     let run = hub.publish(&build, &["--repo", REPO]).success();
-    assert!(run.stderr.contains("Up to date"), "{}", run.stderr);
+    insta::assert_snapshot!(
+        "unchanged_build_stderr",
+        redacted(&run.stderr, &hub, &[(project.path(), "[project]")])
+    );
     let s = publish_json(&hub, &build, &[]);
     assert_eq!(s["up_to_date"], true);
     assert_eq!(s["commits"], json!([]));
@@ -98,6 +177,7 @@ fn one_changed_file_uploads_only_that_file() {
     assert_eq!(s["unchanged"], 3);
     assert_eq!(s["commits"].as_array().unwrap().len(), 1);
     assert_eq!(s["commits"][0]["files"], 2);
+    insta::assert_json_snapshot!("one_changed_file_json", redacted_json(&s, &hub, &[]));
 }
 
 #[test]
@@ -163,17 +243,15 @@ fn create_pr_opens_a_pull_request_instead_of_committing() {
 #[test]
 fn dry_run_prints_the_plan_and_writes_nothing() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     let run = hub
         .publish(&build, &["--repo", REPO, "--dry-run"])
         .success();
-    assert!(
-        run.stdout
-            .contains(&format!("add     build/{CPU_VARIANT}/_ops.py")),
-        "{}",
-        run.stdout
+    // Every file to add, the totals, and "Nothing was written.".
+    insta::assert_snapshot!(
+        "dry_run_output",
+        streams(&run, &hub, &[(project.path(), "[project]")])
     );
-    assert!(run.stdout.contains("Nothing was written."));
     let writes: Vec<String> = hub
         .log()
         .into_iter()
@@ -208,19 +286,18 @@ fn rate_limits_are_retried_too() {
 #[test]
 fn persistent_failure_removes_the_new_branch_and_exits_nonzero() {
     let hub = Hub::start(&["--fail", "commit:500:100"]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     let run = hub.publish(&build, &["--repo", REPO]);
     assert!(!run.ok);
     run.assert_no_token();
-    assert!(
-        run.stderr.contains("failed after 5 attempts"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("the new branch `v1` was removed again"),
-        "{}",
-        run.stderr
+    // Failed after 5 attempts, and the new branch `v1` was removed again.
+    insta::assert_snapshot!(
+        "persistent_failure_stderr",
+        without_delays(&redacted(
+            &run.stderr,
+            &hub,
+            &[(project.path(), "[project]")]
+        ))
     );
     let (_, refs) = hub.request("GET", "/api/kernels/org/relu/refs", b"");
     assert!(
@@ -232,39 +309,29 @@ fn persistent_failure_removes_the_new_branch_and_exits_nonzero() {
 #[test]
 fn rejected_token_is_a_clear_error_without_the_token() {
     let hub = Hub::start(&["--require-token", "hf_the_right_one"]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     let run = hub.publish(&build, &["--repo", REPO]);
     assert!(!run.ok);
     assert_eq!(run.code, Some(1));
     run.assert_no_token();
-    assert!(
-        run.stderr.contains("authentication failed (401)"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("hint: the token was rejected"),
-        "{}",
-        run.stderr
+    // Authentication failed (401), with a hint that the token was rejected.
+    insta::assert_snapshot!(
+        "rejected_token_stderr",
+        redacted(&run.stderr, &hub, &[(project.path(), "[project]")])
     );
 }
 
 #[test]
 fn read_only_token_gets_a_message_about_write_access() {
     let hub = Hub::start(&["--require-token", "hf_writer", "--read-token", TOKEN]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     let run = hub.publish(&build, &["--repo", REPO]);
     assert!(!run.ok);
     run.assert_no_token();
-    assert!(
-        run.stderr.contains("permission denied (403)"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("use a token with the `write` role"),
-        "{}",
-        run.stderr
+    // Permission denied (403): use a token with the `write` role.
+    insta::assert_snapshot!(
+        "read_only_token_stderr",
+        redacted(&run.stderr, &hub, &[(project.path(), "[project]")])
     );
 }
 
@@ -289,10 +356,13 @@ fn token_file_under_hf_home_is_used_and_never_printed() {
 #[test]
 fn missing_token_is_refused_before_contacting_the_hub() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     let run = hub.publish_with(&build, &["--repo", REPO], &[]);
     assert!(!run.ok);
-    assert!(run.stderr.contains("no Hub token found"), "{}", run.stderr);
+    insta::assert_snapshot!(
+        "missing_token_stderr",
+        redacted(&run.stderr, &hub, &[(project.path(), "[project]")])
+    );
     assert!(hub.log().is_empty());
 }
 
@@ -310,12 +380,11 @@ fn dirty_build_needs_allow_dirty() {
     );
     let run = hub.publish(&build, &["--repo", REPO]);
     assert!(!run.ok);
-    assert!(
-        run.stderr.contains("warning: built from a dirty git tree"),
-        "{}",
-        run.stderr
+    // A warning that the tree was dirty, and an error pointing at `--allow-dirty`.
+    insta::assert_snapshot!(
+        "dirty_build_stderr",
+        redacted(&run.stderr, &hub, &[(project.path(), "[project]")])
     );
-    assert!(run.stderr.contains("--allow-dirty"), "{}", run.stderr);
     assert!(
         hub.log().is_empty(),
         "nothing may be sent for a refused build"
@@ -327,7 +396,7 @@ fn dirty_build_needs_allow_dirty() {
 #[test]
 fn variants_that_disagree_on_the_version_are_refused() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     write_variant(
         &build,
         &VariantSpec {
@@ -339,17 +408,16 @@ fn variants_that_disagree_on_the_version_are_refused() {
     );
     let run = hub.publish(&build, &["--repo", REPO]);
     assert!(!run.ok);
-    assert!(
-        run.stderr.contains("the variants disagree on the version"),
-        "{}",
-        run.stderr
+    insta::assert_snapshot!(
+        "version_disagreement_stderr",
+        redacted(&run.stderr, &hub, &[(project.path(), "[project]")])
     );
 }
 
 #[test]
 fn tampered_variant_fails_verification_naming_the_file() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     std::fs::write(
         build.join(CPU_VARIANT).join("_ops.py"),
         "import torch\nops = torch.ops._relu_cpu_abc1234\n",
@@ -357,23 +425,17 @@ fn tampered_variant_fails_verification_naming_the_file() {
     .unwrap();
     let run = hub.publish(&build, &["--repo", REPO]);
     assert!(!run.ok);
-    assert!(
-        run.stderr
-            .contains(&format!("variant `{CPU_VARIANT}` failed verification")),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("File hash mismatch for _ops.py"),
-        "{}",
-        run.stderr
+    // Variant `torch215-…` failed verification: file hash mismatch for `_ops.py`.
+    insta::assert_snapshot!(
+        "tampered_variant_stderr",
+        redacted(&run.stderr, &hub, &[(project.path(), "[project]")])
     );
 }
 
 #[test]
 fn only_the_selected_variant_is_published_and_others_are_left_alone() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     write_second_variant(&build);
     let s = publish_json(&hub, &build, &["--variant", "torch-cpu"]);
     assert_eq!(s["variants"], json!(["torch-cpu"]));
@@ -387,10 +449,10 @@ fn only_the_selected_variant_is_published_and_others_are_left_alone() {
 
     let run = hub.publish(&build, &["--repo", REPO, "--variant", "nope"]);
     assert!(!run.ok);
-    assert!(
-        run.stderr.contains("variants here: torch-cpu, torch215"),
-        "{}",
-        run.stderr
+    // Names the variants there are: torch-cpu, torch215-….
+    insta::assert_snapshot!(
+        "unknown_variant_stderr",
+        redacted(&run.stderr, &hub, &[(project.path(), "[project]")])
     );
 }
 
@@ -435,7 +497,7 @@ fn legacy_model_repos_use_the_model_routes() {
 #[test]
 fn interrupted_multi_commit_publish_leaves_the_branch_alone_and_a_rerun_finishes_it() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     write_second_variant(&build);
     publish_json(&hub, &build, &["--variant", CPU_VARIANT]);
 
@@ -445,17 +507,15 @@ fn interrupted_multi_commit_publish_leaves_the_branch_alone_and_a_rerun_finishes
     let run = hub.publish_with(&build, &["--repo", REPO], &env);
     assert!(!run.ok);
     run.assert_no_token();
-    assert!(
-        run.stderr
-            .contains("nothing changed on `v1`: 1 of 3 commits are staged on `kbuild-staging-v1-"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr
-            .contains("re-run `kbuild publish`: it continues from the staged commits"),
-        "{}",
-        run.stderr
+    // Nothing changed on `v1`: 1 of 3 commits are staged on `kbuild-staging-v1-…`; a re-run
+    // continues from the staged commits.
+    insta::assert_snapshot!(
+        "interrupted_staging_stderr",
+        without_delays(&redacted(
+            &run.stderr,
+            &hub,
+            &[(project.path(), "[project]")]
+        ))
     );
 
     let s = hub

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::hub::{Hub, TOKEN};
 use crate::common::variant::{CPU_VARIANT, project_with_variant, redigest, write_second_variant};
+use crate::publish_cli::{redacted, streams, without_delays};
 use serde_json::Value;
 
 const REPO: &str = "org/relu";
@@ -35,7 +36,8 @@ fn branches(hub: &Hub) -> Vec<String> {
 #[test]
 fn a_failure_between_commits_leaves_the_branch_at_the_old_build_and_a_rerun_moves_it_once() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
+    let paths = [(project.path(), "[project]")];
     hub.publish(&build, &["--repo", REPO, "--json"]).success();
     let old_tree = get_json(&hub, "/api/kernels/org/relu/tree/v1?recursive=true");
     let old_metadata = v1_metadata(&hub);
@@ -52,10 +54,10 @@ fn a_failure_between_commits_leaves_the_branch_at_the_old_build_and_a_rerun_move
     let run = hub.publish_with(&build, &["--repo", REPO], &env);
     assert!(!run.ok, "{}", run.stderr);
     run.assert_no_token();
-    assert!(
-        run.stderr.contains("nothing changed on `v1`: 1 of"),
-        "{}",
-        run.stderr
+    // Nothing changed on `v1`: 1 of 5 commits are staged.
+    insta::assert_snapshot!(
+        "failure_between_commits_stderr",
+        without_delays(&redacted(&run.stderr, &hub, &paths))
     );
     let failed_run: Vec<String> = hub.log()[log_before..].to_vec();
     assert!(
@@ -69,11 +71,10 @@ fn a_failure_between_commits_leaves_the_branch_at_the_old_build_and_a_rerun_move
     assert_eq!(v1_metadata(&hub), old_metadata);
 
     let run = hub.publish_with(&build, &["--repo", REPO], &env).success();
-    assert!(
-        run.stderr
-            .contains("Resuming from branch `kbuild-staging-v1-"),
-        "{}",
-        run.stderr
+    // Resuming from branch `kbuild-staging-v1-…`, then moving `v1` once.
+    insta::assert_snapshot!(
+        "rerun_after_failure_stderr",
+        redacted(&run.stderr, &hub, &paths)
     );
     let metadata: Value = serde_json::from_str(&v1_metadata(&hub)).unwrap();
     let local: Value =
@@ -96,7 +97,7 @@ fn a_failure_between_commits_leaves_the_branch_at_the_old_build_and_a_rerun_move
 #[test]
 fn a_server_that_never_answers_times_out_with_a_line_per_retry_naming_the_endpoint() {
     let hub = Hub::start(&["--fail", "info:hang:100"]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     let started = Instant::now();
     let run = hub.publish_with(
         &build,
@@ -114,21 +115,16 @@ fn a_server_that_never_answers_times_out_with_a_line_per_retry_naming_the_endpoi
         "took {:?}",
         started.elapsed()
     );
-    let retries = run
-        .stderr
-        .lines()
-        .filter(|l| l.contains("retrying in") && l.contains(": timed out after 1 s"))
-        .count();
-    assert_eq!(retries, 4, "{}", run.stderr);
-    assert!(
-        run.stderr.contains(&format!(
-            "error: looking up the repository on `{}/kernels/org/relu` timed out after 1 s (5 attempts)",
-            hub.url
-        )),
-        "{}",
-        run.stderr
+    // Four retries, each a line naming the endpoint, then the error with a hint to raise
+    // `KBUILD_HUB_TIMEOUT`.
+    insta::assert_snapshot!(
+        "server_never_answers_stderr",
+        without_delays(&redacted(
+            &run.stderr,
+            &hub,
+            &[(project.path(), "[project]")]
+        ))
     );
-    assert!(run.stderr.contains("KBUILD_HUB_TIMEOUT"), "{}", run.stderr);
 }
 
 #[test]
@@ -164,7 +160,10 @@ fn a_hung_commit_is_retried_after_the_upload_timeout_and_lands_once() {
     let run = hub
         .publish_with(&build, &["--repo", REPO, "--json"], &env)
         .success();
-    assert!(run.stderr.contains("timed out after 1 s"), "{}", run.stderr);
+    insta::assert_snapshot!(
+        "hung_commit_stderr",
+        without_delays(&redacted(&run.stderr, &hub, &[]))
+    );
     assert_eq!(hub.commits_made(), 2, "{:?}", hub.log());
 }
 
@@ -175,11 +174,8 @@ fn retry_after_on_a_503_is_waited_for() {
     let started = Instant::now();
     let run = hub.publish(&build, &["--repo", REPO, "--json"]).success();
     assert!(started.elapsed() >= Duration::from_secs(2));
-    assert!(
-        run.stderr.contains("listing branches on `") && run.stderr.contains("retrying in 2 s"),
-        "{}",
-        run.stderr
-    );
+    // The server's 2 s, not a backoff of kbuild's own: no delay is redacted here.
+    insta::assert_snapshot!("retry_after_stderr", redacted(&run.stderr, &hub, &[]));
 }
 
 #[test]
@@ -187,10 +183,9 @@ fn a_commit_whose_answer_was_lost_is_found_on_the_branch_and_not_sent_again() {
     let hub = Hub::start(&["--fail", "commit:lose-response"]);
     let (_project, build) = project_with_variant();
     let run = hub.publish(&build, &["--repo", REPO, "--json"]).success();
-    assert!(
-        run.stderr.contains("was lost, but the commit landed"),
-        "{}",
-        run.stderr
+    insta::assert_snapshot!(
+        "lost_answer_stderr",
+        without_delays(&redacted(&run.stderr, &hub, &[]))
     );
     let log = hub.log();
     let commits: Vec<&String> = log.iter().filter(|l| l.contains("/commit/")).collect();
@@ -234,38 +229,43 @@ fn a_lost_answer_to_a_new_pull_request_opens_no_second_one() {
     );
 }
 
-/// The server must not have been asked anything: the token is refused before any request.
-fn assert_refused_token(hub: &Hub, run: &crate::common::hub::Run, says: &str, secret: &str) {
+/// The output of a run whose token was refused, for a snapshot. The server must not have been
+/// asked anything (the token is refused before any request), and no part of it may leak.
+fn refused_token(
+    hub: &Hub,
+    run: &crate::common::hub::Run,
+    secret: &str,
+    paths: &[(&std::path::Path, &str)],
+) -> String {
     assert!(!run.ok);
-    assert!(run.stderr.contains(says), "{}", run.stderr);
     assert!(
         !run.stderr.contains(secret) && !run.stdout.contains(secret),
         "the token leaked: {}",
         run.stderr
     );
     assert!(hub.log().is_empty(), "{:?}", hub.log());
+    streams(run, hub, paths)
 }
 
 #[test]
 fn tokens_with_control_or_non_ascii_characters_are_refused_saying_what_is_wrong() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
+    let paths = [(project.path(), "[project]")];
     let secret = "kbuildTestSecret";
     let with_escape = format!("hf_{secret}\u{1b}tail");
     let run = hub.publish_with(&build, &["--repo", REPO], &[("HF_TOKEN", &with_escape)]);
-    assert_refused_token(
-        &hub,
-        &run,
-        "the Hub token from `HF_TOKEN` cannot be sent: it holds a control character at position 20",
-        secret,
+    // It holds a control character at position 20.
+    insta::assert_snapshot!(
+        "token_with_control_character",
+        refused_token(&hub, &run, secret, &paths)
     );
     let with_quote = format!("\u{201c}hf_{secret}\u{201d}");
     let run = hub.publish_with(&build, &["--repo", REPO], &[("HF_TOKEN", &with_quote)]);
-    assert_refused_token(
-        &hub,
-        &run,
-        "it holds a non-ASCII character at position 1",
-        secret,
+    // It holds a non-ASCII character at position 1.
+    insta::assert_snapshot!(
+        "token_with_non_ascii_character",
+        refused_token(&hub, &run, secret, &paths)
     );
 }
 
@@ -278,11 +278,11 @@ fn a_token_file_with_a_non_ascii_character_is_named() {
     std::fs::write(home.join("token"), "hf_kbuild\u{a0}TestSecret\n").unwrap();
     let home_str = home.to_string_lossy().into_owned();
     let run = hub.publish_with(&build, &["--repo", REPO], &[("HF_HOME", &home_str)]);
-    let says = format!(
-        "the Hub token from `{}` cannot be sent",
-        home.join("token").display()
+    // The token from `[project]/hf-home/token` cannot be sent.
+    insta::assert_snapshot!(
+        "token_file_with_non_ascii_character",
+        refused_token(&hub, &run, "TestSecret", &[(project.path(), "[project]")])
     );
-    assert_refused_token(&hub, &run, &says, "TestSecret");
 }
 
 #[test]
@@ -305,11 +305,12 @@ fn a_non_utf8_hf_token_is_an_error_not_a_missing_token() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("the Hub token from `HF_TOKEN` cannot be sent: it is not valid UTF-8"),
-        "{stderr}"
-    );
     assert!(!stderr.contains("kbuildTestSecret"), "{stderr}");
+    // The token from `HF_TOKEN` cannot be sent: it is not valid UTF-8.
+    insta::assert_snapshot!(
+        "non_utf8_token_stderr",
+        redacted(&stderr, &hub, &[(project.path(), "[project]")])
+    );
     assert!(hub.log().is_empty());
 }
 
@@ -334,7 +335,8 @@ fn build_files(hub: &Hub) -> Vec<String> {
 #[test]
 fn a_branch_lost_while_moving_is_named_and_a_rerun_restores_it_with_its_other_variants() {
     let hub = Hub::start(&[]);
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
+    let paths = [(project.path(), "[project]")];
     write_second_variant(&build);
     // `v1` holds one variant, published "from another machine".
     hub.publish(&build, &["--repo", REPO, "--variant", CPU_VARIANT])
@@ -354,12 +356,10 @@ fn a_branch_lost_while_moving_is_named_and_a_rerun_restores_it_with_its_other_va
     let run = hub.publish_with(&build, &args, &env);
     assert!(!run.ok);
     run.assert_no_token();
-    assert!(
-        run.stderr.contains(
-            "`v1` is missing until the move is done: re-run `kbuild publish` to recreate it"
-        ),
-        "{}",
-        run.stderr
+    // `v1` is missing until the move is done: re-run `kbuild publish` to recreate it.
+    insta::assert_snapshot!(
+        "branch_lost_while_moving_stderr",
+        without_delays(&redacted(&run.stderr, &hub, &paths))
     );
     assert!(!branches(&hub).contains(&"v1".to_string()));
 
@@ -367,12 +367,8 @@ fn a_branch_lost_while_moving_is_named_and_a_rerun_restores_it_with_its_other_va
     let mut dry = args.to_vec();
     dry.push("--dry-run");
     let plan = hub.publish_with(&build, &dry, &env).success();
-    assert!(
-        plan.stderr
-            .contains("Would restore branch `v1` from `kbuild-moving-v1`"),
-        "{}",
-        plan.stderr
-    );
+    // Would restore branch `v1` from `kbuild-moving-v1`.
+    insta::assert_snapshot!("dry_run_after_lost_branch", streams(&plan, &hub, &paths));
     assert!(!branches(&hub).contains(&"v1".to_string()));
 
     hub.publish_with(&build, &args, &env).success();

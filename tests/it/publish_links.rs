@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::common::hub::{Hub, Run};
 use crate::common::variant::{CPU_VARIANT, project_with_variant, redigest};
+use crate::publish_cli::redacted;
 
 const REPO: &str = "org/relu";
 /// What the fake token file outside the project holds; it must never reach the Hub or the output.
@@ -23,18 +24,17 @@ fn symlink(target: &Path, link: &Path) {
     std::os::unix::fs::symlink(target, link).unwrap();
 }
 
-/// Publish and publish `--dry-run`: both must fail naming `path`, and the server must have seen
-/// no request at all (so certainly no commit).
-fn assert_refused(build: &Path, path: &Path, what: &str) {
+/// Publish and publish `--dry-run`: both must fail with the same error, and the server must have
+/// seen no request at all (so certainly no commit). Returns that error output, with `dirs`
+/// redacted, for a snapshot: it must name the path, say what it is, and give a hint.
+fn refused(build: &Path, dirs: &[(&Path, &str)]) -> String {
+    let mut outputs = Vec::new();
     for extra in [&[][..], &["--dry-run"][..]] {
         let hub = Hub::start(&[]);
         let mut args = vec!["--repo", REPO];
         args.extend_from_slice(extra);
         let run: Run = hub.publish(build, &args);
         assert!(!run.ok, "publish {extra:?} succeeded:\n{}", run.stderr);
-        let named = format!("`{}` is a {what}", path.display());
-        assert!(run.stderr.contains(&named), "{extra:?}: {}", run.stderr);
-        assert!(run.stderr.contains("hint:"), "{}", run.stderr);
         assert!(
             !run.stderr.contains(SECRET) && !run.stdout.contains(SECRET),
             "the linked file's content leaked into the output"
@@ -42,13 +42,17 @@ fn assert_refused(build: &Path, path: &Path, what: &str) {
         run.assert_no_token();
         assert_eq!(hub.commits_made(), 0);
         assert_eq!(hub.log(), Vec::<String>::new(), "requests were sent");
+        assert_eq!(run.stdout, "", "{extra:?}");
+        outputs.push(redacted(&run.stderr, &hub, dirs));
     }
+    assert_eq!(outputs[0], outputs[1], "publish and --dry-run refuse alike");
+    outputs.swap_remove(0)
 }
 
 #[test]
 fn a_variant_file_linking_outside_is_refused_even_with_its_hash_in_metadata() {
-    let (_outside, token) = outside();
-    let (_project, build) = project_with_variant();
+    let (outside_dir, token) = outside();
+    let (project, build) = project_with_variant();
     let variant = build.join(CPU_VARIANT);
     let link = variant.join("passwd");
     symlink(&token, &link);
@@ -56,54 +60,83 @@ fn a_variant_file_linking_outside_is_refused_even_with_its_hash_in_metadata() {
     redigest(&variant);
     let metadata = std::fs::read_to_string(variant.join("metadata.json")).unwrap();
     assert!(metadata.contains("\"passwd\""), "{metadata}");
-    assert_refused(&build, &link, "symbolic link");
+    // Names the path, says it is a symbolic link, and gives a hint.
+    insta::assert_snapshot!(refused(
+        &build,
+        &[
+            (project.path(), "[project]"),
+            (outside_dir.path(), "[outside]")
+        ]
+    ));
 }
 
 #[test]
 fn a_variant_init_py_linking_outside_is_refused() {
     let (outside_dir, _token) = outside();
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     let variant = build.join(CPU_VARIANT);
     let init = variant.join("__init__.py");
     let real = outside_dir.path().join("__init__.py");
     std::fs::rename(&init, &real).unwrap();
     symlink(&real, &init);
     redigest(&variant);
-    assert_refused(&build, &init, "symbolic link");
+    // Names the path, says it is a symbolic link, and gives a hint.
+    insta::assert_snapshot!(refused(
+        &build,
+        &[
+            (project.path(), "[project]"),
+            (outside_dir.path(), "[outside]")
+        ]
+    ));
 }
 
 #[test]
 fn a_variant_directory_that_is_a_link_is_refused() {
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     let elsewhere = tempfile::tempdir().unwrap();
     let real = elsewhere.path().join("variant");
     std::fs::rename(build.join(CPU_VARIANT), &real).unwrap();
     let link = build.join(CPU_VARIANT);
     symlink(&real, &link);
-    assert_refused(&build, &link, "symbolic link");
+    // Names the path, says it is a symbolic link, and gives a hint.
+    insta::assert_snapshot!(refused(
+        &build,
+        &[
+            (project.path(), "[project]"),
+            (elsewhere.path(), "[elsewhere]")
+        ]
+    ));
 }
 
 #[test]
 fn a_fifo_in_a_variant_is_refused_without_blocking() {
-    let (_project, build) = project_with_variant();
+    let (project, build) = project_with_variant();
     let variant = build.join(CPU_VARIANT);
     let fifo = variant.join("pipe");
     let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-    assert_refused(&build, &fifo, "FIFO");
+    // Names the path, says it is a FIFO, and gives a hint.
+    insta::assert_snapshot!(refused(&build, &[(project.path(), "[project]")]));
 }
 
 #[test]
 fn a_benchmark_file_linking_to_a_token_is_refused() {
-    let (_outside, token) = outside();
+    let (outside_dir, token) = outside();
     let (project, build) = project_with_variant();
     let bench = project.path().join("benchmarks");
     std::fs::create_dir_all(&bench).unwrap();
     std::fs::write(bench.join("benchmark_relu.py"), "print('bench')\n").unwrap();
     let link = bench.join("notes.txt");
     symlink(&token, &link);
-    assert_refused(&build, &link, "symbolic link");
+    // Names the path, says it is a symbolic link, and gives a hint.
+    insta::assert_snapshot!(refused(
+        &build,
+        &[
+            (project.path(), "[project]"),
+            (outside_dir.path(), "[outside]")
+        ]
+    ));
 }
 
 #[test]
@@ -115,7 +148,14 @@ fn a_linked_directory_inside_benchmarks_is_refused() {
     std::fs::write(bench.join("benchmark_relu.py"), "print('bench')\n").unwrap();
     let link = bench.join("data");
     symlink(outside_dir.path(), &link);
-    assert_refused(&build, &link, "symbolic link");
+    // Names the path, says it is a symbolic link, and gives a hint.
+    insta::assert_snapshot!(refused(
+        &build,
+        &[
+            (project.path(), "[project]"),
+            (outside_dir.path(), "[outside]")
+        ]
+    ));
 }
 
 #[test]
@@ -124,7 +164,14 @@ fn a_benchmarks_directory_that_is_a_link_is_refused() {
     let (project, build) = project_with_variant();
     let link = project.path().join("benchmarks");
     symlink(outside_dir.path(), &link);
-    assert_refused(&build, &link, "symbolic link");
+    // Names the path, says it is a symbolic link, and gives a hint.
+    insta::assert_snapshot!(refused(
+        &build,
+        &[
+            (project.path(), "[project]"),
+            (outside_dir.path(), "[outside]")
+        ]
+    ));
 }
 
 #[test]

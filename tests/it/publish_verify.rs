@@ -10,6 +10,12 @@ fn variant(spec: VariantSpec<'_>) -> (tempfile::TempDir, std::path::PathBuf) {
     (project, dir)
 }
 
+/// An error's message with the project directory as `[project]`, for a snapshot.
+fn message(err: &PackageError, project: &tempfile::TempDir) -> String {
+    err.to_string()
+        .replace(&project.path().display().to_string(), "[project]")
+}
+
 #[test]
 fn a_clean_variant_verifies_and_lists_its_files() {
     let (_p, dir) = variant(VariantSpec::default());
@@ -58,7 +64,7 @@ fn extension_named_after_another_namespace_is_refused() {
 
 #[test]
 fn ops_py_using_another_namespace_is_refused() {
-    let (_p, dir) = variant(VariantSpec::default());
+    let (p, dir) = variant(VariantSpec::default());
     std::fs::write(
         dir.join("_ops.py"),
         "import torch\nops = torch.ops._something_else\n",
@@ -66,34 +72,33 @@ fn ops_py_using_another_namespace_is_refused() {
     .unwrap();
     redigest(&dir);
     let err = BuiltVariant::read(&dir).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("uses op namespace `_something_else`"),
-        "{err}"
-    );
+    // `_ops.py` uses op namespace `_something_else`.
+    insta::assert_snapshot!(message(&err, &p));
 }
 
 #[test]
 fn metadata_without_digest_or_with_bad_json_names_the_file() {
-    let (_p, dir) = variant(VariantSpec::default());
+    let (p, dir) = variant(VariantSpec::default());
     std::fs::write(dir.join("metadata.json"), "{\"name\": \"relu\",").unwrap();
     let err = BuiltVariant::read(&dir).unwrap_err();
-    assert!(err.to_string().contains("metadata.json"), "{err}");
-    assert!(err.to_string().contains("line 1"), "{err}");
+    // Names `metadata.json` and the line.
+    insta::assert_snapshot!("metadata_with_bad_json", message(&err, &p));
 
     let m = json!({"name": "relu", "id": "_relu_cpu_abc1234", "version": 1, "license": "mit",
                    "python-depends": [], "backend": {"type": "cpu"}});
     std::fs::write(dir.join("metadata.json"), m.to_string()).unwrap();
     let err = BuiltVariant::read(&dir).unwrap_err();
-    assert!(err.to_string().contains("no `digest`"), "{err}");
+    // Names `metadata.json`: it has no `digest`.
+    insta::assert_snapshot!("metadata_without_digest", message(&err, &p));
 }
 
 #[test]
 fn an_added_file_breaks_the_digest() {
-    let (_p, dir) = variant(VariantSpec::default());
+    let (p, dir) = variant(VariantSpec::default());
     std::fs::write(dir.join("extra.py"), "x = 1\n").unwrap();
     let err = BuiltVariant::read(&dir).unwrap_err();
-    assert!(err.to_string().contains("Unknown file: extra.py"), "{err}");
+    // Unknown file: extra.py.
+    insta::assert_snapshot!(message(&err, &p));
 }
 
 #[test]
