@@ -175,6 +175,10 @@ pub struct BuildArgs {
     /// Where wheels and artifacts go [default: <project>/dist].
     #[arg(long, value_name = "DIR")]
     pub dist_dir: Option<PathBuf>,
+    /// Make each extension meet this manylinux policy after linking, whatever glibc and
+    /// libstdc++ this machine has (README: "Portable builds"); `none` keeps it as linked.
+    #[arg(long, value_name = "POLICY", default_value = "manylinux_2_28")]
+    pub manylinux: String,
 }
 
 #[derive(Debug, Args)]

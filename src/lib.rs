@@ -22,6 +22,7 @@ pub mod managed;
 pub mod orchestrator;
 pub mod package;
 pub mod plan;
+pub mod portable;
 pub mod process;
 pub mod publish;
 pub mod report;

@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::hint::Hint;
 use crate::plan::LinkJob;
+use crate::portable::{self, PortableError};
 use crate::process::{CommandFailure, CommandSpec, on_new_line, run};
 use crate::report::{Reporter, UnitOutcome};
 
@@ -32,6 +33,13 @@ pub enum LinkError {
         linker.display()
     )]
     PrivateCxxRuntime { output: PathBuf, linker: PathBuf },
+    /// Making the extension portable (manylinux) failed.
+    #[error("cannot make `{}` portable", output.display())]
+    Portable {
+        output: PathBuf,
+        #[source]
+        source: Box<PortableError>,
+    },
     #[error("cannot {action} `{}`", path.display())]
     Io {
         action: &'static str,
@@ -66,6 +74,7 @@ impl Hint for LinkError {
                  compiler that links the shared libstdc++ (e.g. `/usr/bin/g++`)"
                     .into(),
             ),
+            LinkError::Portable { source, .. } => source.hint(),
             LinkError::Io { .. } => None,
         }
     }
@@ -99,6 +108,7 @@ fn link_key(job: &LinkJob) -> Result<String, LinkError> {
         hasher.update(arg.as_encoded_bytes());
         hasher.update([0]);
     }
+    hasher.update(job.manylinux.as_deref().unwrap_or("none").as_bytes());
     for object in &job.objects {
         let bytes = std::fs::read(object).map_err(|source| LinkError::Io {
             action: "read object",
@@ -130,15 +140,14 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
     reporter.verbose(&cmd.to_string());
     let started = Instant::now();
     reporter.unit_started(label);
-    if let Err(failure) = run(&cmd) {
+    let portable = || match &job.manylinux {
+        Some(policy) => make_portable(job, &tmp, policy, reporter),
+        None => Ok(()),
+    };
+    if let Err(e) = run(&cmd).map_err(|f| failed(job, f)).and_then(|_| portable()) {
         reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
         let _ = std::fs::remove_file(&tmp);
-        let diagnostics = failure.diagnostics();
-        return Err(LinkError::Failed {
-            output: job.output.clone(),
-            failure: Box::new(failure),
-            diagnostics,
-        });
+        return Err(e);
     }
     if defines_cxx_runtime(&tmp) {
         let _ = std::fs::remove_file(&tmp);
@@ -160,6 +169,50 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
     })?;
     reporter.unit_finished(label, UnitOutcome::Compiled, started.elapsed());
     Ok(true)
+}
+
+fn failed(job: &LinkJob, failure: CommandFailure) -> LinkError {
+    let diagnostics = failure.diagnostics();
+    LinkError::Failed {
+        output: job.output.clone(),
+        failure: Box::new(failure),
+        diagnostics,
+    }
+}
+
+/// Bind what the freshly linked `tmp` imports to what `policy` allows: link it again with
+/// kbuild's compat unit when that fixes something, then warn about what stays too new (the
+/// variant builds; `kbuild check` and `publish` refuse it).
+fn make_portable(
+    job: &LinkJob,
+    tmp: &Path,
+    policy: &str,
+    reporter: &dyn Reporter,
+) -> Result<(), LinkError> {
+    let portable_error = |source| LinkError::Portable {
+        output: job.output.clone(),
+        source: Box::new(source),
+    };
+    let verbose = |c: &str| reporter.verbose(c);
+    if let Some(compat) = portable::compat_for(job, tmp, policy, &verbose).map_err(portable_error)? {
+        let cmd = link_command(&compat.applied_to(job), tmp);
+        reporter.verbose(&cmd.to_string());
+        run(&cmd).map_err(|f| failed(job, f))?;
+    }
+    for u in portable::unportable(job, tmp, policy).map_err(portable_error)? {
+        let by = match u.objects.as_slice() {
+            [] => String::new(),
+            objects => format!(" (referenced by `{}`)", objects.join("`, `")),
+        };
+        reporter.warn(&format!(
+            "`{}` is not {policy}: it imports `{}`{by}, which has no older version kbuild can \
+             bind it to\n  hint: `kbuild check` and `kbuild publish` refuse it; avoid that call, \
+             or build and publish with `--manylinux none` for machines like this one only",
+            job.output.file_name().unwrap_or_default().to_string_lossy(),
+            u.symbol,
+        ));
+    }
+    Ok(())
 }
 
 /// Whether the shared object exports its own `__cxa_throw` (a statically linked libstdc++).
@@ -187,6 +240,7 @@ mod tests {
             lib_dirs: vec!["/torch/lib".into()],
             libs: vec!["c10".into(), ":libcudart.so.13".into()],
             flags: vec!["-shared".into()],
+            manylinux: None,
         };
         let shown = link_command(&job, Path::new("out.so")).to_string();
         assert_eq!(

@@ -9,6 +9,9 @@ use crate::orchestrator::{BuildSettings, Outputs};
 use crate::schedule::{JobBudget, NvccMode, Order};
 use crate::toolchain::ToolchainSettings;
 
+/// The policy builds meet by default: the Hub's.
+pub const DEFAULT_MANYLINUX: &str = "manylinux_2_28";
+
 /// `kbuild build` after argument resolution: CLI > environment > defaults.
 pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
     let dist = || dist_dir(project_dir, args.dist_dir.as_deref());
@@ -20,6 +23,7 @@ pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
             artifact_dir: args.artifact.then(dist),
         },
         compiler_launcher: args.compiler_launcher.clone(),
+        manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
         ..select_settings(project_dir, &args.toolchain, &args.select, args.jobs)
     }
 }
@@ -61,6 +65,7 @@ pub fn select_settings(
         variants: select.variants.clone(),
         compiler_launcher: None,
         outputs: Outputs::default(),
+        manylinux: Some(DEFAULT_MANYLINUX.into()),
     }
 }
 

@@ -59,6 +59,7 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
             nvcc,
             ..settings.budget
         },
+        manylinux: settings.manylinux.clone(),
     };
     let mut plans = Vec::new();
     for toolchain in &toolchains {

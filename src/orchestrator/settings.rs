@@ -27,6 +27,8 @@ pub struct BuildSettings {
     pub compiler_launcher: Option<PathBuf>,
     /// What to write besides `build/<variant>/`.
     pub outputs: Outputs,
+    /// The manylinux policy extensions are made to meet (`--manylinux`; `None`: as linked).
+    pub manylinux: Option<String>,
 }
 
 impl BuildSettings {

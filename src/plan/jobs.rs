@@ -82,7 +82,8 @@ pub(super) fn fill_compiled_variant(
         system_include_dirs,
     };
     let compile = compile_jobs(&shared, &units, nvcc, settings);
-    let link = link_job(&shared, &compile, nvcc, work);
+    let mut link = link_job(&shared, &compile, nvcc, work);
+    link.manylinux = settings.manylinux.clone();
 
     variant.compile = compile;
     variant.link = Some(link);
@@ -329,5 +330,6 @@ fn link_job(shared: &Shared, compile: &[CompileJob], nvcc: Option<&Nvcc>, work: 
         lib_dirs,
         libs,
         flags: vec!["-shared".into(), "-Wl,--no-as-needed".into()],
+        manylinux: None,
     }
 }

@@ -143,6 +143,9 @@ pub struct LinkJob {
     pub libs: Vec<String>,
     /// Extra arguments (rpath and the like).
     pub flags: Vec<String>,
+    /// The manylinux policy the extension is made to meet after linking (`manylinux_2_28`);
+    /// `None`: as linked (`--manylinux none`).
+    pub manylinux: Option<String>,
 }
 
 /// Build options resolved from the command line.
@@ -155,6 +158,8 @@ pub struct PlanSettings {
     pub unique_id: Option<String>,
     /// Parallelism: the nvcc `--threads` of each CUDA job come from it.
     pub budget: JobBudget,
+    /// The manylinux policy extensions are linked to meet (`None`: as linked).
+    pub manylinux: Option<String>,
 }
 
 /// Why a plan cannot be made.

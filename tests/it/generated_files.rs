@@ -38,6 +38,7 @@ fn cuda_variant() -> VariantPlan {
             lib_dirs: vec![],
             libs: vec![],
             flags: vec![],
+            manylinux: None,
         }),
         python_files: vec![],
     }
