@@ -108,7 +108,9 @@ fn link_key(job: &LinkJob) -> Result<String, LinkError> {
         hasher.update(arg.as_encoded_bytes());
         hasher.update([0]);
     }
-    hasher.update(job.manylinux.as_deref().unwrap_or("none").as_bytes());
+    if let Some(policy) = &job.manylinux {
+        hasher.update(format!("{policy} {}", portable::COMPAT_VERSION).as_bytes());
+    }
     for object in &job.objects {
         let bytes = std::fs::read(object).map_err(|source| LinkError::Io {
             action: "read object",
@@ -144,7 +146,10 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
         Some(policy) => make_portable(job, &tmp, policy, reporter),
         None => Ok(()),
     };
-    if let Err(e) = run(&cmd).map_err(|f| failed(job, f)).and_then(|_| portable()) {
+    if let Err(e) = run(&cmd)
+        .map_err(|f| failed(job, f))
+        .and_then(|_| portable())
+    {
         reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
@@ -194,7 +199,9 @@ fn make_portable(
         source: Box::new(source),
     };
     let verbose = |c: &str| reporter.verbose(c);
-    if let Some(compat) = portable::compat_for(job, tmp, policy, &verbose).map_err(portable_error)? {
+    if let Some(compat) =
+        portable::compat_for(job, tmp, policy, &verbose).map_err(portable_error)?
+    {
         let cmd = link_command(&compat.applied_to(job), tmp);
         reporter.verbose(&cmd.to_string());
         run(&cmd).map_err(|f| failed(job, f))?;

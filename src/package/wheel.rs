@@ -4,8 +4,9 @@
 //!
 //! Versions keep variants apart in the local segment: `<version>+<variant without platform>`
 //! with `-` as `.` (`relu-1+torch215.cxx11.cpu-cp39-abi3-linux_x86_64.whl`); the platform is in
-//! the tag. The tag is `linux_<arch>`, not `manylinux_*`: kbuild does not repair or audit the
-//! binary against a manylinux policy (`kbuild check` reports what it would need).
+//! the tag: `manylinux_2_28_<arch>` when every extension meets that policy (HF's
+//! `kernel-abi-check`, as `kbuild check` applies it; kbuild builds them so by default), else
+//! `linux_<arch>`.
 //!
 //! Byte-for-byte reproducible: entries in a fixed order, every timestamp 1980-01-01 (the oldest a
 //! zip can hold), fixed permissions, one compression level.
@@ -85,9 +86,10 @@ impl WheelSpec {
                 } else {
                     "py3-none"
                 };
+                let platform = platform_tag(variant, &arch);
                 (
                     format!("torch{major}{minor}.{abi}.{compute}"),
-                    format!("{python}-linux_{arch}"),
+                    format!("{python}-{platform}"),
                     Some(torch),
                 )
             }
@@ -108,6 +110,26 @@ impl WheelSpec {
 
     fn dist_info(&self) -> String {
         format!("{}-{}.dist-info", self.distribution, self.version)
+    }
+}
+
+/// The policy every wheel is checked against, and the tag it earns.
+const MANYLINUX: &str = "manylinux_2_28";
+
+/// `manylinux_2_28_<arch>` when every extension of `variant` meets the policy, else
+/// `linux_<arch>` (what pip installs anywhere, and package indexes refuse).
+fn platform_tag(variant: &BuiltVariant, arch: &str) -> String {
+    let compliant = variant
+        .files
+        .iter()
+        .filter(|f| f.ends_with(".so"))
+        .all(|f| {
+            crate::portable::violations(&variant.dir.join(f), MANYLINUX).is_ok_and(|v| v.is_empty())
+        });
+    if compliant {
+        format!("{MANYLINUX}_{arch}")
+    } else {
+        format!("linux_{arch}")
     }
 }
 

@@ -22,6 +22,8 @@ pub struct Shim {
     pub direct: bool,
     /// C++ source of the definition (inside `extern "C"`); `{w}` is the wrapper's name.
     pub code: &'static str,
+    /// Headers it needs, included before the `extern "C"` block.
+    pub includes: &'static [&'static str],
 }
 
 /// The shims, with why each behaves as the code it replaces does on an old glibc.
@@ -34,6 +36,7 @@ pub const SHIMS: &[Shim] = &[
         name: "__libc_single_threaded",
         direct: true,
         code: "__attribute__((visibility(\"hidden\"))) char __libc_single_threaded = 0;\n",
+        includes: &[],
     },
     // glibc 2.33 made stat & co. real functions; before, the headers called __xstat & co. with
     // version 1 (_STAT_VER on x86_64), which is what these do.
@@ -42,48 +45,56 @@ pub const SHIMS: &[Shim] = &[
         direct: false,
         code: "KBUILD_OLD(int, kbuild_xstat, \"__xstat@GLIBC_2.2.5\", (int, const char *, void *));\n\
                HIDDEN int {w}(const char *p, void *b) { return kbuild_xstat(1, p, b); }\n",
+        includes: &[],
     },
     Shim {
         name: "stat64",
         direct: false,
         code: "KBUILD_OLD(int, kbuild_xstat64, \"__xstat64@GLIBC_2.2.5\", (int, const char *, void *));\n\
                HIDDEN int {w}(const char *p, void *b) { return kbuild_xstat64(1, p, b); }\n",
+        includes: &[],
     },
     Shim {
         name: "lstat",
         direct: false,
         code: "KBUILD_OLD(int, kbuild_lxstat, \"__lxstat@GLIBC_2.2.5\", (int, const char *, void *));\n\
                HIDDEN int {w}(const char *p, void *b) { return kbuild_lxstat(1, p, b); }\n",
+        includes: &[],
     },
     Shim {
         name: "lstat64",
         direct: false,
         code: "KBUILD_OLD(int, kbuild_lxstat64, \"__lxstat64@GLIBC_2.2.5\", (int, const char *, void *));\n\
                HIDDEN int {w}(const char *p, void *b) { return kbuild_lxstat64(1, p, b); }\n",
+        includes: &[],
     },
     Shim {
         name: "fstat",
         direct: false,
         code: "KBUILD_OLD(int, kbuild_fxstat, \"__fxstat@GLIBC_2.2.5\", (int, int, void *));\n\
                HIDDEN int {w}(int fd, void *b) { return kbuild_fxstat(1, fd, b); }\n",
+        includes: &[],
     },
     Shim {
         name: "fstat64",
         direct: false,
         code: "KBUILD_OLD(int, kbuild_fxstat64, \"__fxstat64@GLIBC_2.2.5\", (int, int, void *));\n\
                HIDDEN int {w}(int fd, void *b) { return kbuild_fxstat64(1, fd, b); }\n",
+        includes: &[],
     },
     Shim {
         name: "fstatat",
         direct: false,
         code: "KBUILD_OLD(int, kbuild_fxstatat, \"__fxstatat@GLIBC_2.4\", (int, int, const char *, void *, int));\n\
                HIDDEN int {w}(int fd, const char *p, void *b, int f) { return kbuild_fxstatat(1, fd, p, b, f); }\n",
+        includes: &[],
     },
     Shim {
         name: "fstatat64",
         direct: false,
         code: "KBUILD_OLD(int, kbuild_fxstatat64, \"__fxstatat64@GLIBC_2.4\", (int, int, const char *, void *, int));\n\
                HIDDEN int {w}(int fd, const char *p, void *b, int f) { return kbuild_fxstatat64(1, fd, p, b, f); }\n",
+        includes: &[],
     },
     // GCC 12 calls glibc 2.35's __memcmpeq for `memcmp(...) == 0`; it only promises zero
     // exactly when the bytes are equal, which memcmp does.
@@ -92,38 +103,60 @@ pub const SHIMS: &[Shim] = &[
         direct: false,
         code: "KBUILD_OLD(int, kbuild_memcmp, \"memcmp@GLIBC_2.2.5\", (const void *, const void *, unsigned long));\n\
                HIDDEN int {w}(const void *a, const void *b, unsigned long n) { return kbuild_memcmp(a, b, n); }\n",
+        includes: &[],
     },
     // glibc 2.38 headers send strtol & co. to C23 variants under _GNU_SOURCE (every g++
-    // build); they differ only in also reading `0b` prefixes, which glibc 2.28's do not.
+    // build). They differ from glibc 2.28's only in reading a `0b` prefix when the base is 0
+    // or 2; the shims do exactly that on top of the old functions (same errno, end pointer
+    // and overflow rules), so the extension parses as it did on the build machine.
     Shim {
         name: "__isoc23_strtol",
+        code: "ISOC23_COMMON\nHIDDEN long {w}(const char *s, char **e, int b) { return kbuild_c23_strtol(s, e, b); }\n",
         direct: false,
-        code: "KBUILD_JUMP({w}, \"strtol@GLIBC_2.2.5\")\n",
-    },
-    Shim {
-        name: "__isoc23_strtoul",
-        direct: false,
-        code: "KBUILD_JUMP({w}, \"strtoul@GLIBC_2.2.5\")\n",
+        includes: &["<ctype.h>", "<errno.h>", "<limits.h>"],
     },
     Shim {
         name: "__isoc23_strtoll",
+        code: "ISOC23_COMMON\nHIDDEN long long {w}(const char *s, char **e, int b) { return kbuild_c23_strtol(s, e, b); }\n",
         direct: false,
-        code: "KBUILD_JUMP({w}, \"strtoll@GLIBC_2.2.5\")\n",
+        includes: &["<ctype.h>", "<errno.h>", "<limits.h>"],
+    },
+    Shim {
+        name: "__isoc23_strtoimax",
+        code: "ISOC23_COMMON\nHIDDEN long {w}(const char *s, char **e, int b) { return kbuild_c23_strtol(s, e, b); }\n",
+        direct: false,
+        includes: &["<ctype.h>", "<errno.h>", "<limits.h>"],
+    },
+    Shim {
+        name: "__isoc23_strtoul",
+        code: "ISOC23_COMMON\nHIDDEN unsigned long {w}(const char *s, char **e, int b) { return kbuild_c23_strtoul(s, e, b); }\n",
+        direct: false,
+        includes: &["<ctype.h>", "<errno.h>", "<limits.h>"],
     },
     Shim {
         name: "__isoc23_strtoull",
+        code: "ISOC23_COMMON\nHIDDEN unsigned long long {w}(const char *s, char **e, int b) { return kbuild_c23_strtoul(s, e, b); }\n",
         direct: false,
-        code: "KBUILD_JUMP({w}, \"strtoull@GLIBC_2.2.5\")\n",
+        includes: &["<ctype.h>", "<errno.h>", "<limits.h>"],
     },
     Shim {
-        name: "__isoc23_sscanf",
+        name: "__isoc23_strtoumax",
+        code: "ISOC23_COMMON\nHIDDEN unsigned long {w}(const char *s, char **e, int b) { return kbuild_c23_strtoul(s, e, b); }\n",
         direct: false,
-        code: "KBUILD_JUMP({w}, \"__isoc99_sscanf@GLIBC_2.7\")\n",
+        includes: &["<ctype.h>", "<errno.h>", "<limits.h>"],
     },
+    // GCC 14 calls this from the handlers of noexcept regions (CXXABI_1.3.15); before, the
+    // personality routine did the same: mark the exception caught, then terminate. The one
+    // difference: the terminate handler installed now runs, not the one at throw time.
     Shim {
-        name: "__isoc23_vsscanf",
+        name: "__cxa_call_terminate",
+        code: "void *kbuild_begin_catch(void *) throw() __asm__(\"__cxa_begin_catch\");\n\
+               HIDDEN __attribute__((noreturn)) void {w}(void *ue) throw() {\n\
+               \x20 if (ue) kbuild_begin_catch(ue);\n\
+               \x20 std::terminate();\n\
+               }\n",
         direct: false,
-        code: "KBUILD_JUMP({w}, \"__isoc99_vsscanf@GLIBC_2.7\")\n",
+        includes: &["<exception>"],
     },
     // libstdc++ 13's <iostream> references this instead of a static ios_base::Init in every
     // unit (what GCC ≤ 12 headers put there): the shim constructs one at load and destroys it
@@ -141,12 +174,14 @@ pub const SHIMS: &[Shim] = &[
                \x20 __cxa_atexit(kbuild_ios_init_dtor, &kbuild_ios_init, &__dso_handle);\n\
                }\n\
                HIDDEN void {w}(void) {}\n",
+        includes: &[],
     },
     // libstdc++ 11 moved this throw out of line; it throws what `new T[n]` always threw.
     Shim {
         name: "_ZSt28__throw_bad_array_new_lengthv",
         direct: false,
         code: "HIDDEN __attribute__((noreturn)) void {w}(void) { throw std::bad_array_new_length(); }\n",
+        includes: &["<new>"],
     },
 ];
 
@@ -164,7 +199,10 @@ impl Fixes {
         self.pins.is_empty() && self.shims.is_empty()
     }
 
-    /// `-Wl,--wrap=NAME` for every fix that goes through a wrapper.
+    /// `-Wl,--wrap=NAME` for every fix that goes through a wrapper. With a pin, also the
+    /// libraries the pinned functions lived in before glibc 2.34 merged them into libc (empty
+    /// stubs on a newer glibc): on an old one they are then loaded beside the extension
+    /// whatever the process loaded before.
     pub fn link_flags(&self) -> Vec<String> {
         let wrapped = self.pins.iter().map(|(name, _)| name.as_str()).chain(
             self.shims
@@ -172,7 +210,20 @@ impl Fixes {
                 .copied()
                 .filter(|name| SHIMS.iter().any(|s| s.name == *name && !s.direct)),
         );
-        wrapped.map(|name| format!("-Wl,--wrap={name}")).collect()
+        let mut flags: Vec<String> = wrapped.map(|name| format!("-Wl,--wrap={name}")).collect();
+        if !self.pins.is_empty() {
+            flags.extend(
+                [
+                    "-Wl,--push-state,--no-as-needed",
+                    "-l:libdl.so.2",
+                    "-l:libpthread.so.0",
+                    "-l:librt.so.1",
+                    "-Wl,--pop-state",
+                ]
+                .map(String::from),
+            );
+        }
+        flags
     }
 }
 
@@ -205,15 +256,70 @@ pub enum Fix {
     Shim(&'static str),
 }
 
+/// The C23 number parsing the `__isoc23_*` shims share, emitted once.
+const ISOC23_COMMON: &str = "#ifndef KBUILD_ISOC23
+#define KBUILD_ISOC23
+KBUILD_OLD(long, kbuild_strtol, \"strtol@GLIBC_2.2.5\", (const char *, char **, int));
+KBUILD_OLD(unsigned long, kbuild_strtoul, \"strtoul@GLIBC_2.2.5\", (const char *, char **, int));
+// Where the binary digits start when C23's `0b` form applies (base 0 or 2, after blanks and a
+// sign, `0b`/`0B` and a binary digit), else null.
+static const char *kbuild_c23_binary(const char *s, int base, int *neg) {
+  if (base != 0 && base != 2) return 0;
+  while (isspace((unsigned char)*s)) ++s;
+  *neg = 0;
+  if (*s == '+' || *s == '-') *neg = (*s++ == '-');
+  if (s[0] == '0' && (s[1] == 'b' || s[1] == 'B') && (s[2] == '0' || s[2] == '1')) return s + 2;
+  return 0;
+}
+static unsigned long kbuild_c23_magnitude(const char *d, char **end, int *overflow) {
+  int saved = errno;
+  errno = 0;
+  unsigned long m = kbuild_strtoul(d, end, 2);
+  *overflow = errno == ERANGE;
+  errno = saved;
+  return m;
+}
+static long kbuild_c23_strtol(const char *s, char **end, int base) {
+  int neg, overflow;
+  const char *d = kbuild_c23_binary(s, base, &neg);
+  if (!d) return kbuild_strtol(s, end, base);
+  unsigned long m = kbuild_c23_magnitude(d, end, &overflow);
+  if (neg) {
+    if (overflow || m > (unsigned long)LONG_MAX + 1) { errno = ERANGE; return LONG_MIN; }
+    return (long)(0UL - m);
+  }
+  if (overflow || m > (unsigned long)LONG_MAX) { errno = ERANGE; return LONG_MAX; }
+  return (long)m;
+}
+static unsigned long kbuild_c23_strtoul(const char *s, char **end, int base) {
+  int neg, overflow;
+  const char *d = kbuild_c23_binary(s, base, &neg);
+  if (!d) return kbuild_strtoul(s, end, base);
+  unsigned long m = kbuild_c23_magnitude(d, end, &overflow);
+  if (overflow) { errno = ERANGE; return ULONG_MAX; }
+  return neg ? 0UL - m : m;
+}
+#endif";
+
 /// The compat unit's C++ source for `fixes` (compiled with `-x c++`, linked into the
 /// extension; every definition hidden).
 pub fn source(fixes: &Fixes) -> String {
+    let shims: Vec<&Shim> = SHIMS
+        .iter()
+        .filter(|s| fixes.shims.contains(&s.name))
+        .collect();
     let mut s = String::from(
         "// Generated by kbuild: binds this extension's references to symbols manylinux_2_28\n\
          // allows (see README, \"Portable builds\"). Every definition is hidden.\n",
     );
-    if fixes.shims.contains(&"_ZSt28__throw_bad_array_new_lengthv") {
-        s.push_str("#include <new>\n");
+    let mut includes: Vec<&str> = shims
+        .iter()
+        .flat_map(|s| s.includes.iter().copied())
+        .collect();
+    includes.sort_unstable();
+    includes.dedup();
+    for include in includes {
+        let _ = writeln!(s, "#include {include}");
     }
     s.push_str(
         "#define HIDDEN __attribute__((visibility(\"hidden\")))\n\
@@ -224,14 +330,15 @@ pub fn source(fixes: &Fixes) -> String {
          #define KBUILD_JUMP(wrapper, sym) __asm__( \\\n\
          \x20 \".symver kbuild_to_\" #wrapper \", \" sym \"\\n\" \\\n\
          \x20 \".globl \" #wrapper \"\\n.hidden \" #wrapper \"\\n.type \" #wrapper \", @function\\n\" \\\n\
-         \x20 #wrapper \":\\n\\tjmp kbuild_to_\" #wrapper \"@PLT\\n.size \" #wrapper \", .-\" #wrapper \"\\n\");\n\
+         \x20 #wrapper \":\\n\\tendbr64\\n\\tjmp kbuild_to_\" #wrapper \"@PLT\\n.size \" #wrapper \", .-\" #wrapper \"\\n\");\n\
          extern \"C\" {\n",
     );
     for (name, target) in &fixes.pins {
         let _ = writeln!(s, "KBUILD_JUMP(__wrap_{name}, \"{target}\")");
     }
-    for shim in SHIMS.iter().filter(|s| fixes.shims.contains(&s.name)) {
-        s.push_str(&shim.code.replace("{w}", &format!("__wrap_{}", shim.name)));
+    for shim in shims {
+        let code = shim.code.replace("ISOC23_COMMON", ISOC23_COMMON);
+        s.push_str(&code.replace("{w}", &format!("__wrap_{}", shim.name)));
     }
     s.push_str("}\n");
     s
@@ -280,9 +387,10 @@ mod tests {
             shims: vec!["__libc_single_threaded", "stat"],
         };
         assert_eq!(
-            fixes.link_flags(),
+            fixes.link_flags()[..2],
             ["-Wl,--wrap=dlopen", "-Wl,--wrap=stat"]
         );
+        assert!(fixes.link_flags().contains(&"-l:libdl.so.2".to_string()));
         let src = source(&fixes);
         assert!(src.contains("KBUILD_JUMP(__wrap_dlopen, \"dlopen@GLIBC_2.2.5\")"));
         assert!(src.contains("HIDDEN int __wrap_stat(const char *p, void *b)"));

@@ -94,7 +94,10 @@ mod tests {
     fn version_numbers_read_every_prefix_and_reject_others() {
         assert_eq!(version_number("GLIBC_2.34", "GLIBC"), Some((2, 34, 0)));
         assert_eq!(version_number("GLIBC_2.2.5", "GLIBC"), Some((2, 2, 5)));
-        assert_eq!(version_number("GLIBCXX_3.4.29", "GLIBCXX"), Some((3, 4, 29)));
+        assert_eq!(
+            version_number("GLIBCXX_3.4.29", "GLIBCXX"),
+            Some((3, 4, 29))
+        );
         assert_eq!(version_number("GLIBCXX_3.4.29", "GLIBC"), None);
         assert_eq!(version_number("GLIBC_PRIVATE", "GLIBC"), None);
     }

@@ -12,7 +12,7 @@
 mod compat;
 mod elf;
 
-pub use compat::{Fix, Fixes, SHIMS, fix_for};
+pub use compat::{Fix, Fixes, SHIMS, fix_for, source as compat_source};
 pub use elf::{VersionedSymbol, dynamic_symbols, undefined_in_object, version_number};
 
 use std::collections::BTreeMap;
@@ -23,6 +23,10 @@ use object::Object as _;
 use crate::hint::Hint;
 use crate::plan::LinkJob;
 use crate::process::{CommandFailure, CommandSpec, run};
+
+/// Changes whenever what the compat unit does changes: the link's stamp includes it, so an
+/// upgraded kbuild links again.
+pub const COMPAT_VERSION: u32 = 1;
 
 /// Why an extension could not be checked or made portable.
 #[derive(Debug, thiserror::Error)]
@@ -125,11 +129,22 @@ pub fn compat_for(
     policy: &str,
     verbose: &dyn Fn(&str),
 ) -> Result<Option<Compat>, PortableError> {
-    let found = violations(so, policy)?;
+    let mut found = violations(so, policy)?;
+    // A shimmed name imported without a version still needs the shim on an old system (GCC
+    // 13's `ios_base_library_init` is imported so), though the policy cannot see it.
+    let imports = dynamic_symbols(so).map_err(|why| PortableError::Read {
+        path: so.to_path_buf(),
+        why,
+    })?;
+    for import in imports.iter().filter(|s| !s.defined && s.version.is_none()) {
+        if SHIMS.iter().any(|s| s.name == import.name) {
+            found.push((import.name.clone(), String::new()));
+        }
+    }
     if found.is_empty() {
         return Ok(None);
     }
-    let fixes = fixes_for(job, so, policy, &found)?;
+    let fixes = fixes_for(job, &imports, policy, &found);
     if fixes.is_empty() {
         return Ok(None);
     }
@@ -138,7 +153,11 @@ pub fn compat_for(
 }
 
 /// What is still too new in the linked `so`, each with the inputs of `job` that reference it.
-pub fn unportable(job: &LinkJob, so: &Path, policy: &str) -> Result<Vec<Unportable>, PortableError> {
+pub fn unportable(
+    job: &LinkJob,
+    so: &Path,
+    policy: &str,
+) -> Result<Vec<Unportable>, PortableError> {
     let left = violations(so, policy)?;
     Ok(left
         .into_iter()
@@ -149,20 +168,15 @@ pub fn unportable(job: &LinkJob, so: &Path, policy: &str) -> Result<Vec<Unportab
         .collect())
 }
 
-/// A fix for each of `found` that has one.
+/// A fix for each of `found` that has one; `imports` are the extension's dynamic symbols.
 fn fixes_for(
     job: &LinkJob,
-    so: &Path,
+    imports: &[VersionedSymbol],
     policy: &str,
     found: &[(String, String)],
-) -> Result<Fixes, PortableError> {
-    let imports = dynamic_symbols(so).map_err(|why| PortableError::Read {
-        path: so.to_path_buf(),
-        why,
-    })?;
-    let glibc_max = glibc_of(policy).ok_or_else(|| PortableError::Policy {
-        policy: policy.to_string(),
-    })?;
+) -> Fixes {
+    // A policy kernel-abi-check accepted is `manylinux_2_N`.
+    let glibc_max = glibc_of(policy).unwrap_or((2, 17, 0));
     let allowed = |v: &str| version_number(v, "GLIBC").is_some_and(|n| n <= glibc_max);
     let mut libraries: BTreeMap<String, Vec<VersionedSymbol>> = BTreeMap::new();
     let mut fixes = Fixes::default();
@@ -181,7 +195,7 @@ fn fixes_for(
             None => {}
         }
     }
-    Ok(fixes)
+    fixes
 }
 
 /// `manylinux_2_28` → `(2, 28, 0)`.

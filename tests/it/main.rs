@@ -28,6 +28,7 @@ mod matrix_real;
 mod module_graph;
 mod noop_fast_path;
 mod nvcc_steps;
+mod portable;
 mod publish_cli;
 mod publish_e2e;
 mod publish_faults;

@@ -44,7 +44,7 @@ fn cpu_wheel_installs_imports_runs_an_op_and_uninstalls_cleanly() {
         .collect();
     assert_eq!(
         names,
-        ["relu-1+torch215.cxx11.cpu-cp39-abi3-linux_x86_64.whl"]
+        ["relu-1+torch215.cxx11.cpu-cp39-abi3-manylinux_2_28_x86_64.whl"]
     );
     let report = crate::common::kbuild::stdout_json(&out);
     assert_eq!(
