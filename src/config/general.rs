@@ -8,8 +8,7 @@ use super::error::{ConfigError, ErrorKind};
 use super::model::{
     Backend, BackendGeneral, CudaGeneral, Edition, General, Hub, KernelDependency, KernelPin,
 };
-use super::reader::{KeySpec, Sp, Table, key, key_v5};
-use super::schema::{spec, version};
+use super::reader::{KeySpec, Sp, Table, key, key_v5, spec, version};
 use super::suggest;
 
 const GENERAL: &[KeySpec<'static>] = &[

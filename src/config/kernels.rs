@@ -5,9 +5,10 @@ use std::ops::Range;
 use toml::de::DeValue;
 
 use super::error::{ConfigError, ErrorKind};
-use super::model::{Backend, Capability, DType, Dependency, Kernel, Location};
-use super::reader::{KeySpec, Sp, Table, article, key};
-use super::schema::{self, PathKind, PathRef};
+use super::location::Location;
+use super::model::{Backend, Capability, DType, Dependency, Kernel};
+use super::paths::{PathKind, PathRef, include_dirs, path_list};
+use super::reader::{self, KeySpec, Sp, Table, article, key};
 use super::suggest;
 use crate::hint::Hint;
 
@@ -163,8 +164,8 @@ fn read_kernel(
     let src = t
         .strings(spec("src"))?
         .ok_or_else(|| t.missing(spec("src"), ": the kernel's source files and headers"))?;
-    let src = schema::path_list(t, spec("src"), src, PathKind::Source, paths)?;
-    let include = schema::include_dirs(t, spec("include"), paths)?;
+    let src = path_list(t, spec("src"), src, PathKind::Source, paths)?;
+    let include = include_dirs(t, spec("include"), paths)?;
     let mut capabilities = Vec::new();
     let mut has_caps = false;
     if backend == Backend::Cuda
@@ -182,11 +183,11 @@ fn read_kernel(
     }
     // Keys of other backends were rejected above, so each of these reads its own backend's key.
     let backend_strings = |name: &str| match allowed.iter().find(|k| k.name == name) {
-        Some(k) => schema::strings(t, k),
+        Some(k) => reader::strings(t, k),
         None => Ok(Vec::new()),
     };
     let cuda_minver = match allowed.iter().find(|k| k.name == "cuda-minver") {
-        Some(k) => schema::version(t, k)?,
+        Some(k) => reader::version(t, k)?,
         None => None,
     };
     let location = t.src.location(t.span.start);
@@ -203,7 +204,7 @@ fn read_kernel(
         depends_locations,
         cuda_capabilities: has_caps.then(|| capabilities.iter().map(|c| c.v).collect()),
         cuda_flags: backend_strings("cuda-flags")?,
-        cxx_flags: schema::strings(t, spec("cxx-flags"))?,
+        cxx_flags: reader::strings(t, spec("cxx-flags"))?,
         cuda_minver,
         rocm_archs: match allowed.iter().find(|k| k.name == "rocm-archs") {
             Some(k) => t

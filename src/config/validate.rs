@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::error::{ConfigError, ErrorKind, Source};
 use super::model::{Capability, ConfigWarning, Framework, KbuildExt, Kernel, Project};
-use super::schema::{PathKind, PathRef, Raw, RawFramework};
+use super::paths::{PathKind, PathRef};
+use super::schema::{Raw, RawFramework};
 use super::suggest;
 
 /// Run the cross-checks and assemble the project.
