@@ -245,10 +245,13 @@ fn blank_literals(text: &str) -> Vec<char> {
             }
         }
     };
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut i = 0;
     while i < n {
         let c = out[i];
-        let ident_before = i > 0 && (out[i - 1].is_alphanumeric() || out[i - 1] == '_');
+        let ident_before = i > 0 && is_ident(out[i - 1]);
+        // `r` opens a raw string alone or after a lone `b` (`br"…"`), not inside `for` or `bar`.
+        let raw_prefix = !ident_before || (out[i - 1] == 'b' && (i < 2 || !is_ident(out[i - 2])));
         if c == '/' && at(&out, i + 1) == '/' {
             let end = (i..n).find(|&j| out[j] == '\n').unwrap_or(n);
             blank(&mut out, i, end);
@@ -264,10 +267,7 @@ fn blank_literals(text: &str) -> Vec<char> {
             }
             blank(&mut out, i, j);
             i = j;
-        } else if c == 'r'
-            && !(ident_before && !(i == 1 || out[i - 1] == 'b'))
-            && matches!(at(&out, i + 1), '"' | '#')
-        {
+        } else if c == 'r' && raw_prefix && matches!(at(&out, i + 1), '"' | '#') {
             // `r"…"`, `r#"…"#`, `br"…"`; `r#ident` is a raw identifier.
             let hashes = (i + 1..n).take_while(|&j| out[j] == '#').count();
             if at(&out, i + 1 + hashes) != '"' {
@@ -464,7 +464,7 @@ fn the_parser_sees_imports_between_files_of_a_folder() {
 fn the_function_scanner_skips_literals_comments_and_test_modules() {
     let text = r##"fn short() {
     let s = "}{ fn fake() {";
-    let r = r#"" } "#;
+    let r = (r#"" } "#, br"{");
     let c = ('{', '\'', '\u{7d}');
     // } a closing brace in a comment
     /* { nested /* } */ */
