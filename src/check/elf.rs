@@ -72,67 +72,101 @@ pub fn check_extension(variant: &BuiltVariant, rel: &str, opts: &CheckOptions) -
     };
     let mut out = Vec::new();
     if let Some(policy) = &opts.manylinux {
-        match kernel_abi_check::check_manylinux(policy, file.architecture(), file.endianness(), file.symbols()) {
-            Ok(violations) => out.extend(violations.into_iter().map(|v| {
+        out.extend(manylinux_findings(policy, &file, &finding));
+    }
+    out.extend(abi3_findings(&file, &finding));
+    out.extend(dynamic_findings(&data, &finding));
+    if variant.backend == "cuda" {
+        out.extend(check_archs(variant, rel, &path, opts));
+    }
+    out
+}
+
+/// How a rule reports a problem of the extension: rule, message, fix.
+type Report<'a> = &'a dyn Fn(&'static str, String, &str) -> Finding;
+
+/// Symbols versioned newer than the manylinux `policy` allows.
+fn manylinux_findings(policy: &str, file: &object::File<'_>, finding: Report<'_>) -> Vec<Finding> {
+    let (arch, endian) = (file.architecture(), file.endianness());
+    match kernel_abi_check::check_manylinux(policy, arch, endian, file.symbols()) {
+        Ok(violations) => violations
+            .into_iter()
+            .map(|v| {
                 let ManylinuxViolation::Symbol { name, dep, version } = v;
                 finding(
                     "manylinux",
                     format!("`{name}@{dep}_{version}` is newer than {policy} allows"),
-                    "build on a manylinux_2_28 toolchain (see README), or pass `--manylinux none` to skip this rule",
+                    "build on a manylinux_2_28 toolchain (see README), or pass `--manylinux none` \
+                     to skip this rule",
                 )
-            })),
-            Err(e) => out.push(finding("manylinux", format!("cannot check symbol versions: {e}"), "pass `--manylinux none` to skip this rule")),
-        }
+            })
+            .collect(),
+        Err(e) => vec![finding(
+            "manylinux",
+            format!("cannot check symbol versions: {e}"),
+            "pass `--manylinux none` to skip this rule",
+        )],
     }
+}
+
+/// Python symbols outside the stable ABI of Python 3.9.
+fn abi3_findings(file: &object::File<'_>, finding: Report<'_>) -> Vec<Finding> {
     let abi3 = Version::from(vec![3, 9]);
     match kernel_abi_check::check_python_abi(&abi3, file.format(), file.symbols()) {
-        Ok(violations) => out.extend(violations.into_iter().map(|v| match v {
-            PythonAbiViolation::IncompatibleAbi3Symbol { name, added } => finding(
-                "python-abi3",
-                format!("`{name}` is in the stable ABI only since Python {added}, not 3.9"),
-                "build with `Py_LIMITED_API=0x03090000` and do not call newer Python APIs",
-            ),
-            PythonAbiViolation::NonAbi3Symbol { name } => finding(
-                "python-abi3",
-                format!("`{name}` is not part of Python's stable ABI"),
-                "build with `Py_LIMITED_API=0x03090000`",
-            ),
-        })),
-        Err(e) => out.push(finding(
+        Ok(violations) => violations
+            .into_iter()
+            .map(|v| match v {
+                PythonAbiViolation::IncompatibleAbi3Symbol { name, added } => finding(
+                    "python-abi3",
+                    format!("`{name}` is in the stable ABI only since Python {added}, not 3.9"),
+                    "build with `Py_LIMITED_API=0x03090000` and do not call newer Python APIs",
+                ),
+                PythonAbiViolation::NonAbi3Symbol { name } => finding(
+                    "python-abi3",
+                    format!("`{name}` is not part of Python's stable ABI"),
+                    "build with `Py_LIMITED_API=0x03090000`",
+                ),
+            })
+            .collect(),
+        Err(e) => vec![finding(
             "python-abi3",
             format!("cannot check Python symbols: {e}"),
             "rebuild the variant",
-        )),
+        )],
     }
-    match dynamic_strings(&data) {
-        Ok((needed, paths)) => {
-            for lib in needed {
-                if !ALLOWED_NEEDED.iter().any(|a| lib.starts_with(a)) {
-                    out.push(finding(
-                        "needed",
-                        format!("links `{lib}`, which the Hub's users do not have"),
-                        "link it statically or drop the dependency; only libc, libstdc++, torch's and torch's CUDA libraries may be needed",
-                    ));
-                }
-            }
-            for p in paths.iter().flat_map(|p| p.split(':')) {
-                if !(p.is_empty() || p.starts_with("$ORIGIN") || p.starts_with("${ORIGIN}")) {
-                    out.push(finding(
-                        "rpath",
-                        format!("RPATH/RUNPATH `{p}` points into the build machine"),
-                        "link without `-Wl,-rpath` (or use `$ORIGIN`-relative paths)",
-                    ));
-                }
-            }
+}
+
+/// Needed libraries the Hub's users lack, and RPATH/RUNPATH entries into the build machine.
+fn dynamic_findings(data: &[u8], finding: Report<'_>) -> Vec<Finding> {
+    let (needed, paths) = match dynamic_strings(data) {
+        Ok(found) => found,
+        Err(e) => {
+            return vec![finding(
+                "needed",
+                format!("cannot read the dynamic section: {e}"),
+                "rebuild the variant",
+            )];
         }
-        Err(e) => out.push(finding(
-            "needed",
-            format!("cannot read the dynamic section: {e}"),
-            "rebuild the variant",
-        )),
+    };
+    let mut out = Vec::new();
+    for lib in needed {
+        if !ALLOWED_NEEDED.iter().any(|a| lib.starts_with(a)) {
+            out.push(finding(
+                "needed",
+                format!("links `{lib}`, which the Hub's users do not have"),
+                "link it statically or drop the dependency; only libc, libstdc++, torch's and \
+                 torch's CUDA libraries may be needed",
+            ));
+        }
     }
-    if variant.backend == "cuda" {
-        out.extend(check_archs(variant, rel, &path, opts));
+    for p in paths.iter().flat_map(|p| p.split(':')) {
+        if !(p.is_empty() || p.starts_with("$ORIGIN") || p.starts_with("${ORIGIN}")) {
+            out.push(finding(
+                "rpath",
+                format!("RPATH/RUNPATH `{p}` points into the build machine"),
+                "link without `-Wl,-rpath` (or use `$ORIGIN`-relative paths)",
+            ));
+        }
     }
     out
 }

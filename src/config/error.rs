@@ -4,7 +4,8 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::model::{ConfigWarning, Location};
+use super::location::Location;
+use super::model::ConfigWarning;
 use crate::hint::Hint;
 
 /// A build.toml problem, located at `path:line:column` where the file could be read.

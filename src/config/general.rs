@@ -8,8 +8,7 @@ use super::error::{ConfigError, ErrorKind};
 use super::model::{
     Backend, BackendGeneral, CudaGeneral, Edition, General, Hub, KernelDependency, KernelPin,
 };
-use super::reader::{KeySpec, Sp, Table, key, key_v5};
-use super::schema::{spec, version};
+use super::reader::{KeySpec, Sp, Table, key, key_v5, spec, version};
 use super::suggest;
 
 const GENERAL: &[KeySpec<'static>] = &[
@@ -112,7 +111,49 @@ pub(crate) fn read_general(
         return Err(t.missing(g("backends"), MISSING_BACKENDS));
     }
     t.check_keys(GENERAL, v5)?;
-    let name = t.required_string(g("name"), ": the kernel's name, lowercase with `-`")?;
+    let name = read_name(t)?;
+    let version = read_major_version(t)?;
+    let license = read_license(t)?;
+    let upstream = git_url(t, g("upstream"))?;
+    let source = git_url(t, g("source"))?;
+    let backends = read_backends(t, g("backends"))?;
+    let hub = match t.table(g("hub"))? {
+        Some(h) => read_hub(&h)?,
+        None => Hub::default(),
+    };
+    let general_python = python_depends(t, g("python-depends"), GENERAL_PYTHON_DEPENDS)?;
+    let cuda = match t.table(g("cuda"))? {
+        Some(c) => read_cuda_general(&c, v5)?,
+        None => CudaGeneral::default(),
+    };
+    let other = |name, keys, valid| read_backend_general(t, name, keys, valid, v5);
+    let neuron = other("neuron", OTHER_BACKEND_GENERAL, NEURON_PYTHON_DEPENDS)?;
+    let xpu = other("xpu", OTHER_BACKEND_GENERAL, XPU_PYTHON_DEPENDS)?;
+    let tpu = other("tpu", TPU_GENERAL, TPU_PYTHON_DEPENDS)?;
+    let general = General {
+        name: name.v,
+        version,
+        license,
+        upstream,
+        source,
+        backends,
+        hub,
+        python_depends: general_python,
+        kernel_depends: kernel_depends(t, g("kernel-depends"))?,
+        cuda,
+        neuron,
+        xpu,
+        tpu,
+    };
+    Ok((general, name.span))
+}
+
+/// `name`: a valid kernels-data `KernelName`, with its span for the `torch-ext` check.
+fn read_name(t: &Table<'_, '_>) -> Result<Sp<String>, ConfigError> {
+    let name = t.required_string(
+        spec(GENERAL, "name"),
+        ": the kernel's name, lowercase with `-`",
+    )?;
     if kernels_data::config::KernelName::new(name.v.clone()).is_err() {
         let fixed = name.v.to_lowercase().replace(['_', ' ', '.'], "-");
         let example = if kernels_data::config::KernelName::new(fixed.clone()).is_ok() {
@@ -129,10 +170,16 @@ pub(crate) fn read_general(
             ),
         ));
     }
+    Ok(name)
+}
+
+/// `version`: the kernel's major version, the `v<N>` branch it is published to.
+fn read_major_version(t: &Table<'_, '_>) -> Result<u32, ConfigError> {
+    let s = spec(GENERAL, "version");
     let version = t
-        .integer(g("version"))?
-        .ok_or_else(|| t.missing(g("version"), ": the kernel's major version (branch `v1`)"))?;
-    let version = u32::try_from(version.v).map_err(|_| {
+        .integer(s)?
+        .ok_or_else(|| t.missing(s, ": the kernel's major version (branch `v1`)"))?;
+    u32::try_from(version.v).map_err(|_| {
         t.invalid(
             &version.span,
             format!(
@@ -142,8 +189,12 @@ pub(crate) fn read_general(
             ),
             "write e.g. `version = 1`: the major version, published to the branch `v1`".to_string(),
         )
-    })?;
-    let license = t.required_string(g("license"), ": a Hub license identifier")?;
+    })
+}
+
+/// `license`: a non-empty Hub license identifier.
+fn read_license(t: &Table<'_, '_>) -> Result<String, ConfigError> {
+    let license = t.required_string(spec(GENERAL, "license"), ": a Hub license identifier")?;
     if license.v.trim().is_empty() {
         return Err(t.invalid(
             &license.span,
@@ -151,50 +202,29 @@ pub(crate) fn read_general(
             "write a Hub license identifier, e.g. `license = \"apache-2.0\"`".to_string(),
         ));
     }
-    let upstream = git_url(t, g("upstream"))?;
-    let source = git_url(t, g("source"))?;
-    let backends = read_backends(t, g("backends"))?;
-    let hub = match t.table(g("hub"))? {
-        Some(h) => read_hub(&h)?,
-        None => Hub::default(),
+    Ok(license.v)
+}
+
+/// `[general.<backend>]` for neuron, xpu and tpu: their `python-depends` (from `valid`) and,
+/// where `keys` has it, `kernel-depends`.
+fn read_backend_general(
+    t: &Table<'_, '_>,
+    name: &str,
+    keys: &[KeySpec<'static>],
+    valid: &[&str],
+    v5: bool,
+) -> Result<BackendGeneral, ConfigError> {
+    let Some(o) = t.table(spec(GENERAL, name))? else {
+        return Ok(BackendGeneral::default());
     };
-    let general_python = python_depends(t, g("python-depends"), GENERAL_PYTHON_DEPENDS)?;
-    let cuda = match t.table(g("cuda"))? {
-        Some(c) => read_cuda_general(&c, v5)?,
-        None => CudaGeneral::default(),
-    };
-    let backend_general = |name: &'static str, keys: &[KeySpec<'static>], valid: &[&str]| {
-        let Some(o) = t.table(g(name))? else {
-            return Ok(BackendGeneral::default());
-        };
-        o.check_keys(keys, v5)?;
-        Ok::<_, ConfigError>(BackendGeneral {
-            python_depends: python_depends(&o, &keys[0], valid)?,
-            kernel_depends: match keys.get(1) {
-                Some(k) => kernel_depends(&o, k)?,
-                None => Vec::new(),
-            },
-        })
-    };
-    let neuron = backend_general("neuron", OTHER_BACKEND_GENERAL, NEURON_PYTHON_DEPENDS)?;
-    let xpu = backend_general("xpu", OTHER_BACKEND_GENERAL, XPU_PYTHON_DEPENDS)?;
-    let tpu = backend_general("tpu", TPU_GENERAL, TPU_PYTHON_DEPENDS)?;
-    let general = General {
-        name: name.v,
-        version,
-        license: license.v,
-        upstream,
-        source,
-        backends,
-        hub,
-        python_depends: general_python,
-        kernel_depends: kernel_depends(t, g("kernel-depends"))?,
-        cuda,
-        neuron,
-        xpu,
-        tpu,
-    };
-    Ok((general, name.span))
+    o.check_keys(keys, v5)?;
+    Ok(BackendGeneral {
+        python_depends: python_depends(&o, &keys[0], valid)?,
+        kernel_depends: match keys.get(1) {
+            Some(k) => kernel_depends(&o, k)?,
+            None => Vec::new(),
+        },
+    })
 }
 
 fn read_backends(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<Backend>, ConfigError> {

@@ -5,9 +5,10 @@ use std::ops::Range;
 use toml::de::DeValue;
 
 use super::error::{ConfigError, ErrorKind};
-use super::model::{Backend, Capability, DType, Dependency, Kernel, Location};
-use super::reader::{KeySpec, Sp, Table, article, key};
-use super::schema::{self, PathKind, PathRef};
+use super::location::Location;
+use super::model::{Backend, Capability, DType, Dependency, Kernel};
+use super::paths::{PathKind, PathRef, include_dirs, path_list};
+use super::reader::{self, KeySpec, Sp, Table, article, key};
 use super::suggest;
 use crate::hint::Hint;
 
@@ -122,36 +123,8 @@ fn read_kernel(
     name: String,
     paths: &mut Vec<PathRef>,
 ) -> Result<RawKernel, ConfigError> {
-    let backend_spec = &COMMON[0];
-    let written = t.required_string(backend_spec, ": the backend this kernel is compiled for")?;
-    let names: Vec<&str> = KERNEL_BACKENDS.iter().map(|b| b.as_str()).collect();
-    let backend = match written.v.parse::<Backend>() {
-        Ok(b) if KERNEL_BACKENDS.contains(&b) => b,
-        Ok(b) => {
-            return Err(t.invalid(
-                &written.span,
-                format!("backend `{b}` has no compiled kernels"),
-                format!("kernel backends: {}", suggest::list(&names)),
-            ));
-        }
-        Err(e) => {
-            return Err(t.invalid(
-                &written.span,
-                e.to_string(),
-                suggest::did_you_mean(&written.v, &names, "kernel backends"),
-            ));
-        }
-    };
-    let allowed: Vec<KeySpec<'static>> = COMMON
-        .iter()
-        .chain(
-            BACKEND_KEYS
-                .iter()
-                .filter(|(b, _)| *b == backend)
-                .map(|(_, k)| k),
-        )
-        .copied()
-        .collect();
+    let (backend, backend_span) = read_kernel_backend(t)?;
+    let allowed = kernel_keys(backend);
     check_kernel_keys(t, backend, &allowed)?;
     let spec = |n: &str| {
         allowed
@@ -163,33 +136,24 @@ fn read_kernel(
     let src = t
         .strings(spec("src"))?
         .ok_or_else(|| t.missing(spec("src"), ": the kernel's source files and headers"))?;
-    let src = schema::path_list(t, spec("src"), src, PathKind::Source, paths)?;
-    let include = schema::include_dirs(t, spec("include"), paths)?;
-    let mut capabilities = Vec::new();
-    let mut has_caps = false;
-    if backend == Backend::Cuda
-        && let Some(list) = t.strings(spec("cuda-capabilities"))?
-    {
-        if list.v.is_empty() {
-            return Err(t.invalid(
-                &list.span,
-                format!("`cuda-capabilities` in `{}` is empty", t.name),
-                "remove the key to build for the project's capabilities, or list some".to_string(),
-            ));
-        }
-        has_caps = true;
-        capabilities = self::capabilities(t, spec("cuda-capabilities"), list)?;
-    }
+    let src = path_list(t, spec("src"), src, PathKind::Source, paths)?;
+    let include = include_dirs(t, spec("include"), paths)?;
+    let listed = match backend {
+        Backend::Cuda => kernel_capabilities(t, spec("cuda-capabilities"))?,
+        _ => None,
+    };
     // Keys of other backends were rejected above, so each of these reads its own backend's key.
     let backend_strings = |name: &str| match allowed.iter().find(|k| k.name == name) {
-        Some(k) => schema::strings(t, k),
+        Some(k) => reader::strings(t, k),
         None => Ok(Vec::new()),
     };
     let cuda_minver = match allowed.iter().find(|k| k.name == "cuda-minver") {
-        Some(k) => schema::version(t, k)?,
+        Some(k) => reader::version(t, k)?,
         None => None,
     };
     let location = t.src.location(t.span.start);
+    let cuda_capabilities = listed.as_ref().map(|l| l.iter().map(|c| c.v).collect());
+    let capabilities = listed.unwrap_or_default();
     let capability_locations: Vec<Location> = capabilities
         .iter()
         .map(|c| t.src.location(c.span.start))
@@ -201,9 +165,9 @@ fn read_kernel(
         include,
         depends,
         depends_locations,
-        cuda_capabilities: has_caps.then(|| capabilities.iter().map(|c| c.v).collect()),
+        cuda_capabilities,
         cuda_flags: backend_strings("cuda-flags")?,
-        cxx_flags: schema::strings(t, spec("cxx-flags"))?,
+        cxx_flags: reader::strings(t, spec("cxx-flags"))?,
         cuda_minver,
         rocm_archs: match allowed.iter().find(|k| k.name == "rocm-archs") {
             Some(k) => t
@@ -220,9 +184,61 @@ fn read_kernel(
     Ok(RawKernel {
         kernel,
         span: t.span.clone(),
-        backend_span: written.span,
+        backend_span,
         capabilities,
     })
+}
+
+/// `backend`: one that has compiled kernels, with the span of its value.
+fn read_kernel_backend(t: &Table<'_, '_>) -> Result<(Backend, Range<usize>), ConfigError> {
+    let written = t.required_string(&COMMON[0], ": the backend this kernel is compiled for")?;
+    let names: Vec<&str> = KERNEL_BACKENDS.iter().map(|b| b.as_str()).collect();
+    match written.v.parse::<Backend>() {
+        Ok(b) if KERNEL_BACKENDS.contains(&b) => Ok((b, written.span)),
+        Ok(b) => Err(t.invalid(
+            &written.span,
+            format!("backend `{b}` has no compiled kernels"),
+            format!("kernel backends: {}", suggest::list(&names)),
+        )),
+        Err(e) => Err(t.invalid(
+            &written.span,
+            e.to_string(),
+            suggest::did_you_mean(&written.v, &names, "kernel backends"),
+        )),
+    }
+}
+
+/// The keys a kernel of `backend` accepts: the common ones and its backend's own.
+fn kernel_keys(backend: Backend) -> Vec<KeySpec<'static>> {
+    COMMON
+        .iter()
+        .chain(
+            BACKEND_KEYS
+                .iter()
+                .filter(|(b, _)| *b == backend)
+                .map(|(_, k)| k),
+        )
+        .copied()
+        .collect()
+}
+
+/// A CUDA kernel's own `cuda-capabilities` (with spans); `None` when it lists none, an error
+/// when the list is empty.
+fn kernel_capabilities(
+    t: &Table<'_, '_>,
+    s: &KeySpec<'_>,
+) -> Result<Option<Vec<Sp<Capability>>>, ConfigError> {
+    let Some(list) = t.strings(s)? else {
+        return Ok(None);
+    };
+    if list.v.is_empty() {
+        return Err(t.invalid(
+            &list.span,
+            format!("`cuda-capabilities` in `{}` is empty", t.name),
+            "remove the key to build for the project's capabilities, or list some".to_string(),
+        ));
+    }
+    capabilities(t, s, list).map(Some)
 }
 
 /// Unknown keys in file order; a key of another backend's kernels says which backend it is for.

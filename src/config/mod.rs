@@ -40,7 +40,9 @@
 mod error;
 mod general;
 mod kernels;
+mod location;
 mod model;
+mod paths;
 mod reader;
 mod schema;
 mod suggest;
@@ -49,6 +51,7 @@ mod values;
 mod version;
 
 pub use error::{ConfigError, ErrorKind};
+pub use location::Location;
 pub use model::*;
 pub use suggest::{closest, edit_distance};
 pub use values::{

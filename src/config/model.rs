@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::location::Location;
 use super::version::Version;
 
 /// A kernel project: its root directory and its validated build.toml.
@@ -428,21 +429,6 @@ pub struct KbuildExt {
     /// Where each capability key of the matrix is written.
     #[serde(skip)]
     pub locations: BTreeMap<Capability, Location>,
-}
-
-/// A position in build.toml, printed `path:line:column` (1-based, columns in characters).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Location {
-    /// The manifest as the user named it (`build.toml`, `proj/build.toml`).
-    pub file: PathBuf,
-    pub line: usize,
-    pub column: usize,
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)
-    }
 }
 
 /// Something build.toml allows but that is probably a mistake; commands print it as a warning.

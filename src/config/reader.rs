@@ -8,6 +8,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::error::{ConfigError, ErrorKind, Source};
 use super::suggest;
+use super::version::Version;
 
 /// A value with the byte span it was read from.
 #[derive(Debug, Clone)]
@@ -331,4 +332,44 @@ pub(crate) fn article(type_name: &str) -> &'static str {
         Some('a' | 'e' | 'i' | 'o' | 'u') => "an",
         _ => "a",
     }
+}
+
+/// The key `name` of a schema table.
+pub(crate) fn spec<'s>(table: &'s [KeySpec<'static>], name: &str) -> &'s KeySpec<'static> {
+    // The schema tables are constants; every lookup names a key that is in them.
+    table
+        .iter()
+        .find(|k| k.name == name)
+        .expect("key is in the schema table")
+}
+
+/// A dotted version such as `12.4` or `2.10`.
+pub(crate) fn version(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Option<Version>, ConfigError> {
+    let Some(v) = t.string(s)? else {
+        return Ok(None);
+    };
+    parse_version(t, s, &v).map(Some)
+}
+
+pub(crate) fn parse_version(
+    t: &Table<'_, '_>,
+    s: &KeySpec<'_>,
+    v: &Sp<String>,
+) -> Result<Version, ConfigError> {
+    v.v.parse::<Version>()
+        .map(|version| version.at(t.src.location(v.span.start)))
+        .map_err(|_| {
+            t.invalid(
+                &v.span,
+                format!("invalid version `{}` for `{}` in `{}`", v.v, s.name, t.name),
+                format!("write numbers separated by dots: `{}`", s.example),
+            )
+        })
+}
+
+/// A list of strings (flags), no further checks.
+pub(crate) fn strings(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<String>, ConfigError> {
+    Ok(t.strings(s)?
+        .map(|l| l.v.into_iter().map(|x| x.v).collect())
+        .unwrap_or_default())
 }

@@ -2,7 +2,6 @@
 //! unknown keys, wrong types and bad values. Filesystem and cross-table checks are in `validate`.
 
 use std::ops::Range;
-use std::path::{Component, Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
@@ -10,9 +9,9 @@ use super::error::{ConfigError, ErrorKind, Source};
 use super::general::{read_edition, read_general};
 use super::kernels::{self, RawKernel, RawMatrix};
 use super::model::{Backend, Capability, Edition, General, StableAbi, Torch, TorchNoarch, TvmFfi};
-use super::reader::{KeySpec, Sp, Table, key};
+use super::paths::{PathKind, PathRef, include_dirs, path_list};
+use super::reader::{KeySpec, Table, key, parse_version, spec, strings, version};
 use super::suggest;
-use super::version::Version;
 use crate::hint::Hint;
 
 /// Everything read from build.toml, with the spans that the later checks need.
@@ -34,23 +33,6 @@ pub(crate) enum RawFramework {
     Torch(Torch),
     Noarch(TorchNoarch),
     TvmFfi(TvmFfi),
-}
-
-/// A path written in build.toml: what it should be and where it is written.
-pub(crate) struct PathRef {
-    /// Normalised, relative to the root.
-    pub path: PathBuf,
-    pub written: Sp<String>,
-    pub kind: PathKind,
-}
-
-/// What a path must point at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PathKind {
-    /// A `src` entry.
-    Source,
-    /// An `include` entry.
-    IncludeDir,
 }
 
 const TOP: &[KeySpec<'static>] = &[
@@ -136,38 +118,6 @@ fn check_top_level(root: &Table<'_, '_>) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
-}
-
-pub(crate) fn spec<'s>(table: &'s [KeySpec<'static>], name: &str) -> &'s KeySpec<'static> {
-    // The schema tables are constants; every lookup names a key that is in them.
-    table
-        .iter()
-        .find(|k| k.name == name)
-        .expect("key is in the schema table")
-}
-
-/// A dotted version such as `12.4` or `2.10`.
-pub(crate) fn version(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Option<Version>, ConfigError> {
-    let Some(v) = t.string(s)? else {
-        return Ok(None);
-    };
-    parse_version(t, s, &v).map(Some)
-}
-
-fn parse_version(
-    t: &Table<'_, '_>,
-    s: &KeySpec<'_>,
-    v: &Sp<String>,
-) -> Result<Version, ConfigError> {
-    v.v.parse::<Version>()
-        .map(|version| version.at(t.src.location(v.span.start)))
-        .map_err(|_| {
-            t.invalid(
-                &v.span,
-                format!("invalid version `{}` for `{}` in `{}`", v.v, s.name, t.name),
-                format!("write numbers separated by dots: `{}`", s.example),
-            )
-        })
 }
 
 fn read_framework(
@@ -298,13 +248,6 @@ fn stable_abi(
     }
 }
 
-/// A list of strings (flags), no further checks.
-pub(crate) fn strings(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Vec<String>, ConfigError> {
-    Ok(t.strings(s)?
-        .map(|l| l.v.into_iter().map(|x| x.v).collect())
-        .unwrap_or_default())
-}
-
 fn pyext(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Option<Vec<String>>, ConfigError> {
     let Some(list) = t.deduped_strings(s, "extension")? else {
         return Ok(None);
@@ -319,118 +262,4 @@ fn pyext(t: &Table<'_, '_>, s: &KeySpec<'_>) -> Result<Option<Vec<String>>, Conf
         }
     }
     Ok(Some(list.v.into_iter().map(|x| x.v).collect()))
-}
-
-/// `include`: directories relative to the root.
-pub(crate) fn include_dirs(
-    t: &Table<'_, '_>,
-    s: &KeySpec<'_>,
-    paths: &mut Vec<PathRef>,
-) -> Result<Vec<PathBuf>, ConfigError> {
-    match t.strings(s)? {
-        Some(list) => path_list(t, s, list, PathKind::IncludeDir, paths),
-        None => Ok(Vec::new()),
-    }
-}
-
-/// Check each entry lexically (relative, inside the root), record it for the filesystem check.
-/// An entry naming a path listed before (`a.cu`, `./a.cu`) is dropped with a warning.
-pub(crate) fn path_list(
-    t: &Table<'_, '_>,
-    s: &KeySpec<'_>,
-    list: Sp<Vec<Sp<String>>>,
-    kind: PathKind,
-    paths: &mut Vec<PathRef>,
-) -> Result<Vec<PathBuf>, ConfigError> {
-    if kind == PathKind::Source && list.v.is_empty() {
-        return Err(t.invalid(
-            &list.span,
-            format!("`{}` in `{}` is empty", s.name, t.name),
-            format!(
-                "list the files to compile (headers may be listed too): `{}`",
-                s.example
-            ),
-        ));
-    }
-    let what = match kind {
-        PathKind::Source => "source",
-        PathKind::IncludeDir => "include directory",
-    };
-    let mut out: Vec<PathBuf> = Vec::with_capacity(list.v.len());
-    // A set, not `out.contains`: HF projects list thousands of sources (aiter's 3,400 took
-    // seconds to check pairwise).
-    let mut seen = std::collections::HashSet::with_capacity(list.v.len());
-    for written in list.v {
-        let path = normalize(t, &written, kind)?;
-        if !seen.insert(path.clone()) {
-            t.warn_duplicate(&written, s, what);
-            continue;
-        }
-        out.push(path.clone());
-        paths.push(PathRef {
-            path,
-            written,
-            kind,
-        });
-    }
-    Ok(out)
-}
-
-/// `./a/../b.cu` → `b.cu`; absolute paths and paths above the root are errors. The root itself
-/// (`.`) is a valid include directory, written `.` in the model.
-fn normalize(
-    t: &Table<'_, '_>,
-    written: &Sp<String>,
-    kind: PathKind,
-) -> Result<PathBuf, ConfigError> {
-    let path_error = |message: String, hint: &str| {
-        t.src
-            .error(&written.span, ErrorKind::Path, message, hint.to_string())
-    };
-    if written.v.trim().is_empty() {
-        return Err(path_error(
-            format!("empty path in `{}`", t.name),
-            "remove the empty entry",
-        ));
-    }
-    let relative_hint = "write paths relative to the project root (the directory of build.toml)";
-    let p = Path::new(&written.v);
-    if p.is_absolute() || written.v.starts_with('/') || written.v.starts_with('\\') {
-        return Err(path_error(
-            format!("`{}` is an absolute path", written.v),
-            relative_hint,
-        ));
-    }
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    return Err(path_error(
-                        format!("`{}` is outside the project", written.v),
-                        "kbuild compiles and hashes only files under the project root: move or \
-                         copy the file into the project",
-                    ));
-                }
-            }
-            Component::RootDir | Component::Prefix(_) => {
-                return Err(path_error(
-                    format!("`{}` is an absolute path", written.v),
-                    relative_hint,
-                ));
-            }
-        }
-    }
-    if out.as_os_str().is_empty() && kind == PathKind::IncludeDir {
-        return Ok(PathBuf::from("."));
-    }
-    if out.as_os_str().is_empty() {
-        return Err(path_error(
-            format!("`{}` names the project root itself", written.v),
-            relative_hint,
-        ));
-    }
-    Ok(out)
 }

@@ -6,8 +6,10 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use super::error::{ConfigError, ErrorKind, Source};
-use super::model::{Capability, ConfigWarning, Framework, KbuildExt, Kernel, Project};
-use super::schema::{PathKind, PathRef, Raw, RawFramework};
+use super::kernels::{RawKernel, RawMatrix};
+use super::model::{Backend, Capability, ConfigWarning, Framework, KbuildExt, Kernel, Project};
+use super::paths::{PathKind, PathRef};
+use super::schema::{Raw, RawFramework};
 use super::suggest;
 
 /// Run the cross-checks and assemble the project.
@@ -37,33 +39,7 @@ pub(crate) fn finish(
             "replace `[torch-noarch]` with `[torch]`, or remove the kernel tables".to_string(),
         ));
     }
-    let matrix: Vec<Capability> = raw.matrix.iter().map(|(c, _)| c.v).collect();
-    if !matrix.is_empty() {
-        for k in &raw.kernels {
-            for cap in &k.capabilities {
-                if !matrix.contains(&cap.v) {
-                    return Err(src.error(
-                        &cap.span,
-                        ErrorKind::Conflict,
-                        format!(
-                            "capability `{}` of `[kernel.{}]` is not in `[kbuild.cuda-capabilities]`",
-                            cap.v, k.kernel.name
-                        ),
-                        format!(
-                            "add `\"{}\" = [...]` to `[kbuild.cuda-capabilities]` or remove it \
-                             from the kernel (the matrix has {})",
-                            cap.v,
-                            matrix
-                                .iter()
-                                .map(|c| format!("`{c}`"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ));
-                }
-            }
-        }
-    }
+    check_kernels_in_matrix(src, &raw.kernels, &raw.matrix)?;
     for p in &raw.paths {
         check_path(src, p, root, &canonical_root)?;
     }
@@ -77,20 +53,7 @@ pub(crate) fn finish(
         &canonical_root,
     )?;
     let mut warnings = src.take_warnings();
-    for k in &raw.kernels {
-        if !raw.general.backends.contains(&k.kernel.backend) {
-            let b = k.kernel.backend;
-            warnings.push(ConfigWarning {
-                location: src.location(k.backend_span.start),
-                message: format!(
-                    "kernel `{}` is for backend `{b}`, which `[general] backends` does not list: \
-                     it is not built",
-                    k.kernel.name
-                ),
-                hint: Some(format!("add `{b}` to `backends`, or remove the kernel")),
-            });
-        }
-    }
+    warnings.extend(unbuilt_kernels(src, &raw.kernels, &raw.general.backends));
     let mut kbuild = KbuildExt::default();
     for (cap, dtypes) in raw.matrix {
         kbuild.locations.insert(cap.v, src.location(cap.span.start));
@@ -107,6 +70,68 @@ pub(crate) fn finish(
         kbuild,
         warnings,
     })
+}
+
+/// With a `[kbuild.cuda-capabilities]` matrix, every capability a kernel lists must be in it.
+fn check_kernels_in_matrix(
+    src: &Source<'_>,
+    kernels: &[RawKernel],
+    matrix: &RawMatrix,
+) -> Result<(), ConfigError> {
+    let matrix: Vec<Capability> = matrix.iter().map(|(c, _)| c.v).collect();
+    if matrix.is_empty() {
+        return Ok(());
+    }
+    for k in kernels {
+        for cap in &k.capabilities {
+            if !matrix.contains(&cap.v) {
+                return Err(src.error(
+                    &cap.span,
+                    ErrorKind::Conflict,
+                    format!(
+                        "capability `{}` of `[kernel.{}]` is not in `[kbuild.cuda-capabilities]`",
+                        cap.v, k.kernel.name
+                    ),
+                    format!(
+                        "add `\"{}\" = [...]` to `[kbuild.cuda-capabilities]` or remove it \
+                         from the kernel (the matrix has {})",
+                        cap.v,
+                        matrix
+                            .iter()
+                            .map(|c| format!("`{c}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A warning for each kernel whose backend `[general] backends` does not list: it is kept in
+/// the model but not built.
+fn unbuilt_kernels(
+    src: &Source<'_>,
+    kernels: &[RawKernel],
+    backends: &[Backend],
+) -> Vec<ConfigWarning> {
+    kernels
+        .iter()
+        .filter(|k| !backends.contains(&k.kernel.backend))
+        .map(|k| {
+            let b = k.kernel.backend;
+            ConfigWarning {
+                location: src.location(k.backend_span.start),
+                message: format!(
+                    "kernel `{}` is for backend `{b}`, which `[general] backends` does not list: \
+                     it is not built",
+                    k.kernel.name
+                ),
+                hint: Some(format!("add `{b}` to `backends`, or remove the kernel")),
+            }
+        })
+        .collect()
 }
 
 fn check_path(

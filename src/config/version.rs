@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use super::model::Location;
+use super::location::Location;
 
 /// A version such as `12.8`. Compares like CMake's `VERSION_LESS`/`VERSION_GREATER`, which HF's
 /// generated preamble uses for the bounds: a missing component is 0 (`13` == `13.0`, and CUDA

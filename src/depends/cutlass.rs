@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::fetch::{FetchSource, git_clone};
+use super::source::{FetchSource, git_clone};
 
 /// The repository a release PyPI lacks is cloned from, unless `KBUILD_CUTLASS_GIT` names
 /// another (a mirror, or a local repository).

@@ -11,9 +11,11 @@
 
 mod cutlass;
 mod fetch;
+mod source;
 
 pub use cutlass::{DEFAULT_GIT_URL, Release};
-pub use fetch::{Fetch, FetchSource, fetch};
+pub use fetch::{Fetch, fetch};
+pub use source::FetchSource;
 
 use std::path::{Path, PathBuf};
 

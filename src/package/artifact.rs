@@ -159,32 +159,7 @@ fn check_archive(archive: &Path) -> Result<Checked, PackageError> {
         let mut entry = entry.map_err(read_err(archive))?;
         let name = entry_name(archive, &entry)?;
         let kind = entry.header().entry_type();
-        let reason = match kind {
-            tar::EntryType::Regular | tar::EntryType::Directory => None,
-            tar::EntryType::Symlink => Some("it is a symbolic link"),
-            tar::EntryType::Link => Some("it is a hard link"),
-            tar::EntryType::Char | tar::EntryType::Block => Some("it is a device file"),
-            tar::EntryType::Fifo => Some("it is a FIFO"),
-            _ => Some("it is not a regular file or directory"),
-        };
-        if let Some(reason) = reason {
-            return Err(refuse(&name, reason));
-        }
-        let path = Path::new(&name);
-        if path.is_absolute() {
-            return Err(refuse(&name, "its path is absolute"));
-        }
-        let mut parts = Vec::new();
-        for component in path.components() {
-            match component {
-                Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
-                Component::CurDir => {}
-                Component::ParentDir => return Err(refuse(&name, "its path contains `..`")),
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(refuse(&name, "its path is absolute"));
-                }
-            }
-        }
+        let parts = entry_parts(kind, &name).map_err(|reason| refuse(&name, reason))?;
         let Some(first) = parts.first() else {
             continue;
         };
@@ -225,11 +200,53 @@ fn check_archive(archive: &Path) -> Result<Checked, PackageError> {
     let variant = top.ok_or_else(|| refuse("", "the archive is empty"))?;
     let metadata_name = format!("{variant}/metadata.json");
     let metadata = metadata.ok_or_else(|| refuse(&metadata_name, "it is missing"))?;
+    check_digest(archive, &metadata_name, &metadata, &files)?;
+    Ok(Checked {
+        variant,
+        files: names,
+    })
+}
+
+/// The parts of an entry's path, when it is a regular file or a directory with a relative path
+/// that stays inside the archive; else why it is refused.
+fn entry_parts(kind: tar::EntryType, name: &str) -> Result<Vec<String>, &'static str> {
+    match kind {
+        tar::EntryType::Regular | tar::EntryType::Directory => {}
+        tar::EntryType::Symlink => return Err("it is a symbolic link"),
+        tar::EntryType::Link => return Err("it is a hard link"),
+        tar::EntryType::Char | tar::EntryType::Block => return Err("it is a device file"),
+        tar::EntryType::Fifo => return Err("it is a FIFO"),
+        _ => return Err("it is not a regular file or directory"),
+    }
+    let path = Path::new(name);
+    if path.is_absolute() {
+        return Err("its path is absolute");
+    }
+    let mut parts = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            Component::CurDir => {}
+            Component::ParentDir => return Err("its path contains `..`"),
+            Component::RootDir | Component::Prefix(_) => return Err("its path is absolute"),
+        }
+    }
+    Ok(parts)
+}
+
+/// Compare the digest that `metadata` (the archive's `metadata_name`) records with the hashes
+/// of its `files` (variant path → SHA-256, SHA-512).
+fn check_digest(
+    archive: &Path,
+    metadata_name: &str,
+    metadata: &[u8],
+    files: &BTreeMap<String, (Vec<u8>, Vec<u8>)>,
+) -> Result<(), PackageError> {
     let invalid = |message: String| PackageError::Metadata {
-        path: archive.join(&metadata_name),
+        path: archive.join(metadata_name),
         message,
     };
-    let parsed = Metadata::parse(&metadata).map_err(invalid)?;
+    let parsed = Metadata::parse(metadata).map_err(invalid)?;
     let expected = parsed
         .digest
         .ok_or_else(|| invalid("no `digest`: the archive's files cannot be checked".into()))?;
@@ -263,10 +280,7 @@ fn check_archive(archive: &Path) -> Result<Checked, PackageError> {
             violations: violations.iter().map(|v| format!("  {v}")).collect(),
         });
     }
-    Ok(Checked {
-        variant,
-        files: names,
-    })
+    Ok(())
 }
 
 /// An artifact written by [`pack`].

@@ -1,6 +1,7 @@
-//! The shape of `src/`: no import cycle between top-level modules, `crate::error` only in
-//! `commands/` and `main.rs`, thin command files and no oversized file. Parses the sources
-//! itself, so it needs no `cargo tree` or nightly tooling.
+//! The shape of `src/`: no import cycle between top-level modules nor between the files of one
+//! folder, `crate::error` only in `commands/` and `main.rs`, thin command files, no oversized
+//! file and no oversized function. Parses the sources itself, so it needs no `cargo tree` or
+//! nightly tooling.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -9,6 +10,10 @@ use std::path::{Path, PathBuf};
 const COMMAND_LINES: usize = 120;
 /// Non-test lines any `src/` file may have.
 const FILE_LINES: usize = 800;
+/// Lines a function may span, from its `fn` line to its closing brace.
+const FN_LINES: usize = 80;
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -51,14 +56,20 @@ fn code(text: &str) -> String {
 
 /// The top-level modules named after `crate::`: `crate::plan::X` and `use crate::{a, b::c}`.
 fn referenced_modules(text: &str) -> BTreeSet<String> {
-    let code = code(text);
+    path_heads(&code(text), "crate::")
+}
+
+/// The first segment of every path that starts with `prefix` (`crate::`, `super::`,
+/// `crate::config::`), each item of a `prefix{a, b::c}` list counted; `*` for a glob.
+fn path_heads(code: &str, prefix: &str) -> BTreeSet<String> {
     let mut found = BTreeSet::new();
-    let mut rest = code.as_str();
-    while let Some(i) = rest.find("crate::") {
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
         let before = rest[..i].chars().next_back();
-        rest = &rest[i + "crate::".len()..];
-        // `kbuild_crate::` or `$crate::` are not this crate's paths.
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+        rest = &rest[i + prefix.len()..];
+        // `kbuild_crate::`, `$crate::` or the second `super::` of `super::super::` do not start
+        // a path.
+        if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | ':')) {
             continue;
         }
         if let Some(group) = rest.strip_prefix('{') {
@@ -98,8 +109,11 @@ fn referenced_modules(text: &str) -> BTreeSet<String> {
 }
 
 fn first_ident(text: &str) -> Option<String> {
+    let text = text.trim_start();
+    if text.starts_with('*') {
+        return Some("*".to_string());
+    }
     let ident: String = text
-        .trim_start()
         .chars()
         .take_while(|c| c.is_alphanumeric() || *c == '_')
         .collect();
@@ -107,10 +121,10 @@ fn first_ident(text: &str) -> Option<String> {
 }
 
 /// `from → {to}` between top-level modules that exist as files or directories.
-fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
+fn module_graph() -> Graph {
     let files = sources();
     let modules: BTreeSet<String> = files.iter().filter_map(|(p, _)| module_of(p)).collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut graph = Graph::new();
     for (path, text) in &files {
         let Some(from) = module_of(path) else {
             continue;
@@ -126,7 +140,7 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// A cycle through `start`, as the modules along it, if there is one.
-fn cycle_through(graph: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<String>> {
+fn cycle_through(graph: &Graph, start: &str) -> Option<Vec<String>> {
     let mut stack = vec![(start.to_string(), vec![start.to_string()])];
     let mut seen = BTreeSet::new();
     while let Some((node, path)) = stack.pop() {
@@ -152,6 +166,234 @@ fn non_test_lines(text: &str) -> usize {
         .count()
 }
 
+/// The text before its `#[cfg(test)]` module: a test's `super::` is its own file.
+fn non_test_text(text: &str) -> String {
+    text.lines()
+        .take_while(|l| l.trim() != "#[cfg(test)]")
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `file → {sibling}` inside one folder whose module path is `module` (`config`): the files
+/// are named by stem (`mod` for the folder's root file). `super::x` and `crate::config::x`
+/// name the sibling `x` when there is one, else an item of the root file.
+fn folder_graph(module: &str, files: &[(String, String)]) -> Graph {
+    let stems: BTreeSet<&str> = files.iter().map(|(stem, _)| stem.as_str()).collect();
+    let own_path = format!("crate::{module}::");
+    let mut graph = Graph::new();
+    for (stem, text) in files {
+        let code = code(&non_test_text(text));
+        let mut heads = path_heads(&code, &own_path);
+        if stem != "mod" {
+            // In the root file `super::` is the parent folder.
+            heads.extend(path_heads(&code, "super::"));
+        }
+        let edges = graph.entry(stem.clone()).or_default();
+        for head in heads {
+            let to = if stems.contains(head.as_str()) {
+                head
+            } else if head == "super" {
+                continue;
+            } else {
+                "mod".to_string()
+            };
+            if &to != stem {
+                edges.insert(to);
+            }
+        }
+    }
+    graph
+}
+
+/// The file-level import graph of every folder of `src/`, keyed by the folder.
+fn folder_graphs() -> BTreeMap<PathBuf, Graph> {
+    let mut folders: BTreeMap<PathBuf, Vec<(String, String)>> = BTreeMap::new();
+    for (path, text) in sources() {
+        let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) else {
+            continue;
+        };
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        folders
+            .entry(folder.to_path_buf())
+            .or_default()
+            .push((stem, text));
+    }
+    folders
+        .into_iter()
+        .map(|(folder, files)| {
+            let module = folder
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("::");
+            let graph = folder_graph(&module, &files);
+            (folder, graph)
+        })
+        .collect()
+}
+
+/// The text with comments, string and char literals blanked to spaces (newlines kept), so the
+/// braces left are the code's own.
+fn blank_literals(text: &str) -> Vec<char> {
+    let mut out: Vec<char> = text.chars().collect();
+    let n = out.len();
+    let at = |chars: &[char], i: usize| chars.get(i).copied().unwrap_or('\0');
+    let blank = |out: &mut Vec<char>, from: usize, to: usize| {
+        for c in &mut out[from..to.min(n)] {
+            if *c != '\n' {
+                *c = ' ';
+            }
+        }
+    };
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut i = 0;
+    while i < n {
+        let c = out[i];
+        let ident_before = i > 0 && is_ident(out[i - 1]);
+        // `r` opens a raw string alone or after a lone `b` (`br"…"`), not inside `for` or `bar`.
+        let raw_prefix = !ident_before || (out[i - 1] == 'b' && (i < 2 || !is_ident(out[i - 2])));
+        if c == '/' && at(&out, i + 1) == '/' {
+            let end = (i..n).find(|&j| out[j] == '\n').unwrap_or(n);
+            blank(&mut out, i, end);
+            i = end;
+        } else if c == '/' && at(&out, i + 1) == '*' {
+            let (mut depth, mut j) = (1, i + 2);
+            while j < n && depth > 0 {
+                match (out[j], at(&out, j + 1)) {
+                    ('/', '*') => (depth, j) = (depth + 1, j + 2),
+                    ('*', '/') => (depth, j) = (depth - 1, j + 2),
+                    _ => j += 1,
+                }
+            }
+            blank(&mut out, i, j);
+            i = j;
+        } else if c == 'r' && raw_prefix && matches!(at(&out, i + 1), '"' | '#') {
+            // `r"…"`, `r#"…"#`, `br"…"`; `r#ident` is a raw identifier.
+            let hashes = (i + 1..n).take_while(|&j| out[j] == '#').count();
+            if at(&out, i + 1 + hashes) != '"' {
+                i += 1;
+                continue;
+            }
+            let close: Vec<char> = std::iter::once('"')
+                .chain(std::iter::repeat_n('#', hashes))
+                .collect();
+            let body = i + 2 + hashes;
+            let end = (body..n)
+                .find(|&j| out[j..].starts_with(&close))
+                .map_or(n, |j| j + close.len());
+            blank(&mut out, i, end);
+            i = end;
+        } else if c == '"' {
+            let mut j = i + 1;
+            while j < n && out[j] != '"' {
+                j += if out[j] == '\\' { 2 } else { 1 };
+            }
+            blank(&mut out, i, j + 1);
+            i = j + 1;
+        } else if c == '\'' && at(&out, i + 1) == '\\' {
+            let end = (i + 2..n)
+                .find(|&j| out[j] == '\'' && j > i + 2)
+                .unwrap_or(n);
+            blank(&mut out, i, end + 1);
+            i = end + 1;
+        } else if c == '\'' && at(&out, i + 2) == '\'' {
+            blank(&mut out, i, i + 3);
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The index of the brace that closes the one at `open`.
+fn closing_brace(code: &[char], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (j, &c) in code.iter().enumerate().skip(open) {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether `word` starts at `i` as a whole word.
+fn word_at(code: &[char], i: usize, word: &str) -> bool {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let len = word.chars().count();
+    code[i..].starts_with(&word.chars().collect::<Vec<_>>())
+        && (i == 0 || !is_ident(code[i - 1]))
+        && code.get(i + len).is_none_or(|&c| !is_ident(c))
+}
+
+/// Each function with a body outside `#[cfg(test)]` modules: its name, the 1-based line of its
+/// `fn` and the lines it spans up to its closing brace.
+fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let code = blank_literals(text);
+    let line_of = |i: usize| code[..i].iter().filter(|&&c| c == '\n').count() + 1;
+    let after_spaces = |from: usize| (from..code.len()).find(|&j| !code[j].is_whitespace());
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < code.len() {
+        if code[i..].starts_with(&"#[cfg(test)]".chars().collect::<Vec<_>>()) {
+            let next = after_spaces(i + "#[cfg(test)]".len()).unwrap_or(code.len());
+            if word_at(&code, next, "mod") {
+                let open = (next..code.len()).find(|&j| matches!(code[j], '{' | ';'));
+                if let Some(end) = open
+                    .filter(|&j| code[j] == '{')
+                    .and_then(|j| closing_brace(&code, j))
+                {
+                    i = end + 1;
+                    continue;
+                }
+            }
+        }
+        if !word_at(&code, i, "fn") {
+            i += 1;
+            continue;
+        }
+        let name_start = after_spaces(i + 2).unwrap_or(code.len());
+        let name: String = code[name_start..]
+            .iter()
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .collect();
+        if name.is_empty() {
+            // `fn(&str) -> bool`, a pointer type.
+            i += 2;
+            continue;
+        }
+        // The body is the first `{` outside the signature's brackets; a `;` there ends a
+        // declaration (`[u8; 4]` in a parameter does not).
+        let mut depth = 0i32;
+        let mut body = None;
+        for (j, &c) in code.iter().enumerate().skip(name_start) {
+            match c {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                ';' if depth == 0 => break,
+                '{' if depth == 0 => {
+                    body = Some(j);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if let Some(end) = body.and_then(|open| closing_brace(&code, open)) {
+            let first = line_of(i);
+            found.push((name, first, line_of(end) - first + 1));
+        }
+        i = name_start;
+    }
+    found
+}
+
 #[test]
 fn the_parser_sees_use_lists_and_qualified_paths() {
     let text = "use crate::{Result, config::{self, Project}, plan};\n\
@@ -173,6 +415,125 @@ fn the_parser_sees_use_lists_and_qualified_paths() {
     let looped = edges(&[("a", "b"), ("b", "c"), ("c", "a")]);
     assert_eq!(cycle_through(&looped, "a").unwrap(), ["a", "b", "c", "a"]);
     assert_eq!(cycle_through(&edges(&[("a", "b"), ("b", "c")]), "a"), None);
+}
+
+#[test]
+fn the_parser_sees_imports_between_files_of_a_folder() {
+    let file = |stem: &str, text: &str| (stem.to_string(), text.to_string());
+    let files = [
+        file(
+            "mod",
+            "mod a;\nmod b;\npub use a::A;\nuse crate::config::c::C;\n",
+        ),
+        file("a", "use super::b::{self, B};\n// super::c::commented\n"),
+        file(
+            "b",
+            "use super::{Error, c};\nfn f() { super::super::hint::x() }\n",
+        ),
+        file(
+            "c",
+            "fn g() -> crate::config::a::A { todo!() }\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+        ),
+        file("d", "use super::*;\n"),
+    ];
+    let graph = folder_graph("config", &files);
+    let edges = |stem: &str| graph[stem].iter().cloned().collect::<Vec<_>>();
+    assert_eq!(edges("mod"), ["c"], "{graph:?}");
+    assert_eq!(edges("a"), ["b"], "{graph:?}");
+    assert_eq!(edges("b"), ["c", "mod"], "{graph:?}");
+    assert_eq!(edges("c"), ["a"], "{graph:?}");
+    assert_eq!(edges("d"), ["mod"], "{graph:?}");
+    // The planted loop a → b → c → a is found; cutting c's import ends it.
+    assert_eq!(cycle_through(&graph, "a").unwrap(), ["a", "b", "c", "a"]);
+    let mut cut = graph.clone();
+    cut.get_mut("c").unwrap().clear();
+    assert_eq!(cycle_through(&cut, "a"), None);
+    // The real tree has the edges its files import.
+    let real = folder_graphs();
+    assert!(
+        real[Path::new("package")]["wheel"].contains("variant"),
+        "{real:?}"
+    );
+    assert!(
+        real[Path::new("toolchain")]["nvcc"].contains("mod"),
+        "{real:?}"
+    );
+}
+
+#[test]
+fn the_function_scanner_skips_literals_comments_and_test_modules() {
+    let text = r##"fn short() {
+    let s = "}{ fn fake() {";
+    let r = (r#"" } "#, br"{");
+    let c = ('{', '\'', '\u{7d}');
+    // } a closing brace in a comment
+    /* { nested /* } */ */
+}
+
+pub(crate) fn with_array(x: [u8; 4]) -> impl Fn(&str) -> bool {
+    move |s: &'static str| s.len() == x.len()
+}
+
+trait T {
+    fn declared(&self);
+}
+
+#[cfg(test)]
+mod tests {
+    fn in_a_test() {
+    }
+}
+"##;
+    assert_eq!(
+        function_lengths(text),
+        [
+            ("short".to_string(), 1, 7),
+            ("with_array".to_string(), 9, 3)
+        ]
+    );
+}
+
+#[test]
+fn no_file_imports_a_sibling_that_imports_it_back() {
+    let mut cycles = BTreeSet::new();
+    for (folder, graph) in folder_graphs() {
+        for file in graph.keys() {
+            if let Some(mut cycle) = cycle_through(&graph, file) {
+                // Each loop once, from its first file by name.
+                cycle.pop();
+                let first = (0..cycle.len()).min_by_key(|&i| &cycle[i]).unwrap_or(0);
+                cycle.rotate_left(first);
+                cycle.push(cycle[0].clone());
+                cycles.insert(format!("src/{}: {}", folder.display(), cycle.join(" -> ")));
+            }
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "import cycles between the files of a folder (move what they share into a file that \
+         imports neither):\n{}",
+        cycles.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn no_function_is_over_80_lines() {
+    let mut too_long = Vec::new();
+    for (path, text) in sources() {
+        for (name, line, lines) in function_lengths(&text) {
+            if lines > FN_LINES {
+                too_long.push(format!(
+                    "src/{}:{line}: `{name}` {lines} lines",
+                    path.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        too_long.is_empty(),
+        "functions over {FN_LINES} lines (split them into named steps):\n{}",
+        too_long.join("\n")
+    );
 }
 
 #[test]
