@@ -9,6 +9,7 @@ mod build_pipeline;
 mod build_schedule;
 mod capabilities_hf;
 mod check;
+mod ci_road;
 mod compile_cache;
 mod compile_command;
 mod compile_real;
