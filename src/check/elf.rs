@@ -96,8 +96,9 @@ fn manylinux_findings(policy: &str, file: &object::File<'_>, finding: Report<'_>
                 finding(
                     "manylinux",
                     format!("`{name}@{dep}_{version}` is newer than {policy} allows"),
-                    "build on a manylinux_2_28 toolchain (see README), or pass `--manylinux none` \
-                     to skip this rule",
+                    "rebuild with `kbuild build` (its default binds imports to manylinux_2_28: \
+                     README \"Portable builds\"; a warning then names what it cannot), or pass \
+                     `--manylinux none` to skip this rule",
                 )
             })
             .collect(),
