@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::common::kbuild::{cuda_bin, fixture, kbuild, python_ok, run, stdout_json};
+use crate::common::redact::Redact;
 
 const CPU_VARIANT_CHECK: &str = r#"
 import pathlib, sys, torch, kernels
@@ -57,6 +58,13 @@ fn cpu_build_loads_through_kernels_and_rebuilds_only_what_changed() {
     let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json"]));
     assert!(out.status.success());
     assert_eq!(compiled_labels(&out).len(), 2, "binding + cpu kernel");
+    // The summary's shape; the id holds the sources' hash, `jobs` follows the machine's cores.
+    insta::assert_json_snapshot!(
+        "cpu_build_json_summary",
+        Redact::new()
+            .path(root, "[project]")
+            .stdout_json(&out, &["id", "jobs", "seconds"])
+    );
     let loaded = check_cpu_variant(root);
     assert!(loaded.contains("ok _relu_cpu_"), "{loaded}");
     assert!(loaded.trim().ends_with("cpu"), "{loaded}");
