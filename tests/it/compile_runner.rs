@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crate::common::fake_cc::{FakeCompiler, job, write};
 use kbuild::compile::{CompileError, CompileSettings, compile_all};
 use kbuild::hint::Hint;
-use kbuild::schedule::{JobError, Unit, run_jobs};
 use kbuild::report::{Recorder, UnitOutcome};
+use kbuild::schedule::{JobError, Unit, run_jobs};
 
 fn settings(root: &Path, jobs: usize) -> CompileSettings {
     CompileSettings {
