@@ -7,6 +7,7 @@ use kbuild::package::{PackageError, unpack_artifact};
 
 use crate::common::hub::Hub;
 use crate::common::kbuild::{fixture, kbuild, run};
+use crate::common::redact::Redact;
 use crate::common::variant::{CPU_VARIANT, project_with_variant};
 
 /// One entry of a hand-crafted archive: its raw name, type, content and link target.
@@ -197,6 +198,10 @@ fn pack(project: &Path, dist: &Path) -> PathBuf {
         .args(["pack", "--json", "--dist-dir"])
         .arg(dist));
     assert!(out.status.success());
+    insta::assert_json_snapshot!(
+        "pack_json_lists_each_artifact",
+        Redact::new().path(dist, "[dist]").stdout_json(&out, &[])
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     PathBuf::from(json[0]["path"].as_str().unwrap())
 }

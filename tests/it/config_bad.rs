@@ -1,13 +1,16 @@
-//! Bad build.toml files: `kbuild check-config` and `kbuild build` both fail with
-//! `build.toml:LINE:COL: <message>` and a `hint:`, and leave `build/` exactly as it was.
+//! Bad build.toml files: `kbuild check-config` and `kbuild build` both fail with the same
+//! `build.toml:LINE:COL: <message>` and `hint:`, and leave `build/` exactly as it was.
 //!
 //! Each case writes a small project into a temp dir. `@@` in a case's build.toml marks where the
-//! error must point; it is removed before the file is written.
+//! error must point; it is removed before the file is written. The whole stderr is a snapshot
+//! named after the case.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::SystemTime;
+
+use crate::common::redact::Redact;
 
 /// `[general]` and `[torch]` of a valid project; cases append kernels or replace it.
 const HEAD: &str = r#"[general]
@@ -29,9 +32,9 @@ src = ["kernels/relu.cu"]
 "#;
 
 struct Case {
+    /// The test's name, which names its snapshot.
+    name: &'static str,
     toml: String,
-    message: &'static str,
-    hint: &'static str,
     /// Extra changes to the project tree before running.
     setup: fn(&Path),
 }
@@ -116,11 +119,15 @@ fn run_case(case: Case) {
     write_project(&project, &toml);
     (case.setup)(&project);
     let before = snapshot(&project.join("build"));
-    let expected_at = format!("build.toml:{line}:{col}: ");
+    let expected_at = format!("error: [proj]/build.toml:{line}:{col}: ");
+    let redact = Redact::new()
+        .path(&project, "[proj]")
+        .path(tmp.path(), "[tmp]");
 
+    let mut first_stderr: Option<String> = None;
     for args in [&["check-config"][..], &["build"][..]] {
         let out = kbuild(&project, &cwd, args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = redact.stderr(&out);
         assert!(
             !out.status.success(),
             "`kbuild {args:?}` succeeded on a bad build.toml:\n{toml}"
@@ -130,24 +137,24 @@ fn run_case(case: Case) {
             !stderr.contains("panicked"),
             "`kbuild {args:?}` panicked: {stderr}"
         );
-        let error_line = stderr
-            .lines()
-            .find(|l| l.starts_with("error: "))
-            .unwrap_or_else(|| panic!("no `error:` line in: {stderr}"));
         assert!(
-            error_line.contains(&format!("{expected_at}{}", case.message)),
-            "`kbuild {args:?}`: expected `{expected_at}{}` in the error, got:\n{stderr}",
-            case.message
+            stderr.starts_with(&expected_at),
+            "`kbuild {args:?}`: expected the error at `{expected_at}`, got:\n{stderr}"
         );
-        let hint_line = stderr
-            .lines()
-            .find(|l| l.trim_start().starts_with("hint: "))
-            .unwrap_or_else(|| panic!("no `hint:` line in: {stderr}"));
         assert!(
-            hint_line.contains(case.hint),
-            "`kbuild {args:?}`: expected hint containing `{}`, got:\n{stderr}",
-            case.hint
+            stderr.lines().any(|l| l.starts_with("  hint: ")),
+            "no `hint:` line in: {stderr}"
         );
+        match &first_stderr {
+            None => {
+                insta::assert_snapshot!(case.name, stderr);
+                first_stderr = Some(stderr);
+            }
+            Some(first) => assert_eq!(
+                &stderr, first,
+                "`kbuild build` and `kbuild check-config` report it differently"
+            ),
+        }
         assert!(out.stdout.is_empty(), "stdout should be empty on error");
         assert_eq!(
             snapshot(&project.join("build")),
@@ -163,16 +170,15 @@ fn run_case(case: Case) {
 }
 
 macro_rules! bad_config {
-    ($name:ident, $toml:expr, $message:expr, $hint:expr $(, $setup:expr)?) => {
+    ($name:ident, $toml:expr $(, $setup:expr)? $(,)?) => {
         #[test]
         fn $name() {
             #[allow(unused_mut, unused_assignments)]
             let mut setup: fn(&Path) = no_setup;
             $(setup = $setup;)?
             run_case(Case {
+                name: stringify!($name),
                 toml: $toml.to_string(),
-                message: $message,
-                hint: $hint,
                 setup,
             });
         }
@@ -184,15 +190,11 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"kernels/relu.cu\"]\n@@cuda-flag = [\"-O3\"]\n"
     ),
-    "unknown key `cuda-flag` in `[kernel.relu]`",
-    "did you mean `cuda-flags`? valid keys: `backend`"
 );
 
 bad_config!(
     unknown_top_level_table_suggests_kernel,
     format!("{HEAD}\n[@@kernels.relu]\nbackend = \"cuda\"\n"),
-    "unknown table `[kernels]`",
-    "did you mean `kernel`?"
 );
 
 bad_config!(
@@ -200,15 +202,11 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = @@\"kernels/relu.cu\"\n"
     ),
-    "`src` in `[kernel.relu]` must be an array of strings, found a string",
-    "write it as `src = [\"kernels/relu.cu\"]`"
 );
 
 bad_config!(
     empty_kernel_src_is_rejected,
     format!("{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = @@[]\n"),
-    "`src` in `[kernel.relu]` is empty",
-    "list the files to compile"
 );
 
 bad_config!(
@@ -216,8 +214,6 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [@@\"kernels/rleu.cu\"]\n"
     ),
-    "source `kernels/rleu.cu` does not exist",
-    "did you mean `kernels/relu.cu`?"
 );
 
 bad_config!(
@@ -225,8 +221,6 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"kernels/relu.cu\", @@\"kernels/x/x.cu\"]\n"
     ),
-    "source `kernels/x/x.cu` does not exist",
-    "the directory `kernels/x` does not exist either"
 );
 
 bad_config!(
@@ -234,8 +228,6 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [@@\"/etc/relu.cu\"]\n"
     ),
-    "`/etc/relu.cu` is an absolute path",
-    "relative to the project root"
 );
 
 bad_config!(
@@ -243,8 +235,6 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [@@\"kernels/../../outside.cu\"]\n"
     ),
-    "`kernels/../../outside.cu` is outside the project",
-    "move or copy the file into the project"
 );
 
 bad_config!(
@@ -252,13 +242,11 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [@@\"kernels/linked.cu\"]\n"
     ),
-    "source `kernels/linked.cu` resolves to",
-    "a symlink leads out of the project root",
     |dir: &Path| {
         let outside = dir.parent().unwrap().join("outside.cu");
         fs::write(&outside, "// outside\n").unwrap();
         std::os::unix::fs::symlink(&outside, dir.join("kernels/linked.cu")).unwrap();
-    }
+    },
 );
 
 bad_config!(
@@ -266,15 +254,11 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\"]\nsrc = [\"kernels/relu.cu\"]\ninclude = [@@\"inc\"]\n"
     ),
-    "include directory `inc` does not exist",
-    "did you mean `include`?"
 );
 
 bad_config!(
     duplicate_kernel_table_points_at_the_second_one,
     format!("{HEAD}{RELU}\n[kernel.@@relu]\nbackend = \"cpu\"\n"),
-    "duplicate table `[kernel.relu]` (first defined on line 10)",
-    "each kernel name may appear once"
 );
 
 bad_config!(
@@ -282,8 +266,6 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = @@\"cuda2\"\ndepends = [\"torch\"]\nsrc = [\"kernels/relu.cu\"]\n"
     ),
-    "unknown backend `cuda2`",
-    "did you mean `cuda`? valid kernel backends: `cpu`, `cuda`, `metal`, `rocm`, `xpu`"
 );
 
 bad_config!(
@@ -292,64 +274,46 @@ bad_config!(
         "backends = [\"cuda\", \"cpu\"]",
         "backends = [\"cuda\", @@\"cpux\"]"
     ),
-    "unknown backend `cpux`",
-    "did you mean `cpu`?"
 );
 
 bad_config!(
     capability_without_minor_suggests_major_dot_zero,
     format!("{HEAD}{RELU}cuda-capabilities = [\"8.0\", @@\"9\"]\n"),
-    "invalid CUDA capability `9`",
-    "did you mean `9.0`?"
 );
 
 bad_config!(
     capability_in_nvcc_spelling_is_translated_in_the_hint,
     format!("{HEAD}{RELU}cuda-capabilities = [@@\"sm_90\"]\n"),
-    "invalid CUDA capability `sm_90`",
-    "write `9.0`"
 );
 
 bad_config!(
     capability_that_is_not_a_number_is_rejected,
     format!("{HEAD}{RELU}cuda-capabilities = [@@\"abc\"]\n"),
-    "invalid CUDA capability `abc`",
-    "write `major.minor`"
 );
 
 bad_config!(
     capability_list_without_a_real_capability_is_rejected,
     format!("{HEAD}{RELU}cuda-capabilities = [@@\"11.8\", \"99999.0\"]\n"),
-    "unknown CUDA capability `11.8`: `cuda-capabilities` in `[kernel.relu]` names no real capability",
-    "known capabilities: 3.5, 3.7, 5.0"
 );
 
 bad_config!(
     matrix_dtype_alias_suggests_the_torch_name,
     format!("{HEAD}{RELU}\n[kbuild.cuda-capabilities]\n\"9.0\" = [\"float32\", @@\"fp16\"]\n"),
-    "unknown dtype `fp16`",
-    "did you mean `float16`? valid dtypes: `float32`, `float16`, `bfloat16`"
 );
 
 bad_config!(
     matrix_capability_with_no_dtypes_is_rejected,
     format!("{HEAD}{RELU}\n[kbuild.cuda-capabilities]\n\"8.0\" = [\"float32\"]\n\"9.0\" = @@[]\n"),
-    "capability `9.0` has no dtypes in `[kbuild.cuda-capabilities]`",
-    "list the dtypes to build for it"
 );
 
 bad_config!(
     matrix_key_that_is_not_a_capability_is_rejected,
     format!("{HEAD}{RELU}\n[kbuild.cuda-capabilities]\n@@\"sm_80\" = [\"float32\"]\n"),
-    "invalid CUDA capability `sm_80`",
-    "write `8.0`"
 );
 
 bad_config!(
     unknown_key_in_kbuild_table_is_rejected,
     format!("{HEAD}{RELU}\n[kbuild]\n@@cuda-capability = {{ \"9.0\" = [\"float32\"] }}\n"),
-    "unknown key `cuda-capability` in `[kbuild]`",
-    "did you mean `cuda-capabilities`?"
 );
 
 bad_config!(
@@ -357,50 +321,36 @@ bad_config!(
     format!(
         "{HEAD}{RELU}cuda-capabilities = [\"9.0\", @@\"8.6\"]\n\n[kbuild.cuda-capabilities]\n\"8.0\" = [\"float32\"]\n\"9.0\" = [\"float32\", \"bfloat16\"]\n"
     ),
-    "capability `8.6` of `[kernel.relu]` is not in `[kbuild.cuda-capabilities]`",
-    "add `\"8.6\" = [...]` to `[kbuild.cuda-capabilities]`"
 );
 
 bad_config!(
     kernel_name_with_underscore_suggests_dashes,
     HEAD.replace("name = \"ok-kernel\"", "name = @@\"ok_kernel\""),
-    "invalid kernel name `ok_kernel`",
-    "e.g. `ok-kernel`"
 );
 
 bad_config!(
     negative_version_is_rejected,
     HEAD.replace("version = 1", "version = @@-1"),
-    "`version` must be a whole number from 0 to 4294967295, found `-1`",
-    "version = 1"
 );
 
 bad_config!(
     version_written_as_a_string_is_a_type_error,
     HEAD.replace("version = 1", "version = @@\"1\""),
-    "`version` in `[general]` must be an integer, found a string",
-    "write it as `version = 1`"
 );
 
 bad_config!(
     missing_general_table_is_reported_at_the_top,
     "@@[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n",
-    "missing table `[general]`",
-    "add `[general]` with `name`"
 );
 
 bad_config!(
     missing_name_points_at_general,
     HEAD.replace("[general]\nname = \"ok-kernel\"\n", "@@[general]\n"),
-    "missing key `name` in `[general]`",
-    "add `name = \"my-kernel\"`"
 );
 
 bad_config!(
     torch_and_torch_noarch_together_are_rejected,
     format!("{HEAD}\n@@[torch-noarch]\npyext = [\"py\"]\n"),
-    "`[torch]` and `[torch-noarch]` are exclusive",
-    "keep `[torch]` for compiled kernels"
 );
 
 bad_config!(
@@ -408,22 +358,16 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = [\"torch\", @@\"cutlass_4.5\"]\nsrc = [\"kernels/relu.cu\"]\n"
     ),
-    "unknown dependency `cutlass_4.5` in `[kernel.relu]`",
-    "did you mean `cutlass_4_5`?"
 );
 
 bad_config!(
     missing_python_package_init_says_to_create_it,
     HEAD.replace("name = \"ok-kernel\"", "name = @@\"other-kernel\""),
-    "the Python package of `other-kernel` is missing: `torch-ext/other_kernel/__init__.py` does not exist",
-    "create `torch-ext/other_kernel/__init__.py`"
 );
 
 bad_config!(
     unsupported_edition_names_the_supported_ones,
     HEAD.replace("version = 1\n", "version = 1\nedition = @@4\n"),
-    "unsupported edition `4`",
-    "kbuild reads `edition = 5` and the edition-less v4 format"
 );
 
 bad_config!(
@@ -432,8 +376,6 @@ bad_config!(
         "version = 1\n",
         "version = 1\n@@kernel-depends = [{ repo-id = \"org/k\", version = 1 }]\n"
     ),
-    "unknown key `kernel-depends` in `[general]`",
-    "`kernel-depends` is an edition 5 key"
 );
 
 bad_config!(
@@ -441,15 +383,11 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu_cpu]\nbackend = \"cpu\"\ndepends = [\"torch\"]\nsrc = [\"kernels/relu_cpu.cpp\"]\n@@cuda-capabilities = [\"9.0\"]\n"
     ),
-    "unknown key `cuda-capabilities` in `[kernel.relu_cpu]` (a `cpu` kernel)",
-    "applies to `backend = \"cuda\"` kernels only"
 );
 
 bad_config!(
     invalid_toml_syntax_is_located,
     HEAD.replace("license = \"apache-2.0\"", "license = \"apache-2.0@@\n"),
-    "invalid TOML",
-    "fix the syntax at this position"
 );
 
 bad_config!(
@@ -461,29 +399,21 @@ bad_config!(
             "[torch-noarch]"
         )
     ),
-    "`[kernel.relu]` needs `[torch]`",
-    "replace `[torch-noarch]` with `[torch]`"
 );
 
 bad_config!(
     empty_backends_list_is_rejected,
     HEAD.replace("backends = [\"cuda\", \"cpu\"]", "backends = @@[]"),
-    "`backends` is empty",
-    "backends = [\"cuda\"]"
 );
 
 bad_config!(
     missing_depends_is_reported_like_kernel_builder_does,
     format!("{HEAD}\n@@[kernel.relu]\nbackend = \"cuda\"\nsrc = [\"kernels/relu.cu\"]\n"),
-    "missing key `depends` in `[kernel.relu]`",
-    "add `depends = [\"torch\"]` (or `depends = []`)"
 );
 
 bad_config!(
     torch_and_tvm_ffi_together_are_rejected,
     format!("{HEAD}\n@@[tvm-ffi]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n"),
-    "`[torch]` and `[tvm-ffi]` are exclusive",
-    "`[tvm-ffi]` for TVM FFI ones"
 );
 
 bad_config!(
@@ -492,16 +422,12 @@ bad_config!(
         "[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]",
         "@@[tvm-ffi]\ninclude = [\"include\"]"
     ),
-    "missing key `src` in `[tvm-ffi]`",
-    "add `src = [\"tvm-ffi-ext/binding.cpp\"]`"
 );
 
 bad_config!(
     tvm_ffi_project_needs_its_package_in_tvm_ffi_ext,
     HEAD.replace("name = \"ok-kernel\"", "name = @@\"ok-kernel\"")
         .replace("[torch]", "[tvm-ffi]"),
-    "the Python package of `ok-kernel` is missing: `tvm-ffi-ext/ok_kernel/__init__.py` does not exist",
-    "the kernel's Python API lives in `tvm-ffi-ext/ok_kernel/`"
 );
 
 /// `HEAD` as edition 5.
@@ -512,36 +438,26 @@ fn head_v5() -> String {
 bad_config!(
     general_minver_is_not_a_build_toml_key,
     head_v5().replace("edition = 5\n", "edition = 5\n@@minver = \"0.17\"\n"),
-    "unknown key `minver` in `[general]`",
-    "valid keys: `name`"
 );
 
 bad_config!(
     per_backend_stable_abi_needs_edition_5,
     format!("{HEAD}\n@@[torch.stable-abi]\ncuda = \"2.10\"\n"),
-    "a per-backend `stable-abi` table needs edition 5",
-    "write one version (`stable-abi = \"2.10\"`)"
 );
 
 bad_config!(
     stable_abi_table_with_an_unknown_backend_suggests_one,
     format!("{}\n[torch.stable-abi]\n@@cdua = \"2.10\"\n", head_v5()),
-    "unknown backend `cdua`",
-    "did you mean `cuda`?"
 );
 
 bad_config!(
     torch_bound_that_is_not_a_version_is_rejected,
     format!("{HEAD}minver = @@\"2.x\"\n"),
-    "invalid version `2.x` for `minver` in `[torch]`",
-    "write numbers separated by dots: `minver = \"2.8\"`"
 );
 
 bad_config!(
     cuda_minver_that_is_not_a_version_is_rejected,
     format!("{HEAD}{RELU}cuda-minver = @@\"12.8-rc\"\n"),
-    "invalid version `12.8-rc` for `cuda-minver` in `[kernel.relu]`",
-    "cuda-minver = \"12.8\""
 );
 
 bad_config!(
@@ -550,8 +466,6 @@ bad_config!(
         "[torch]",
         "[general.neuron]\npython-depends = [@@\"nvidia-cutlass-dsl\"]\n\n[torch]"
     ),
-    "unknown Python dependency `nvidia-cutlass-dsl` in `[general.neuron]`",
-    "`nvidia-cutlass-dsl` is a cuda dependency: list it under `[general.cuda]`"
 );
 
 bad_config!(
@@ -560,8 +474,6 @@ bad_config!(
         "[torch]",
         "[general.tpu]\npython-depends = [@@\"jax\"]\n\n[torch]"
     ),
-    "unknown Python dependency `jax` in `[general.tpu]`",
-    "kernel-builder knows no Python dependencies for this backend"
 );
 
 bad_config!(
@@ -570,22 +482,16 @@ bad_config!(
         "edition = 5\n",
         "edition = 5\nkernel-depends = [{ repo-id = \"org/k\", version = 1, revision = @@\"abc\" }]\n"
     ),
-    "`version` and `revision` are exclusive in `general.kernel-depends[0]`",
-    "pin the dependency with one of them"
 );
 
 bad_config!(
     project_root_is_not_a_source,
     format!("{HEAD}\n[kernel.relu]\nbackend = \"cuda\"\ndepends = []\nsrc = [@@\".\"]\n"),
-    "`.` names the project root itself",
-    "relative to the project root"
 );
 
 bad_config!(
     hip_flags_on_a_cuda_kernel_name_the_backend_they_belong_to,
     format!("{HEAD}{RELU}@@hip-flags = [\"-O3\"]\n"),
-    "unknown key `hip-flags` in `[kernel.relu]` (a `cuda` kernel)",
-    "applies to `backend = \"rocm\"` kernels only"
 );
 
 bad_config!(
@@ -593,26 +499,15 @@ bad_config!(
     format!(
         "{HEAD}\n[kernel.relu]\nbackend = @@\"neuron\"\ndepends = []\nsrc = [\"kernels/relu.cu\"]\n"
     ),
-    "backend `neuron` has no compiled kernels",
-    "kernel backends: `cpu`, `cuda`, `metal`, `rocm`, `xpu`"
 );
 
 #[test]
 fn missing_build_toml_names_the_directory_and_how_to_point_elsewhere() {
     let tmp = tempfile::tempdir().unwrap();
     let out = kbuild(tmp.path(), tmp.path(), &["check-config"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr.contains(&format!(
-            "error: no `build.toml` in `{}`",
-            tmp.path().display()
-        )),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("hint: run kbuild in a kernel project, or pass -C <dir>"),
-        "{stderr}"
+    insta::assert_snapshot!(
+        String::from_utf8_lossy(&out.stderr).replace(&tmp.path().display().to_string(), "[proj]")
     );
     assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
 }

@@ -1,7 +1,5 @@
 //! kbuild's integration tests: one crate, one binary; `common` holds what they share.
 
-mod common;
-
 mod artifacts;
 mod build_faults;
 mod build_interrupt;
@@ -10,6 +8,8 @@ mod build_schedule;
 mod capabilities_hf;
 mod check;
 mod ci_road;
+mod cli_help;
+mod common;
 mod compile_cache;
 mod compile_command;
 mod compile_real;
@@ -29,6 +29,7 @@ mod matrix_real;
 mod module_graph;
 mod noop_fast_path;
 mod nvcc_steps;
+mod plan_output;
 mod portable;
 mod publish_cli;
 mod publish_e2e;
@@ -42,3 +43,4 @@ mod stdout_closed;
 mod toolchain_install;
 mod torch_probe;
 mod wheel_install;
+

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::kbuild::{fixture, kbuild, run, venv_seeing_toolchain};
+use crate::common::redact::Redact;
 use sha2::Digest as _;
 
 fn wheels_in(dir: &Path) -> Vec<PathBuf> {
@@ -45,6 +46,12 @@ fn cpu_wheel_installs_imports_runs_an_op_and_uninstalls_cleanly() {
     assert_eq!(
         names,
         ["relu-1+torch215.cxx11.cpu-cp39-abi3-manylinux_2_28_x86_64.whl"]
+    );
+    insta::assert_json_snapshot!(
+        "cpu_wheel_json_summary",
+        Redact::new()
+            .path(root, "[project]")
+            .stdout_json(&out, &["id", "jobs", "seconds"])
     );
     let report = crate::common::kbuild::stdout_json(&out);
     assert_eq!(
