@@ -10,10 +10,7 @@ use crate::common::fake_cc::{FakeCompiler, job, write};
 use kbuild::compile::{CompileError, CompileSettings, compile_all};
 use kbuild::hint::Hint;
 use kbuild::report::{Recorder, UnitOutcome};
-<<<<<<< HEAD
 use kbuild::schedule::NvccMode;
-=======
->>>>>>> arch-snap
 use kbuild::schedule::{JobError, Unit, run_jobs};
 
 fn settings(root: &Path, jobs: usize) -> CompileSettings {

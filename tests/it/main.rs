@@ -43,4 +43,3 @@ mod stdout_closed;
 mod toolchain_install;
 mod torch_probe;
 mod wheel_install;
-
