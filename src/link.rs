@@ -198,6 +198,13 @@ fn make_portable(
         output: job.output.clone(),
         source: Box::new(source),
     };
+    if !portable::is_elf(tmp) {
+        reporter.verbose(&format!(
+            "{}: not an ELF file, left as linked",
+            job.output.display()
+        ));
+        return Ok(());
+    }
     let verbose = |c: &str| reporter.verbose(c);
     if let Some(compat) =
         portable::compat_for(job, tmp, policy, &verbose).map_err(portable_error)?

@@ -141,10 +141,11 @@ impl<'r> Builder<'r> {
             Order::LongestFirst => costs.longest_first(&jobs),
             Order::Fifo => Vec::new(),
         };
+        let cuda = jobs.iter().any(|j| j.lang == crate::plan::Lang::Cuda);
         let schedule = ScheduleReport {
             jobs: budget.jobs,
             order: budget.order,
-            nvcc: prepared.nvcc,
+            nvcc: cuda.then_some(prepared.nvcc),
         };
         if !jobs.is_empty() {
             self.report_compiling(&prepared.project, &jobs, &schedule);
@@ -177,8 +178,9 @@ impl<'r> Builder<'r> {
             Order::LongestFirst => "longest first (the last build's times)",
             Order::Fifo => "in plan order",
         };
+        let nvcc = schedule.nvcc.map(|m| format!("{}; ", m.describe()));
         self.reporter
-            .verbose(&format!("{}; jobs start {order}", schedule.nvcc.describe()));
+            .verbose(&format!("{}jobs start {order}", nvcc.unwrap_or_default()));
     }
 
     /// The jobserver the build's job slots come from, when kbuild runs nvcc's steps or nvcc's

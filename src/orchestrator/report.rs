@@ -51,8 +51,9 @@ pub struct ScheduleReport {
     pub jobs: usize,
     /// The order the jobs started in.
     pub order: Order,
-    /// How CUDA units ran nvcc (`steps`, `threads` or `jobserver`).
-    pub nvcc: NvccMode,
+    /// How CUDA units ran nvcc (`steps`, `threads` or `jobserver`); absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvcc: Option<NvccMode>,
 }
 
 impl BuildReport {

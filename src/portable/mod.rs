@@ -75,6 +75,14 @@ pub struct Unportable {
     pub objects: Vec<String>,
 }
 
+/// Whether `path` is an ELF file (what every Linux linker writes; a test's fake linker does not).
+pub fn is_elf(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
+        && magic == *b"\x7fELF"
+}
+
 /// The references of `so` the manylinux `policy` refuses, as `(name, DEP_VERSION)`: HF's
 /// `kernel-abi-check`, the rule `kbuild check` and the Hub apply.
 pub fn violations(so: &Path, policy: &str) -> Result<Vec<(String, String)>, PortableError> {

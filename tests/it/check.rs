@@ -145,12 +145,20 @@ fn check_compares_archs_with_the_cubins_cuobjdump_lists() {
     );
 }
 
-/// The fixture built on this Debian machine: only the glibc 2.32 symbol breaks manylinux_2_28,
-/// and `--manylinux none` (as for a local-only build) passes; the artifact checks the same.
+/// The fixture linked as is on this Debian machine (`build --manylinux none`): only the glibc
+/// 2.32 symbol breaks manylinux_2_28, and `check --manylinux none` (as for a local-only build)
+/// passes; the artifact checks the same. The default build binds it and passes.
 #[test]
-fn built_fixture_fails_manylinux_only_on_libc_single_threaded() {
+fn a_build_as_linked_fails_manylinux_only_on_libc_single_threaded_and_the_default_build_passes() {
     let project = fixture("relu-v5");
-    let out = run(kbuild(project.path()).args(["build", "--backend", "cpu", "--artifact"]));
+    let out = run(kbuild(project.path()).args([
+        "build",
+        "--backend",
+        "cpu",
+        "--artifact",
+        "--manylinux",
+        "none",
+    ]));
     assert!(out.status.success());
     let out = run(kbuild(project.path()).args(["check", "--json"]));
     assert_eq!(out.status.code(), Some(1));
@@ -174,6 +182,13 @@ fn built_fixture_fails_manylinux_only_on_libc_single_threaded() {
         .path();
     let out = check(&artifact, &["--manylinux", "none"]);
     assert!(out.status.success());
+    let out = run(kbuild(project.path()).args(["build", "--backend", "cpu"]));
+    assert!(out.status.success());
+    let out = run(kbuild(project.path()).args(["check"]));
+    assert!(
+        out.status.success(),
+        "the default build is not manylinux_2_28"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
-/work/main/raw/.kbuild/torch215-cxx11-cpu-x86_64-linux/obj/.tmp-9402-probe_cpu__probe.cpp.o: \
- /tmp/.tmpgKpDY1/probe_cpu/probe.cpp /usr/include/stdc-predef.h \
+/work/main/raw/.kbuild/torch215-cxx11-cpu-x86_64-linux/obj/.tmp-26654-probe_cpu__probe.cpp.o: \
+ /tmp/.tmpxZDXhe/probe_cpu/probe.cpp /usr/include/stdc-predef.h \
  /usr/include/dlfcn.h /usr/include/features.h \
  /usr/include/features-time64.h \
  /usr/include/x86_64-linux-gnu/bits/wordsize.h \

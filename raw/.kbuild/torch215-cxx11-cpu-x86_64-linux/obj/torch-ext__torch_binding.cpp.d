@@ -1,5 +1,5 @@
-/work/main/raw/.kbuild/torch215-cxx11-cpu-x86_64-linux/obj/.tmp-9402-torch-ext__torch_binding.cpp.o: \
- /tmp/.tmpgKpDY1/torch-ext/torch_binding.cpp /usr/include/stdc-predef.h \
+/work/main/raw/.kbuild/torch215-cxx11-cpu-x86_64-linux/obj/.tmp-26654-torch-ext__torch_binding.cpp.o: \
+ /tmp/.tmpxZDXhe/torch-ext/torch_binding.cpp /usr/include/stdc-predef.h \
  /work/main/.venv/lib/python3.11/site-packages/torch/include/torch/library.h \
  /work/main/.venv/lib/python3.11/site-packages/torch/include/ATen/core/op_registration/infer_schema.h \
  /work/main/.venv/lib/python3.11/site-packages/torch/include/ATen/core/function_schema.h \
