@@ -49,7 +49,9 @@ fn calls_into_new_glibc_are_bound_to_old_versions_and_the_extension_runs_the_sam
     let project = fixture("portable-probe");
     let root = project.path();
     // As linked, it is not portable: the rule the fix has to satisfy.
-    let (_, raw) = build(root, &["--manylinux", "none", "--out-dir", "raw"]);
+    let raw_dir = root.join("raw");
+    let raw_dir = raw_dir.to_str().unwrap();
+    let (_, raw) = build(root, &["--manylinux", "none", "--out-dir", raw_dir]);
     let refused = check(raw.parent().unwrap());
     assert!(!refused.status.success());
     let said = String::from_utf8_lossy(&refused.stdout);
