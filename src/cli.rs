@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Build GPU kernels for the Hugging Face Kernel Hub, and publish them.
@@ -33,13 +34,17 @@ pub struct Cli {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
-    /// Kernel project directory (the one holding build.toml).
+    /// Kernel project directory (the one holding build.toml) [default: the nearest directory
+    /// holding build.toml, from the current one up, as cargo finds Cargo.toml].
+    // Empty stands for "not given": `commands::run` then walks up from the working directory.
     #[arg(
         short = 'C',
         long = "project",
         global = true,
         value_name = "DIR",
-        default_value = "."
+        default_value = "",
+        hide_default_value = true,
+        value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
     )]
     pub project: PathBuf,
     /// Show the commands run and the cache's decisions.
@@ -108,10 +113,92 @@ pub enum Command {
     /// records the exact versions in the project's kbuild.lock; `kbuild build --torch 2.14,2.15`
     /// builds one variant per toolchain.
     Toolchain(ToolchainCommandArgs),
+    /// Start a kernel project: build.toml, one op for CUDA and CPU, its package, tests, CI.
+    ///
+    /// Writes an edition-5 build.toml, `torch-ext/torch_binding.{cpp,h}` (op schema and the
+    /// registration boilerplate), `csrc/` with the op's CUDA and CPU implementation,
+    /// `torch-ext/<package>/__init__.py`, a pytest suite, README.md, .gitignore and a GitHub
+    /// workflow. It builds as generated:
+    /// `kbuild init my-kernel && cd my-kernel && kbuild develop --backend cpu && pytest tests`.
+    /// Existing files are never replaced without `--overwrite`.
+    Init(InitArgs),
+    /// Remove what kbuild wrote into build/ (variants, build/.kbuild), and dist/ with `--dist`.
+    ///
+    /// Runs under the build's lock, so it never pulls files from under a running build. Files
+    /// in build/ that kbuild did not write are kept and named. The next build compiles
+    /// everything again; a `kbuild develop` link works again after the next build.
+    Clean(CleanArgs),
+    /// Recompute the digest of built variants as `kernels` verifies it, and compare.
+    ///
+    /// The digest in metadata.json lists every file of the variant with its hash; `kernels`
+    /// refuses a variant whose files differ. Exits non-zero on a mismatch; `--write` puts the
+    /// recomputed digest into metadata.json instead (after editing a variant's Python by hand).
+    Hash(HashArgs),
     /// Print a shell completion script.
     ///
     /// Example: kbuild completions bash > ~/.local/share/bash-completion/completions/kbuild
     Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Directory of the new project, created when missing [default: the current directory].
+    #[arg(value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Kernel name: lowercase letters, digits and `-`; the Python package replaces `-` with `_`
+    /// [default: the directory's name].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Backends to scaffold, comma-separated: `cuda`, `cpu`.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "cuda,cpu"
+    )]
+    pub backends: Vec<String>,
+    /// Hub license identifier for build.toml (`[general] license`).
+    #[arg(long, value_name = "ID", default_value = "apache-2.0")]
+    pub license: String,
+    /// Replace files of the skeleton that exist (others in the directory are left alone).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Print the written files as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    /// Output directory to clean [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Also remove kbuild's wheels and artifacts from the dist directory.
+    #[arg(long)]
+    pub dist: bool,
+    /// The dist directory for `--dist` [default: <project>/dist].
+    #[arg(long, value_name = "DIR", requires = "dist")]
+    pub dist_dir: Option<PathBuf>,
+    /// List what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print what was removed and kept as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HashArgs {
+    /// A variant directory, or a build directory whose variants are all hashed
+    /// [default: <project>/build].
+    pub path: Option<PathBuf>,
+    /// Write the recomputed digest into metadata.json where it differs or is missing (a
+    /// `metadata.json.sigstore` signature then no longer matches: sign again).
+    #[arg(long)]
+    pub write: bool,
+    /// Print each variant's status and digest as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How to find the toolchain.

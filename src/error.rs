@@ -3,6 +3,7 @@
 
 use thiserror::Error;
 
+use crate::clean::CleanError;
 use crate::config::ConfigError;
 use crate::develop::DevelopError;
 use crate::hint::Hint;
@@ -10,6 +11,7 @@ use crate::managed::InstallError;
 use crate::orchestrator::BuildError;
 use crate::package::PackageError;
 use crate::publish::PublishError;
+use crate::scaffold::ScaffoldError;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]
@@ -29,6 +31,13 @@ pub enum Error {
     NotOneVariant { variants: Vec<String> },
     #[error(transparent)]
     Toolchains(Box<InstallError>),
+    #[error(transparent)]
+    Scaffold(Box<ScaffoldError>),
+    #[error(transparent)]
+    Clean(Box<CleanError>),
+    /// `kbuild hash` found variants whose files do not match their digest.
+    #[error("{count} variant(s) do not match the digest in their metadata.json")]
+    DigestMismatch { count: usize },
     /// A command's result could not be encoded for `--json`.
     #[error("cannot encode {what} as JSON")]
     Json {
@@ -62,6 +71,11 @@ impl Hint for Error {
                 Some("choose one with `--variant` (`kbuild list-variants` names them) or `--backend`".into())
             }
             Error::Toolchains(e) => e.hint(),
+            Error::Scaffold(e) => e.hint(),
+            Error::Clean(e) => e.hint(),
+            Error::DigestMismatch { .. } => Some(
+                "rebuild, or run `kbuild hash --write` if the files changed on purpose".into(),
+            ),
             Error::Json { .. } => Some("this is a kbuild bug: please report it".into()),
             Error::Stdout { .. } => Some(
                 "stdout goes to a full disk or a file that cannot take more: redirect it elsewhere, or free space".into(),
@@ -89,6 +103,8 @@ from_boxed! {
     Develop => DevelopError,
     Package => PackageError,
     Toolchains => InstallError,
+    Scaffold => ScaffoldError,
+    Clean => CleanError,
 }
 
 /// Result with the crate's error.

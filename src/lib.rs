@@ -7,6 +7,7 @@
 //! seam, and `commands` turns resolved settings into one library call each. See ARCHITECTURE.md.
 
 pub mod check;
+pub mod clean;
 pub mod cli;
 pub mod commands;
 pub mod compile;
@@ -26,5 +27,6 @@ pub mod portable;
 pub mod process;
 pub mod publish;
 pub mod report;
+pub mod scaffold;
 pub mod schedule;
 pub mod toolchain;

@@ -3,7 +3,10 @@
 pub mod build;
 pub mod check;
 pub mod check_config;
+pub mod clean;
 pub mod develop;
+pub mod hash;
+pub mod init;
 pub mod list_variants;
 pub mod pack;
 pub mod publish;
@@ -11,6 +14,7 @@ pub mod settings;
 pub mod toolchain;
 pub mod wheel;
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, ToolchainCommand};
@@ -18,7 +22,7 @@ use crate::error::Result;
 use crate::report::{Printer, Verbosity};
 
 /// Dispatch a parsed command line.
-pub fn run(cli: Cli) -> Result<ExitCode> {
+pub fn run(mut cli: Cli) -> Result<ExitCode> {
     let verbosity = if cli.global.quiet {
         Verbosity::Quiet
     } else if cli.global.verbose {
@@ -26,7 +30,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     } else {
         Verbosity::Normal
     };
-    let project = cli.global.project.clone();
+    // `init` makes a project: its DIR is relative to `-C` as given, never to one found above.
+    let given = cli.global.project.clone();
+    let project = project_dir(&given);
+    cli.global.project = project.clone();
     match cli.command {
         Command::Build(args) => {
             let printer = Printer::new(verbosity, args.json);
@@ -62,6 +69,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, json);
             toolchain::run(&project, args.command, &printer)?;
         }
+        Command::Clean(args) => clean::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::Hash(args) => hash::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::Init(args) => init::run(&given, &args, &Printer::new(verbosity, args.json))?,
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             // Generated into memory: clap_complete panics when its writer fails.
@@ -71,6 +81,19 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `-C` when given, else the nearest directory holding build.toml from the working directory
+/// up (`.` when that is the working directory itself or none is found).
+fn project_dir(given: &Path) -> PathBuf {
+    if !given.as_os_str().is_empty() {
+        return given.to_path_buf();
+    }
+    let cwd = std::env::current_dir().ok();
+    match crate::config::find_project_root(Path::new(".")) {
+        Some(root) if Some(&root) != cwd.as_ref() => root,
+        _ => PathBuf::from("."),
+    }
 }
 
 /// Print `value` as pretty JSON on stdout.

@@ -37,6 +37,7 @@
 //!
 //! Errors stop at the first problem and point at it as `build.toml:line:column`.
 
+mod discover;
 mod error;
 mod general;
 mod kernels;
@@ -50,6 +51,7 @@ mod validate;
 mod values;
 mod version;
 
+pub use discover::find_project_root;
 pub use error::{ConfigError, ErrorKind};
 pub use location::Location;
 pub use model::*;

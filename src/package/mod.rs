@@ -9,6 +9,7 @@ mod generate;
 mod inspect;
 mod metadata;
 pub mod name;
+mod rehash;
 mod stage;
 pub mod tree;
 mod variant;
@@ -22,6 +23,7 @@ pub use metadata::{
     BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, KernelDependencyEntry,
     Metadata, Provenance,
 };
+pub use rehash::{HashCheck, HashStatus, hash_variants};
 pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
 pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};
 pub use wheel::{Wheel, write_wheel};
