@@ -142,7 +142,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// Directory of the new project, created when missing [default: the current directory].
+    /// Directory of the new project, created when missing.
     #[arg(value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
     /// Kernel name: lowercase letters, digits and `-`; the Python package replaces `-` with `_`
