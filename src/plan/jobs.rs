@@ -14,9 +14,6 @@ use crate::toolchain::{Nvcc, Toolchain, TorchEnv, TorchInfo, target_version_defi
 struct Unit<'a> {
     src: &'a Path,
     lang: Lang,
-    // `[torch] src`: the op bindings, the only units that see TORCH_EXTENSION_NAME, so a new
-    // commit (a new op namespace) recompiles the bindings and not every kernel.
-    binding: bool,
     include: &'a [PathBuf],
     cuda_flags: &'a [String],
     cxx_flags: &'a [String],
@@ -36,6 +33,8 @@ struct Shared<'a> {
     /// a static local or template static member through a GNU-unique symbol.
     no_gnu_unique: bool,
     defines: Vec<(String, Option<String>)>,
+    /// `-I` dirs of every unit before its own `include`: HF's target-wide `csrc`.
+    include_dirs: Vec<PathBuf>,
     system_include_dirs: Vec<PathBuf>,
 }
 
@@ -79,6 +78,7 @@ pub(super) fn fill_compiled_variant(
         cxx_id: cxx.map(|c| c.version.clone()).unwrap_or_default(),
         no_gnu_unique: cxx.is_some_and(|c| c.has_gnu_unique()),
         defines: defines(bindings, torch, variant)?,
+        include_dirs: extension_include_dirs(project),
         system_include_dirs,
     };
     let compile = compile_jobs(&shared, &units, nvcc, settings);
@@ -108,7 +108,6 @@ fn units_of<'a>(
     for src in &bindings.src {
         units.extend(unit(
             src,
-            true,
             &bindings.include,
             &[],
             &bindings.cxx_flags,
@@ -133,7 +132,6 @@ fn units_of<'a>(
         for src in &kernel.src {
             let unit = unit(
                 src,
-                false,
                 &kernel.include,
                 &kernel.cuda_flags,
                 &kernel.cxx_flags,
@@ -148,7 +146,10 @@ fn units_of<'a>(
     units
 }
 
-/// The defines every unit of the variant gets (`TORCH_EXTENSION_NAME` only the bindings).
+/// The defines every unit of the variant gets, as HF's CMake gives them to the whole extension
+/// target: torch's, the backend's, the stable-ABI target, `NDEBUG` and `TORCH_EXTENSION_NAME`.
+/// Every kernel unit sees the op namespace too (kernels may register ops or name the module
+/// with it), so a new namespace (a new commit) recompiles every unit, not only the bindings.
 fn defines(
     bindings: &Bindings,
     torch: &TorchEnv,
@@ -157,7 +158,10 @@ fn defines(
     let backend = variant.backend;
     let mut defines: Vec<(String, Option<String>)> = torch.flags.defines.clone();
     defines.push(("TORCH_EXTENSION_NAME".into(), Some(variant.id.clone())));
-    defines.push((format!("{}_KERNEL", backend.as_str().to_uppercase()), None));
+    defines.extend(backend_defines(backend));
+    if backend == Backend::Cuda {
+        defines.extend(torch.flags.cuda_variant_defines.iter().cloned());
+    }
     if let Some(target) = bindings
         .stable_abi
         .as_ref()
@@ -170,6 +174,32 @@ fn defines(
     defines.push(("NDEBUG".into(), None));
     defines.sort();
     Ok(defines)
+}
+
+/// What HF's preamble adds for the backend with `add_compile_definitions` (every unit, C++ and
+/// device code alike): `<BACKEND>_KERNEL`, and `USE_<BACKEND>` for the GPU backends.
+fn backend_defines(backend: Backend) -> Vec<(String, Option<String>)> {
+    let kernel = format!("{}_KERNEL", backend.as_str().to_uppercase());
+    let uses = match backend {
+        Backend::Cuda => Some(("USE_CUDA", Some("1"))),
+        Backend::Rocm => Some(("USE_ROCM", Some("1"))),
+        Backend::Xpu => Some(("USE_XPU", None)),
+        _ => None,
+    };
+    let mut defines = vec![(kernel, None)];
+    defines.extend(uses.map(|(n, v)| (n.to_string(), v.map(String::from))));
+    defines
+}
+
+/// HF's target-wide include directory: `target_include_directories(... PRIVATE csrc)` in
+/// kernel-builder's `define_gpu_extension_target`, relative to the project root. Left out when
+/// the project has no `csrc` (the compilers would ignore it).
+fn extension_include_dirs(project: &Project) -> Vec<PathBuf> {
+    let csrc = project.root.join("csrc");
+    match csrc.is_dir() {
+        true => vec![csrc],
+        false => Vec::new(),
+    }
 }
 
 /// One compile job per unit. How nvcc runs was decided once for the build
@@ -225,7 +255,6 @@ fn stable_abi_define(
 /// A unit for `src`, or `None` for files that are not compiled (headers listed in `src`).
 fn unit<'a>(
     src: &'a Path,
-    binding: bool,
     include: &'a [PathBuf],
     cuda_flags: &'a [String],
     cxx_flags: &'a [String],
@@ -239,7 +268,6 @@ fn unit<'a>(
     Some(Unit {
         src,
         lang,
-        binding,
         include,
         cuda_flags,
         cxx_flags,
@@ -255,8 +283,11 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
     } = shared;
     let rel = unit.src.to_string_lossy().replace(['/', '\\'], "__");
     let object = variant.obj_dir.join(format!("{rel}.o"));
-    let mut include_dirs = vec![variant.generated_include.clone(), project.root.clone()];
+    // HF's order: the target's `csrc`, then the unit's `include`; last the headers kbuild
+    // generates (`registration.h`, which HF writes beside the bindings, and `kbuild_dtypes.h`).
+    let mut include_dirs = shared.include_dirs.clone();
     include_dirs.extend(unit.include.iter().map(|i| project.root.join(i)));
+    include_dirs.push(variant.generated_include.clone());
     // Paths under the project (`__FILE__` in TORCH_CHECK and TORCH_LIBRARY, debug info) are
     // written relative to it, so two checkouts build byte-identical objects.
     let prefix_map = format!("-ffile-prefix-map={}=.", project.root.display());
@@ -281,12 +312,7 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
             .chain(&unit.dep_includes)
             .cloned()
             .collect(),
-        defines: shared
-            .defines
-            .iter()
-            .filter(|(name, _)| unit.binding || name != "TORCH_EXTENSION_NAME")
-            .cloned()
-            .collect(),
+        defines: shared.defines.clone(),
         flags,
         host_flags: Vec::new(),
         gencodes: Vec::new(),
@@ -302,15 +328,37 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
     let mut job = cxx_job(shared, unit);
     let flags = &shared.torch.flags;
     job.defines.extend(flags.cuda_defines.iter().cloned());
+    // kernel-builder's `get_torch_gpu_compiler_flags` (the CUDA-only `GPU_FLAGS`): fp8 code
+    // (e.g. paged-attention's kv-cache conversions) is compiled in from CUDA 11.8 on.
+    if nvcc.version >= (11, 8) {
+        job.defines.push(("ENABLE_FP8".into(), None));
+    }
+    job.defines.sort();
+    job.std = flags.cuda_std.clone();
     job.host_flags = std::mem::take(&mut job.flags);
-    job.flags = flags.cuda_flags.clone();
-    job.flags.extend(unit.cuda_flags.iter().cloned());
+    // CMake starts every nvcc command with it (nvcc >= 10.2): a host-only flag in a kernel's
+    // `cuda-flags` (`-Wno-…`, `-fopenmp`) reaches the host compiler instead of failing nvcc.
+    job.flags = vec!["-forward-unknown-to-host-compiler".to_string()];
+    job.flags.extend(flags.cuda_flags.iter().cloned());
+    // As HF's `cuda_kernel_component`: nvcc before 12.8 does not know this flag, so a kernel
+    // that sets it for newer nvcc still builds with an older one.
+    let known = |f: &&String| nvcc.version >= (12, 8) || !is_template_stub_flag(f);
+    job.flags
+        .extend(unit.cuda_flags.iter().filter(known).cloned());
     job.gencodes = unit.gencodes.clone();
     job.nvcc_threads = threads_per_job.min(job.gencodes.len().max(1) as u32);
     job.compiler = nvcc.path.clone();
     job.host_compiler = Some(shared.cxx_path.clone());
     job.compiler_id = format!("{} | host {}", nvcc.id, shared.cxx_id);
     job
+}
+
+/// `-static-global-template-stub=true|false` (nvcc 12.8 and later).
+fn is_template_stub_flag(flag: &str) -> bool {
+    matches!(
+        flag.strip_prefix("-static-global-template-stub="),
+        Some("true" | "false")
+    )
 }
 
 /// Link every object of the variant into `<work>/<id>.abi3.so` against torch (and cudart).

@@ -11,7 +11,9 @@ mod torch;
 
 pub use cache::{FactCache, FileStamp, kbuild_stamp};
 pub use nvcc::{Nvcc, find_nvcc};
-pub use python::{PROBE_IMPORT_ENV, Python, TORCH_PROBE, TorchInfo, find_python};
+pub use python::{
+    PROBE_IMPORT_ENV, Python, TORCH_PROBE, TorchCmakeDefines, TorchInfo, find_python,
+};
 pub use torch::{ExtensionFlags, TorchEnv, find_torch, target_version_define};
 
 use std::path::{Path, PathBuf};

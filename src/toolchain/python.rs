@@ -42,6 +42,18 @@ pub struct TorchInfo {
     /// `TORCH_CHECK` threw in a C++20 build against torch 2.11).
     #[serde(default = "default_cxx_std")]
     pub cxx_std: u32,
+    /// The compile definitions torch's CMake package gives a target that links `torch`.
+    #[serde(default)]
+    pub cmake_defines: TorchCmakeDefines,
+}
+
+/// `INTERFACE_COMPILE_DEFINITIONS` of torch's libraries in its `Caffe2Targets.cmake`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TorchCmakeDefines {
+    /// `torch_cpu`'s, e.g. `USE_DISTRIBUTED`, `USE_C10D_GLOO`.
+    pub torch_cpu: Vec<String>,
+    /// `torch_cuda`'s (a CUDA build of torch only), e.g. `USE_C10D_NCCL`.
+    pub torch_cuda: Vec<String>,
 }
 
 fn default_cxx_std() -> u32 {
@@ -59,9 +71,12 @@ impl TorchInfo {
         self.cuda.as_deref().and_then(parse_major_minor)
     }
 
-    /// The `-std=` value for code that includes torch headers: the standard torch was built with.
-    pub fn cxx_std(&self) -> String {
-        format!("c++{}", self.cxx_std)
+    /// The C++ standard of code that includes torch headers, as HF's build chooses it:
+    /// kernel-builder sets `CXX_STANDARD` 17 below torch 2.12 and 20 from 2.12 on, and CMake
+    /// raises it to torch's own (`cxx_std_NN`) where that is newer.
+    pub fn cxx_standard(&self) -> u32 {
+        let hf = if self.major_minor() < (2, 12) { 17 } else { 20 };
+        hf.max(self.cxx_std)
     }
 }
 
@@ -210,7 +225,21 @@ try:
         std = int(m.group(1)) if m else 17
 except OSError:
     pass
-answer = {"cxx_std": std}
+# What torch's CMake package adds to a target that links `torch`, as HF's build does:
+# torch_cpu's and torch_cuda's INTERFACE_COMPILE_DEFINITIONS (generator expressions left out).
+targets = os.path.join(d, "share", "cmake", "Caffe2", "Caffe2Targets.cmake")
+watch.append(targets)
+cmake_defines = {"torch_cpu": [], "torch_cuda": []}
+try:
+    with open(targets) as f:
+        text = f.read()
+    for target, found in cmake_defines.items():
+        m = re.search(r"set_target_properties\(%s PROPERTIES\n(.*?)\n\)" % target, text, re.S)
+        m = m and re.search(r'INTERFACE_COMPILE_DEFINITIONS "([^"]*)"', m.group(1))
+        found += [i for i in (m.group(1).split(";") if m else []) if i and "$<" not in i]
+except OSError:
+    pass
+answer = {"cxx_std": std, "cmake_defines": cmake_defines}
 answer.update(facts)
 answer.update({
     "include_dirs": [os.path.join(d, "include"), os.path.join(d, "include", "torch", "csrc", "api", "include")],

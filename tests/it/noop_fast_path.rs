@@ -38,7 +38,8 @@ for a in "$@"; do
   esac
   prev="$a"
 done
-[ -n "$out" ] && echo "built from $src" > "$out"
+# The object depends on the source's content, as a real one does (an edit relinks).
+[ -n "$out" ] && {{ echo "built from $src"; [ -n "$src" ] && cksum < "$src"; }} > "$out"
 [ -n "$dep" ] && echo "$out: $src" > "$dep"
 exit 0
 "#,
@@ -106,8 +107,17 @@ impl FakeTools {
 
     /// `kbuild -C project build` with these tools only.
     fn build(&self, project: &Path) -> std::process::Output {
+        self.build_with(project, &[])
+    }
+
+    /// [`FakeTools::build`] with more arguments.
+    fn build_with(&self, project: &Path, args: &[&str]) -> std::process::Output {
         let mut cmd = crate::common::kbuild::bin();
-        cmd.arg("-C").arg(project).arg("build").arg("--json");
+        cmd.arg("-C")
+            .arg(project)
+            .arg("build")
+            .arg("--json")
+            .args(args);
         cmd.arg("--python").arg(&self.python);
         cmd.arg("--nvcc").arg(&self.nvcc);
         cmd.env("CXX", &self.cxx);
@@ -223,14 +233,16 @@ fn changing_nvcc_asks_nvcc_again_and_nothing_else() {
 fn an_edited_source_recompiles_and_relinks_without_asking_the_toolchain() {
     let project = fixture("relu-v5");
     let tools = FakeTools::new();
-    tools.build(project.path());
+    // Outside git the op namespace hashes the sources, and every unit sees it (as in HF's
+    // build): a fixed namespace keeps an edit to the edited unit.
+    let fixed = ["--unique-id", "dev"];
+    tools.build_with(project.path(), &fixed);
     tools.take_calls();
 
     let cu = project.path().join("relu_cuda/relu.cu");
     let text = std::fs::read_to_string(&cu).unwrap();
     rewrite(&cu, &format!("{text}\n// edited\n"));
-    let out = tools.build(project.path());
-    // Outside git the op namespace hashes the sources: the bindings compile again too.
+    let out = tools.build_with(project.path(), &fixed);
     let compiled = compiled(&out);
     assert!(
         compiled.iter().any(|l| l.contains("relu.cu")),
@@ -249,8 +261,20 @@ fn an_edited_source_recompiles_and_relinks_without_asking_the_toolchain() {
     assert!(calls.iter().any(|c| c == "nvcc -ccbin"), "{calls:?}");
     assert!(calls.iter().any(|c| c == "c++ -shared"), "{calls:?}");
 
-    tools.build(project.path());
+    tools.build_with(project.path(), &fixed);
     assert_eq!(tools.take_calls(), Vec::<String>::new());
+}
+
+#[test]
+fn outside_git_an_edit_changes_the_op_namespace_and_recompiles_every_unit() {
+    let project = fixture("relu-v5");
+    let tools = FakeTools::new();
+    tools.build(project.path());
+    let cu = project.path().join("relu_cuda/relu.cu");
+    let text = std::fs::read_to_string(&cu).unwrap();
+    rewrite(&cu, &format!("{text}\n// edited\n"));
+    let compiled = compiled(&tools.build(project.path()));
+    assert_eq!(compiled.len(), 4, "{compiled:?}");
 }
 
 #[test]
