@@ -394,6 +394,8 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
                      key=str)
     dflags = [f"-D{k}={v}" if v is not None else f"-D{k}" for k, v in defines]
     std = variant["compile"][0]["std"]
+    # The host compiler gets HF's GNU dialect (`gnu++20`), nvcc `c++20`: take each from its job.
+    cuda_std = next((j["std"] for j in variant["compile"] if j["lang"] == "cuda"), std)
     includes = [str(gen_include)] + sorted({in_cwork(i) for j in variant["compile"]
                                             for i in j["include_dirs"]
                                             if i != variant["generated_include"]})
@@ -411,7 +413,7 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
         "sources": [in_cwork(j["source"]) for j in variant["compile"]],
         "includes": includes,
         "cflags": ["-O3", f"-std={std}"] + dflags,
-        "cuda_cflags": ["-O3", f"-std={std}"] + dflags,
+        "cuda_cflags": ["-O3", f"-std={cuda_std}"] + dflags,
         "dir": str(build_dir),
     })
     cppext = [args.python, "-c", CPPEXT_SCRIPT, spec]
