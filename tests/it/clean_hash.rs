@@ -41,6 +41,11 @@ fn hash_reports_an_edited_variant_and_write_makes_kernels_accept_it_again() {
     let out = run(kbuild(root).args(["hash", "--json"]));
     assert!(out.status.success());
     assert_eq!(stdout_json(&out)[0]["status"], "match");
+    let redact = crate::common::redact::Redact::new().path(root, "[project]");
+    insta::assert_json_snapshot!(
+        "hash_json",
+        redact.stdout_json(&out, &["digest", "recorded", "computed"])
+    );
 
     let init = variant.join("__init__.py");
     let text = std::fs::read_to_string(&init).unwrap();
@@ -105,6 +110,8 @@ fn clean_removes_only_what_kbuild_wrote_and_names_what_it_keeps() {
     let out = run(kbuild(root).args(["clean", "--dist", "--json"]));
     assert!(out.status.success());
     let report = stdout_json(&out);
+    let redact = crate::common::redact::Redact::new().path(root, "[project]");
+    insta::assert_json_snapshot!("clean_json", redact.stdout_json(&out, &[]));
     assert_eq!(report["removed"].as_array().unwrap().len(), 4, "{report}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -89,3 +89,13 @@ fn init_refuses_an_invalid_name_with_the_fix() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot scaffold the backend `rocm`"));
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn init_json_lists_the_project_it_wrote() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("two-ops");
+    let out = init(&root, &["--backends", "cpu", "--json"]);
+    assert!(out.status.success());
+    let redact = crate::common::redact::Redact::new().path(tmp.path(), "[tmp]");
+    insta::assert_json_snapshot!("init_json", redact.stdout_json(&out, &[]));
+}
