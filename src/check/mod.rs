@@ -176,7 +176,7 @@ pub fn check_variant(variant: &BuiltVariant, opts: &CheckOptions) -> Vec<Finding
     let mut out = Vec::new();
     let compiled = matches!(
         VariantName::parse(&variant.name),
-        Some(VariantName::Compiled { .. })
+        Some(VariantName::Compiled { .. } | VariantName::StableAbi { .. })
     );
     let mut needed = vec![
         "__init__.py".to_string(),

@@ -19,6 +19,16 @@ pub enum VariantName {
         /// `linux`, `darwin`.
         os: String,
     },
+    /// A variant built against torch's stable ABI, loaded with any torch at least as new as
+    /// its target: `torch-stable-abi<major><minor>-<compute>-<arch>-<os>` (kernel-builder's
+    /// `generate_build_name`).
+    StableAbi {
+        /// The stable-ABI target (`abi210` is torch 2.10).
+        target: (u32, u32),
+        compute: String,
+        arch: String,
+        os: String,
+    },
     /// A pure-Python variant: `torch-<backend>` (`torch-universal` included).
     Noarch { backend: String },
 }
@@ -26,6 +36,21 @@ pub enum VariantName {
 impl VariantName {
     /// Parse a variant directory name; `None` when it follows neither form.
     pub fn parse(name: &str) -> Option<VariantName> {
+        if let Some(rest) = name.strip_prefix("torch-stable-abi") {
+            let (digits, rest) = rest.split_once('-')?;
+            let torch = torch_digits(digits)?;
+            let (compute, rest) = rest.split_once('-')?;
+            let (arch, os) = rest.rsplit_once('-')?;
+            if !is_word(compute) || !is_word(arch) || !is_word(os) {
+                return None;
+            }
+            return Some(VariantName::StableAbi {
+                target: torch,
+                compute: compute.to_string(),
+                arch: arch.to_string(),
+                os: os.to_string(),
+            });
+        }
         if let Some(backend) = name.strip_prefix("torch-") {
             return is_word(backend).then(|| VariantName::Noarch {
                 backend: backend.to_string(),
@@ -33,11 +58,7 @@ impl VariantName {
         }
         let rest = name.strip_prefix("torch")?;
         let (digits, rest) = rest.split_once('-')?;
-        if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let major = digits[..1].parse().ok()?;
-        let minor = digits[1..].parse().ok()?;
+        let (major, minor) = torch_digits(digits)?;
         let (abi, rest) = rest.split_once('-')?;
         let (compute, rest) = rest.split_once('-')?;
         // The architecture may itself hold `_` (x86_64) but never `-`.
@@ -56,6 +77,14 @@ impl VariantName {
     }
 }
 
+/// `215` → 2.15 (torch majors are single digits).
+fn torch_digits(digits: &str) -> Option<(u32, u32)> {
+    if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((digits[..1].parse().ok()?, digits[1..].parse().ok()?))
+}
+
 fn is_word(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
@@ -63,6 +92,23 @@ fn is_word(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stable_abi_names_give_the_target_compute_and_platform() {
+        assert_eq!(
+            VariantName::parse("torch-stable-abi210-cu132-x86_64-linux"),
+            Some(VariantName::StableAbi {
+                target: (2, 10),
+                compute: "cu132".into(),
+                arch: "x86_64".into(),
+                os: "linux".into(),
+            })
+        );
+        assert_eq!(
+            VariantName::parse("torch-stable-abi2-cpu-x86_64-linux"),
+            None
+        );
+    }
 
     #[test]
     fn compiled_names_give_torch_abi_compute_and_platform() {

@@ -93,6 +93,11 @@ impl WheelSpec {
                     Some(torch),
                 )
             }
+            Some(VariantName::StableAbi { .. }) => {
+                return Err(unsupported(
+                    "kbuild writes no wheel for a stable-ABI variant yet (publish it, or pack it)",
+                ));
+            }
             None => return Err(unsupported("its name is not a variant name kernels loads")),
         };
         Ok(WheelSpec {

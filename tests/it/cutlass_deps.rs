@@ -111,6 +111,13 @@ fn cutlass_from_pypi_compiles_with_nvcc_into_a_cuda_variant() {
         .arg(variant.join("_cutlass_version_cuda_t.abi3.so")));
     assert!(listing.status.success());
     assert!(String::from_utf8_lossy(&listing.stdout).contains("sm_90"));
+    // Portable as built on this machine: the Hub's rules, manylinux_2_28 included, with no flag.
+    let checked = run(kbuild_with(root, &shared_cache()).arg("check"));
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
 }
 
 #[test]

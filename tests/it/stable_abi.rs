@@ -106,6 +106,13 @@ fn stable_abi_cpu_variant_loads_through_kernels_with_a_newer_torch() {
     let root = project.path();
     let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json"]));
     assert!(out.status.success());
+    // Portable as built on this machine: the Hub's rules, manylinux_2_28 included, with no flag.
+    let checked = run(kbuild(root).arg("check"));
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
     let report = stdout_json(&out);
     let variant = Path::new(report["variants"][0]["path"].as_str().unwrap()).to_path_buf();
     assert_eq!(
