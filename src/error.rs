@@ -91,5 +91,56 @@ from_boxed! {
     Toolchains => InstallError,
 }
 
+/// What a failed command reports: on stderr as text, under `--json` as
+/// `{"error": {"message", "hint", "causes"}}` on stdout.
+#[derive(Debug, serde::Serialize)]
+pub struct ErrorReport {
+    pub message: String,
+    pub hint: Option<String>,
+    /// The chain of causes, outermost first.
+    pub causes: Vec<String>,
+}
+
+impl Error {
+    /// The message, every cause once, and the hint.
+    pub fn report(&self) -> ErrorReport {
+        let mut causes = Vec::new();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            causes.push(cause.to_string());
+            source = cause.source();
+        }
+        ErrorReport {
+            message: self.to_string(),
+            hint: self.hint(),
+            causes,
+        }
+    }
+}
+
+impl ErrorReport {
+    /// The text for stderr: `error:`, one `caused by:` per cause, then `hint:`.
+    pub fn text(&self) -> String {
+        let mut text = format!("error: {}\n", self.message);
+        for cause in &self.causes {
+            text.push_str(&format!("  caused by: {cause}\n"));
+        }
+        if let Some(hint) = &self.hint {
+            text.push_str(&format!("  hint: {hint}\n"));
+        }
+        text
+    }
+
+    /// The JSON for stdout under `--json`.
+    pub fn json(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct Failed<'a> {
+            error: &'a ErrorReport,
+        }
+        // Strings only: serializing cannot fail.
+        serde_json::to_string_pretty(&Failed { error: self }).unwrap_or_default() + "\n"
+    }
+}
+
 /// Result with the crate's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -27,6 +27,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Verbosity::Normal
     };
     let project = cli.global.project.clone();
+    let json = wants_json(&cli);
     match cli.command {
         Command::Build(args) => {
             let printer = Printer::new(verbosity, args.json);
@@ -58,7 +59,6 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             return publish::run(&cli.global, &args, &printer);
         }
         Command::Toolchain(args) => {
-            let json = matches!(&args.command, ToolchainCommand::List(l) if l.json);
             let printer = Printer::new(verbosity, json);
             toolchain::run(&project, args.command, &printer)?;
         }
@@ -71,6 +71,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the command line asks for `--json` (a failure is then reported on stdout too).
+pub fn wants_json(cli: &Cli) -> bool {
+    match &cli.command {
+        Command::Build(args) | Command::Wheel(args) => args.json,
+        Command::Check(args) => args.json,
+        Command::Pack(args) => args.json,
+        Command::ListVariants(args) => args.json,
+        Command::CheckConfig(args) => args.json,
+        Command::Publish(args) => args.json,
+        Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
+        Command::Develop(_) | Command::Completions(_) => false,
+    }
 }
 
 /// Print `value` as pretty JSON on stdout.
