@@ -3,6 +3,7 @@
 
 use thiserror::Error;
 
+use crate::check::CheckError;
 use crate::config::ConfigError;
 use crate::develop::DevelopError;
 use crate::hint::Hint;
@@ -24,6 +25,8 @@ pub enum Error {
     Develop(Box<DevelopError>),
     #[error(transparent)]
     Package(Box<PackageError>),
+    #[error(transparent)]
+    Check(Box<CheckError>),
     /// `develop` installs exactly one variant; the selection holds another number.
     #[error("`kbuild develop` installs one variant, but {} are selected: [{}]", variants.len(), variants.join(", "))]
     NotOneVariant { variants: Vec<String> },
@@ -58,6 +61,7 @@ impl Hint for Error {
             Error::Publish(e) => e.hint(),
             Error::Develop(e) => e.hint(),
             Error::Package(e) => e.hint(),
+            Error::Check(e) => e.hint(),
             Error::NotOneVariant { .. } => {
                 Some("choose one with `--variant` (`kbuild list-variants` names them) or `--backend`".into())
             }
@@ -88,6 +92,7 @@ from_boxed! {
     Publish => PublishError,
     Develop => DevelopError,
     Package => PackageError,
+    Check => CheckError,
     Toolchains => InstallError,
 }
 

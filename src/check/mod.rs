@@ -3,12 +3,15 @@
 //! finding. Also opens artifacts and wheels, unpacked into a temporary directory.
 
 mod elf;
+mod error;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::package::{self, BuiltVariant, PackageError, name::VariantName};
+
+pub use error::CheckError;
 
 /// One violation: the rule, the file, what is wrong and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,7 +43,12 @@ pub struct CheckOptions {
 }
 
 /// Check a build directory, a variant directory, an artifact (`.tar.gz`) or a wheel (`.whl`).
-pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>, PackageError> {
+pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>, CheckError> {
+    if std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Err(CheckError::Missing {
+            path: path.to_path_buf(),
+        });
+    }
     let name = path
         .file_name()
         .unwrap_or_default()
@@ -60,7 +68,7 @@ pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>,
         }]);
     }
     if name.ends_with(".whl") {
-        let file = package::open_regular(path)?;
+        let file = package::open_regular(path).map_err(PackageError::from)?;
         let mut zip = zip::ZipArchive::new(file).map_err(|source| PackageError::Zip {
             path: path.to_path_buf(),
             source,
@@ -82,21 +90,31 @@ fn dirs_below(
     dir: &Path,
     opts: &CheckOptions,
     named: bool,
-) -> Result<Vec<VariantCheck>, PackageError> {
+) -> Result<Vec<VariantCheck>, CheckError> {
     let read = |source| PackageError::Read {
         path: dir.to_path_buf(),
         source,
     };
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+    let entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(read)?
         .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    let mut dirs: Vec<&PathBuf> = entries
+        .iter()
         .filter(|p| p.join("metadata.json").is_file())
         .collect();
     dirs.sort();
     if dirs.is_empty() {
-        return Err(PackageError::NoVariants {
-            dir: dir.to_path_buf(),
-            missing: Vec::new(),
+        let mut archives: Vec<String> = entries
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str())
+            .filter(|n| n.ends_with(".tar.gz") || n.ends_with(".whl"))
+            .map(str::to_string)
+            .collect();
+        archives.sort();
+        return Err(CheckError::NoVariants {
+            path: dir.to_path_buf(),
+            archives,
         });
     }
     Ok(dirs.iter().map(|d| check_dir(d, opts, named)).collect())

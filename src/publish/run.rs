@@ -300,6 +300,7 @@ impl<'a> Session<'a> {
     ) -> PublishSummary {
         let (s, changes) = (self.s, plan.build.changes);
         let paths = |files: &[LocalFile]| files.iter().map(|f| f.repo_path.clone()).collect();
+        let branch_exists = repo.heads.branch.is_some() || repo.branch == "main";
         PublishSummary {
             repo: s.repo_id.clone(),
             repo_type: hf_hub::RepoType::singular(&s.repo_type).to_string(),
@@ -309,8 +310,11 @@ impl<'a> Session<'a> {
             variants: build.variants.iter().map(|v| v.name.clone()).collect(),
             dry_run: s.dry_run,
             create_pr: s.create_pr,
-            repo_created: !repo.exists,
-            branch_created: repo.heads.branch.is_none() && repo.branch != "main",
+            // A dry run creates nothing: what it would create is in `*_exists`.
+            repo_created: !repo.exists && !s.dry_run,
+            branch_created: !branch_exists && !s.dry_run,
+            repo_exists: repo.exists,
+            branch_exists,
             added: paths(&changes.added),
             updated: paths(&changes.updated),
             deleted: changes.deleted.clone(),

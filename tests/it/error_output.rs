@@ -1,6 +1,6 @@
 //! What a user reads when kbuild fails: the message, each cause once, then the hint.
 
-use crate::common::kbuild::{fixture, run};
+use crate::common::kbuild::{fixture, kbuild, python, run};
 
 /// stderr of `kbuild ARGS…`, which must fail.
 fn failing(args: &[&str]) -> String {
@@ -67,4 +67,55 @@ fn every_json_command_reports_its_failure_on_stdout() {
         assert!(error["message"].is_string(), "{args:?}: {report}");
         assert!(error["causes"].is_array(), "{args:?}: {report}");
     }
+}
+
+#[test]
+fn check_of_a_missing_path_says_it_does_not_exist_and_what_path_may_be() {
+    let project = fixture("silu-noarch");
+    let root = project.path().to_str().unwrap();
+    let stderr = failing(&["check", "-C", root, "nonexist"]);
+    insta::assert_snapshot!(stderr);
+}
+
+#[test]
+fn check_of_a_directory_of_artifacts_points_at_one_of_them_not_at_build_dir() {
+    let project = fixture("silu-noarch");
+    let root = project.path();
+    assert!(run(kbuild(root).args(["wheel"])).status.success());
+    assert!(run(kbuild(root).args(["pack"])).status.success());
+    let out = run(kbuild(root).arg("check").arg(root.join("dist")));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr)
+        .unwrap()
+        .replace(&root.display().to_string(), "[project]");
+    assert!(!stderr.contains("--build-dir"), "{stderr}");
+    insta::assert_snapshot!(stderr);
+}
+
+#[test]
+fn a_locked_toolchain_that_is_not_installed_hints_plain_toolchain_install() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.join("kbuild.lock"),
+        "version = 1\n\n[[toolchain]]\nname = \"torch2.14-cpu\"\ntorch = \"2.14\"\n\
+         compute = \"cpu\"\nrequested = [\"torch==2.14.*\"]\npackages = [\"torch==2.14.0\"]\n",
+    )
+    .unwrap();
+    let out = run(kbuild(root)
+        .args(["build", "--dry-run"])
+        .env("KBUILD_CACHE_DIR", cache.path()));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr)
+        .unwrap()
+        .replace(&python().display().to_string(), "[python]");
+    let torch = torch_found(&stderr);
+    insta::assert_snapshot!(stderr.replace(&torch, "[torch]"));
+}
+
+/// The version after "has torch " in `text` (the test Python's torch).
+fn torch_found(text: &str) -> String {
+    let start = text.find("has torch ").expect("names the torch found") + "has torch ".len();
+    text[start..].split_whitespace().next().unwrap().to_string()
 }
