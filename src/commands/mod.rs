@@ -30,7 +30,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let json = wants_json(&cli);
     match cli.command {
         Command::Build(args) => {
-            let printer = Printer::new(verbosity, args.json);
+            let printer = Printer::new(verbosity, json);
             build::run(&project, args, &printer)?;
         }
         Command::Develop(args) => develop::run(&project, args, &Printer::new(verbosity, false))?,
@@ -76,7 +76,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 /// Whether the command line asks for `--json` (a failure is then reported on stdout too).
 pub fn wants_json(cli: &Cli) -> bool {
     match &cli.command {
-        Command::Build(args) | Command::Wheel(args) => args.json,
+        Command::Build(args) => args.options.json,
+        Command::Wheel(args) => args.json,
         Command::Check(args) => args.json,
         Command::Pack(args) => args.json,
         Command::ListVariants(args) => args.json,

@@ -13,14 +13,15 @@ use crate::toolchain::ToolchainSettings;
 pub const DEFAULT_MANYLINUX: &str = "manylinux_2_28";
 
 /// `kbuild build` after argument resolution: CLI > environment > defaults.
-pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
+pub fn settings(project_dir: &Path, build: &BuildArgs) -> BuildSettings {
+    let args = &build.options;
     let dist = || dist_dir(project_dir, args.dist_dir.as_deref());
     BuildSettings {
         out_dir: args.out_dir.clone(),
         unique_id: args.unique_id.clone(),
         outputs: Outputs {
-            wheel_dir: args.wheel.then(dist),
-            artifact_dir: args.artifact.then(dist),
+            wheel_dir: build.wheel.then(dist),
+            artifact_dir: build.artifact.then(dist),
         },
         compiler_launcher: args.compiler_launcher.clone(),
         manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),

@@ -84,7 +84,8 @@ fn load(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Project, Bu
     Ok(project)
 }
 
-/// The plan for `project` built with `toolchain`; reports the backends it skips.
+/// The plan for `project` built with `toolchain`. The backends it skips are reported by the
+/// build (`list-variants` and `--dry-run` print them on stdout: a warning would repeat them).
 fn plan_one(
     project: &Project,
     toolchain: &Toolchain,
@@ -92,9 +93,6 @@ fn plan_one(
     reporter: &dyn Reporter,
 ) -> Result<BuildPlan, BuildError> {
     let plan = plan::make_plan(project, toolchain, settings)?;
-    for s in &plan.skipped {
-        reporter.warn(&format!("skipping backend `{}`: {}", s.backend, s.reason));
-    }
     for note in &plan.notes {
         reporter.info(&format!("note: {note}"));
     }

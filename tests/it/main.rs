@@ -22,6 +22,7 @@ mod cutlass_git;
 mod develop_pytest;
 mod error_output;
 mod generated_files;
+mod help_text;
 mod hub_trust;
 mod matrix_build;
 mod matrix_real;
