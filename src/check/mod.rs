@@ -27,7 +27,47 @@ pub struct Finding {
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantCheck {
     pub variant: String,
+    /// The rules that ran on it (none when it could not be read as a variant).
+    pub rules: Vec<&'static str>,
     pub findings: Vec<Finding>,
+}
+
+impl VariantCheck {
+    /// Every rule on a variant that reads back verified.
+    pub fn of(variant: &BuiltVariant, opts: &CheckOptions) -> Self {
+        VariantCheck {
+            variant: variant.name.clone(),
+            rules: rules_for(variant, opts),
+            findings: check_variant(variant, opts),
+        }
+    }
+}
+
+/// The rules [`check_variant`] runs on `variant` (reading it back ran `metadata`, `digest`
+/// and `id`); the extension rules only where it has an extension.
+fn rules_for(variant: &BuiltVariant, opts: &CheckOptions) -> Vec<&'static str> {
+    let mut rules = vec!["metadata", "digest", "id", "layout"];
+    if variant.files.iter().any(|f| f.ends_with(".so")) {
+        rules.extend(["abi", "python-abi3", "needed", "rpath"]);
+        if opts.manylinux.is_some() {
+            rules.push("manylinux");
+        }
+        if opts.cuobjdump.is_some() && variant.backend == "cuda" {
+            rules.push("archs");
+        }
+    }
+    rules
+}
+
+/// How many distinct rules ran over `checks`.
+pub fn rules_count(checks: &[VariantCheck]) -> usize {
+    let mut all: Vec<&str> = checks
+        .iter()
+        .flat_map(|c| c.rules.iter().copied())
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all.len()
 }
 
 /// Which rules run and how.
@@ -60,10 +100,7 @@ pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>,
     })?;
     if name.ends_with(".tar.gz") {
         return Ok(vec![match package::unpack_artifact(path, staging.path()) {
-            Ok(v) => VariantCheck {
-                variant: v.name.clone(),
-                findings: check_variant(&v, opts),
-            },
+            Ok(v) => VariantCheck::of(&v, opts),
             Err(e) => unreadable(&name, &e),
         }]);
     }
@@ -136,17 +173,21 @@ fn check_dir(dir: &Path, opts: &CheckOptions, named: bool) -> VariantCheck {
     let mut check = if !missing.is_empty() {
         VariantCheck {
             variant: name.clone(),
+            rules: vec!["layout"],
             findings: missing,
         }
     } else {
         match BuiltVariant::read(dir) {
             Ok(v) => VariantCheck {
                 variant: name.clone(),
-                findings: check_variant(&v, opts),
+                ..VariantCheck::of(&v, opts)
             },
             Err(e) => unreadable(&name, &e),
         }
     };
+    if named {
+        check.rules.push("variant-name");
+    }
     if named && VariantName::parse(&name).is_none() {
         check.findings.insert(0, Finding {
             rule: "variant-name",
@@ -180,6 +221,7 @@ fn unreadable(name: &str, e: &PackageError) -> VariantCheck {
     let fix = crate::hint::Hint::hint(e).unwrap_or_else(|| "rebuild it with `kbuild build`".into());
     VariantCheck {
         variant: name.to_string(),
+        rules: vec![rule],
         findings: vec![Finding {
             rule,
             file,

@@ -110,10 +110,7 @@ fn check_rules(build: &LocalBuild, opts: &crate::check::CheckOptions) -> Result<
     let checks: Vec<VariantCheck> = build
         .variants
         .iter()
-        .map(|v| VariantCheck {
-            variant: v.name.clone(),
-            findings: crate::check::check_variant(v, opts),
-        })
+        .map(|v| VariantCheck::of(v, opts))
         .filter(|c| !c.findings.is_empty())
         .collect();
     if checks.is_empty() {
