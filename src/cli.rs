@@ -70,7 +70,7 @@ pub enum Command {
     /// importable under its package name. The local version (`1+torch215.cxx11.cu132`) keeps
     /// variants apart; METADATA pins torch to the major.minor the variant was built for.
     /// Wheels are byte-for-byte reproducible from the same build.
-    Wheel(BuildArgs),
+    Wheel(BuildOptions),
     /// Build, then make the variant importable in a virtual environment under its package name.
     ///
     /// Like `maturin develop`: afterwards `import <package>` (a kernel's own `pytest tests/`)
@@ -232,6 +232,22 @@ pub struct SelectArgs {
 #[derive(Debug, Args)]
 pub struct BuildArgs {
     #[command(flatten)]
+    pub options: BuildOptions,
+    /// Print the plan (variants, compile commands) without running anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also write one wheel per variant (see `kbuild wheel`).
+    #[arg(long)]
+    pub wheel: bool,
+    /// Also write one `<name>-<variant>.tar.gz` per variant (see `kbuild pack`).
+    #[arg(long)]
+    pub artifact: bool,
+}
+
+/// What `build` and `wheel` take alike.
+#[derive(Debug, Args)]
+pub struct BuildOptions {
+    #[command(flatten)]
     pub toolchain: ToolchainArgs,
     #[command(flatten)]
     pub select: SelectArgs,
@@ -247,18 +263,9 @@ pub struct BuildArgs {
     /// Op namespace suffix instead of the hash of the sources.
     #[arg(long, value_name = "ID")]
     pub unique_id: Option<String>,
-    /// Print the plan (variants, compile commands) without running anything.
-    #[arg(long)]
-    pub dry_run: bool,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Also write one wheel per variant (see `kbuild wheel`).
-    #[arg(long)]
-    pub wheel: bool,
-    /// Also write one `<name>-<variant>.tar.gz` per variant (see `kbuild pack`).
-    #[arg(long)]
-    pub artifact: bool,
     /// Where wheels and artifacts go [default: <project>/dist].
     #[arg(long, value_name = "DIR")]
     pub dist_dir: Option<PathBuf>,

@@ -3,6 +3,7 @@
 
 use thiserror::Error;
 
+use crate::check::CheckError;
 use crate::clean::CleanError;
 use crate::config::ConfigError;
 use crate::develop::DevelopError;
@@ -26,6 +27,8 @@ pub enum Error {
     Develop(Box<DevelopError>),
     #[error(transparent)]
     Package(Box<PackageError>),
+    #[error(transparent)]
+    Check(Box<CheckError>),
     /// `develop` installs exactly one variant; the selection holds another number.
     #[error("`kbuild develop` installs one variant, but {} are selected: [{}]", variants.len(), variants.join(", "))]
     NotOneVariant { variants: Vec<String> },
@@ -67,6 +70,7 @@ impl Hint for Error {
             Error::Publish(e) => e.hint(),
             Error::Develop(e) => e.hint(),
             Error::Package(e) => e.hint(),
+            Error::Check(e) => e.hint(),
             Error::NotOneVariant { .. } => {
                 Some("choose one with `--variant` (`kbuild list-variants` names them) or `--backend`".into())
             }
@@ -102,9 +106,61 @@ from_boxed! {
     Publish => PublishError,
     Develop => DevelopError,
     Package => PackageError,
+    Check => CheckError,
     Toolchains => InstallError,
     Scaffold => ScaffoldError,
     Clean => CleanError,
+}
+
+/// What a failed command reports: on stderr as text, under `--json` as
+/// `{"error": {"message", "hint", "causes"}}` on stdout.
+#[derive(Debug, serde::Serialize)]
+pub struct ErrorReport {
+    pub message: String,
+    pub hint: Option<String>,
+    /// The chain of causes, outermost first.
+    pub causes: Vec<String>,
+}
+
+impl Error {
+    /// The message, every cause once, and the hint.
+    pub fn report(&self) -> ErrorReport {
+        let mut causes = Vec::new();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            causes.push(cause.to_string());
+            source = cause.source();
+        }
+        ErrorReport {
+            message: self.to_string(),
+            hint: self.hint(),
+            causes,
+        }
+    }
+}
+
+impl ErrorReport {
+    /// The text for stderr: `error:`, one `caused by:` per cause, then `hint:`.
+    pub fn text(&self) -> String {
+        let mut text = format!("error: {}\n", self.message);
+        for cause in &self.causes {
+            text.push_str(&format!("  caused by: {cause}\n"));
+        }
+        if let Some(hint) = &self.hint {
+            text.push_str(&format!("  hint: {hint}\n"));
+        }
+        text
+    }
+
+    /// The JSON for stdout under `--json`.
+    pub fn json(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct Failed<'a> {
+            error: &'a ErrorReport,
+        }
+        // Strings only: serializing cannot fail.
+        serde_json::to_string_pretty(&Failed { error: self }).unwrap_or_default() + "\n"
+    }
 }
 
 /// Result with the crate's error.

@@ -97,12 +97,21 @@ pub fn stream_regular(path: &Path, mut sink: impl FnMut(&[u8])) -> io::Result<u6
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&temp_prefix("tmp"))
-        .tempfile_in(dir)?;
+    let mut tmp = temp_file_in(dir, "tmp")?;
     tmp.write_all(bytes)?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// A temporary file in `dir` (named as [`temp_prefix`] says) to be renamed into place, created
+/// 0666 less the umask as `File::create` would: tempfile's own 0600 would leave a wheel or an
+/// artifact unreadable to other users (a CI upload step running as another uid).
+pub fn temp_file_in(dir: &Path, kind: &str) -> io::Result<tempfile::NamedTempFile> {
+    use std::os::unix::fs::PermissionsExt as _;
+    tempfile::Builder::new()
+        .prefix(&temp_prefix(kind))
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
 }
 
 /// `.<kind>-<pid>-`: the start of the name of a temporary file or directory this process

@@ -4,10 +4,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kbuild::cli::Cli;
-use kbuild::hint::Hint;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let json = kbuild::commands::wants_json(&cli);
     match kbuild::commands::run(cli) {
         Ok(code) => code,
         Err(kbuild::error::Error::Stdout { source })
@@ -16,14 +16,11 @@ fn main() -> ExitCode {
             ExitCode::from(kbuild::report::CLOSED_STDOUT_EXIT)
         }
         Err(err) => {
-            eprintln!("error: {err}");
-            let mut source = std::error::Error::source(&err);
-            while let Some(cause) = source {
-                eprintln!("  caused by: {cause}");
-                source = cause.source();
-            }
-            if let Some(hint) = err.hint() {
-                eprintln!("  hint: {hint}");
+            let report = err.report();
+            eprint!("{}", report.text());
+            if json {
+                // Scripts read the failure on stdout too; if that fails, stderr already has it.
+                let _ = kbuild::report::stdout(&report.json());
             }
             // Whatever stage noticed it, a build stopped by a signal exits as killed by it.
             match kbuild::process::interrupted() {

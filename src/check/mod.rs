@@ -3,12 +3,15 @@
 //! finding. Also opens artifacts and wheels, unpacked into a temporary directory.
 
 mod elf;
+mod error;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::package::{self, BuiltVariant, PackageError, name::VariantName};
+
+pub use error::CheckError;
 
 /// One violation: the rule, the file, what is wrong and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -24,7 +27,47 @@ pub struct Finding {
 #[derive(Debug, Clone, Serialize)]
 pub struct VariantCheck {
     pub variant: String,
+    /// The rules that ran on it (none when it could not be read as a variant).
+    pub rules: Vec<&'static str>,
     pub findings: Vec<Finding>,
+}
+
+impl VariantCheck {
+    /// Every rule on a variant that reads back verified.
+    pub fn of(variant: &BuiltVariant, opts: &CheckOptions) -> Self {
+        VariantCheck {
+            variant: variant.name.clone(),
+            rules: rules_for(variant, opts),
+            findings: check_variant(variant, opts),
+        }
+    }
+}
+
+/// The rules [`check_variant`] runs on `variant` (reading it back ran `metadata`, `digest`
+/// and `id`); the extension rules only where it has an extension.
+fn rules_for(variant: &BuiltVariant, opts: &CheckOptions) -> Vec<&'static str> {
+    let mut rules = vec!["metadata", "digest", "id", "layout"];
+    if variant.files.iter().any(|f| f.ends_with(".so")) {
+        rules.extend(["abi", "python-abi3", "needed", "rpath"]);
+        if opts.manylinux.is_some() {
+            rules.push("manylinux");
+        }
+        if opts.cuobjdump.is_some() && variant.backend == "cuda" {
+            rules.push("archs");
+        }
+    }
+    rules
+}
+
+/// How many distinct rules ran over `checks`.
+pub fn rules_count(checks: &[VariantCheck]) -> usize {
+    let mut all: Vec<&str> = checks
+        .iter()
+        .flat_map(|c| c.rules.iter().copied())
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all.len()
 }
 
 /// Which rules run and how.
@@ -40,7 +83,12 @@ pub struct CheckOptions {
 }
 
 /// Check a build directory, a variant directory, an artifact (`.tar.gz`) or a wheel (`.whl`).
-pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>, PackageError> {
+pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>, CheckError> {
+    if std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Err(CheckError::Missing {
+            path: path.to_path_buf(),
+        });
+    }
     let name = path
         .file_name()
         .unwrap_or_default()
@@ -52,15 +100,12 @@ pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>,
     })?;
     if name.ends_with(".tar.gz") {
         return Ok(vec![match package::unpack_artifact(path, staging.path()) {
-            Ok(v) => VariantCheck {
-                variant: v.name.clone(),
-                findings: check_variant(&v, opts),
-            },
+            Ok(v) => VariantCheck::of(&v, opts),
             Err(e) => unreadable(&name, &e),
         }]);
     }
     if name.ends_with(".whl") {
-        let file = package::open_regular(path)?;
+        let file = package::open_regular(path).map_err(PackageError::from)?;
         let mut zip = zip::ZipArchive::new(file).map_err(|source| PackageError::Zip {
             path: path.to_path_buf(),
             source,
@@ -82,21 +127,31 @@ fn dirs_below(
     dir: &Path,
     opts: &CheckOptions,
     named: bool,
-) -> Result<Vec<VariantCheck>, PackageError> {
+) -> Result<Vec<VariantCheck>, CheckError> {
     let read = |source| PackageError::Read {
         path: dir.to_path_buf(),
         source,
     };
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+    let entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(read)?
         .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    let mut dirs: Vec<&PathBuf> = entries
+        .iter()
         .filter(|p| p.join("metadata.json").is_file())
         .collect();
     dirs.sort();
     if dirs.is_empty() {
-        return Err(PackageError::NoVariants {
-            dir: dir.to_path_buf(),
-            missing: Vec::new(),
+        let mut archives: Vec<String> = entries
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str())
+            .filter(|n| n.ends_with(".tar.gz") || n.ends_with(".whl"))
+            .map(str::to_string)
+            .collect();
+        archives.sort();
+        return Err(CheckError::NoVariants {
+            path: dir.to_path_buf(),
+            archives,
         });
     }
     Ok(dirs.iter().map(|d| check_dir(d, opts, named)).collect())
@@ -118,17 +173,21 @@ fn check_dir(dir: &Path, opts: &CheckOptions, named: bool) -> VariantCheck {
     let mut check = if !missing.is_empty() {
         VariantCheck {
             variant: name.clone(),
+            rules: vec!["layout"],
             findings: missing,
         }
     } else {
         match BuiltVariant::read(dir) {
             Ok(v) => VariantCheck {
                 variant: name.clone(),
-                findings: check_variant(&v, opts),
+                ..VariantCheck::of(&v, opts)
             },
             Err(e) => unreadable(&name, &e),
         }
     };
+    if named {
+        check.rules.push("variant-name");
+    }
     if named && VariantName::parse(&name).is_none() {
         check.findings.insert(0, Finding {
             rule: "variant-name",
@@ -162,6 +221,7 @@ fn unreadable(name: &str, e: &PackageError) -> VariantCheck {
     let fix = crate::hint::Hint::hint(e).unwrap_or_else(|| "rebuild it with `kbuild build`".into());
     VariantCheck {
         variant: name.to_string(),
+        rules: vec![rule],
         findings: vec![Finding {
             rule,
             file,

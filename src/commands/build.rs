@@ -18,8 +18,8 @@ pub fn run(project_dir: &Path, args: BuildArgs, printer: &Printer) -> Result<()>
     if args.dry_run {
         let plans = builder.prepare()?.plans;
         return match plans.as_slice() {
-            [plan] => print_plan(plan, args.json),
-            _ if args.json => print_json("the plans", &plans),
+            [plan] => print_plan(plan, args.options.json),
+            _ if args.options.json => print_json("the plans", &plans),
             _ => plans.iter().try_for_each(|plan| print_plan(plan, false)),
         };
     }
@@ -35,7 +35,7 @@ pub fn run(project_dir: &Path, args: BuildArgs, printer: &Printer) -> Result<()>
             report.cached.len()
         ),
     );
-    if args.json {
+    if args.options.json {
         print_json("the build summary", &report)?;
     }
     Ok(())

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{print, print_json};
-use crate::check::{CheckOptions, check_path, human};
+use crate::check::{CheckOptions, check_path, human, rules_count};
 use crate::cli::CheckArgs;
 use crate::error::Result;
 use crate::report::{Printer, Reporter};
@@ -28,8 +28,29 @@ pub fn run(project_dir: &Path, args: &CheckArgs, printer: &Printer) -> Result<Ex
     }
     let failed = checks.iter().any(|c| !c.findings.is_empty());
     if !failed {
-        let what = format!("{} variant(s) in {}: ok", checks.len(), path.display());
+        let what = format!(
+            "{} variant(s) in {}, {} rules: ok",
+            checks.len(),
+            path.display(),
+            rules_count(&checks)
+        );
         printer.stage("Checked", &what);
+        let mut rules: Vec<&str> = checks.iter().flat_map(|c| c.rules.clone()).collect();
+        rules.sort_unstable();
+        rules.dedup();
+        printer.verbose(&format!("rules checked: {}", rules.join(", ")));
+        let skipped: Vec<&str> = [
+            opts.manylinux
+                .is_none()
+                .then_some("manylinux (`--manylinux none`)"),
+            opts.cuobjdump.is_none().then_some("archs (no cuobjdump)"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !skipped.is_empty() {
+            printer.verbose(&format!("rules skipped: {}", skipped.join(", ")));
+        }
     }
     Ok(if failed {
         ExitCode::FAILURE

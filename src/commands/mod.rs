@@ -14,7 +14,6 @@ pub mod settings;
 pub mod toolchain;
 pub mod wheel;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, ToolchainCommand};
@@ -32,11 +31,12 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
     };
     // `init` makes a project: its DIR is relative to `-C` as given, never to one found above.
     let given = cli.global.project.clone();
-    let project = project_dir(&given);
+    let project = settings::project_dir(&given);
     cli.global.project = project.clone();
+    let json = wants_json(&cli);
     match cli.command {
         Command::Build(args) => {
-            let printer = Printer::new(verbosity, args.json);
+            let printer = Printer::new(verbosity, json);
             build::run(&project, args, &printer)?;
         }
         Command::Develop(args) => develop::run(&project, args, &Printer::new(verbosity, false))?,
@@ -65,7 +65,6 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             return publish::run(&cli.global, &args, &printer);
         }
         Command::Toolchain(args) => {
-            let json = matches!(&args.command, ToolchainCommand::List(l) if l.json);
             let printer = Printer::new(verbosity, json);
             toolchain::run(&project, args.command, &printer)?;
         }
@@ -83,16 +82,21 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `-C` when given, else the nearest directory holding build.toml from the working directory
-/// up (`.` when that is the working directory itself or none is found).
-fn project_dir(given: &Path) -> PathBuf {
-    if !given.as_os_str().is_empty() {
-        return given.to_path_buf();
-    }
-    let cwd = std::env::current_dir().ok();
-    match crate::config::find_project_root(Path::new(".")) {
-        Some(root) if Some(&root) != cwd.as_ref() => root,
-        _ => PathBuf::from("."),
+/// Whether the command line asks for `--json` (a failure is then reported on stdout too).
+pub fn wants_json(cli: &Cli) -> bool {
+    match &cli.command {
+        Command::Build(args) => args.options.json,
+        Command::Wheel(args) => args.json,
+        Command::Check(args) => args.json,
+        Command::Pack(args) => args.json,
+        Command::ListVariants(args) => args.json,
+        Command::CheckConfig(args) => args.json,
+        Command::Publish(args) => args.json,
+        Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
+        Command::Clean(args) => args.json,
+        Command::Hash(args) => args.json,
+        Command::Init(args) => args.json,
+        Command::Develop(_) | Command::Completions(_) => false,
     }
 }
 

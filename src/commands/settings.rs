@@ -13,14 +13,15 @@ use crate::toolchain::ToolchainSettings;
 pub const DEFAULT_MANYLINUX: &str = "manylinux_2_28";
 
 /// `kbuild build` after argument resolution: CLI > environment > defaults.
-pub fn settings(project_dir: &Path, args: &BuildArgs) -> BuildSettings {
+pub fn settings(project_dir: &Path, build: &BuildArgs) -> BuildSettings {
+    let args = &build.options;
     let dist = || dist_dir(project_dir, args.dist_dir.as_deref());
     BuildSettings {
         out_dir: args.out_dir.clone(),
         unique_id: args.unique_id.clone(),
         outputs: Outputs {
-            wheel_dir: args.wheel.then(dist),
-            artifact_dir: args.artifact.then(dist),
+            wheel_dir: build.wheel.then(dist),
+            artifact_dir: build.artifact.then(dist),
         },
         compiler_launcher: args.compiler_launcher.clone(),
         manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
@@ -83,5 +84,18 @@ pub fn toolchain_settings(args: &ToolchainArgs) -> ToolchainSettings {
         python: args.python.clone(),
         nvcc: args.nvcc.clone(),
         deps: DepsSettings::from_env(),
+    }
+}
+
+/// `-C` when given, else the nearest directory holding build.toml from the working directory
+/// up (`.` when that is the working directory itself or none is found).
+pub fn project_dir(given: &Path) -> PathBuf {
+    if !given.as_os_str().is_empty() {
+        return given.to_path_buf();
+    }
+    let cwd = std::env::current_dir().ok();
+    match crate::config::find_project_root(Path::new(".")) {
+        Some(root) if Some(&root) != cwd.as_ref() => root,
+        _ => PathBuf::from("."),
     }
 }

@@ -38,6 +38,8 @@ pub enum BuildError {
         wanted: String,
         python: PathBuf,
         found: String,
+        /// The torch comes from kbuild.lock (not `--torch`).
+        locked: bool,
     },
     /// `--variant` names a variant this build does not make.
     #[error("`--variant {name}` is not built here (variants: {valid})")]
@@ -91,6 +93,14 @@ impl Hint for BuildError {
             BuildError::Link(e) => e.hint(),
             BuildError::Package(e) => e.hint(),
             BuildError::Managed(e) => e.hint(),
+            BuildError::TorchNotFound {
+                wanted,
+                locked: true,
+                ..
+            } => Some(format!(
+                "install kbuild.lock's toolchains: `kbuild toolchain install`, or pass `--python` \
+                 with a torch {wanted} interpreter"
+            )),
             BuildError::TorchNotFound { wanted, .. } => Some(format!(
                 "install it: `kbuild toolchain install --torch {wanted}`, or pass `--python` with \
                  a torch {wanted} interpreter"

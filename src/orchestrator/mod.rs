@@ -79,6 +79,15 @@ impl<'r> Builder<'r> {
         let Some(first) = plans.first() else {
             return Ok(BuildReport::empty(started));
         };
+        // Once for all toolchains; a backend left out with `--backend` was asked for.
+        for s in skipped_once(plans) {
+            let line = format!("skipping backend `{}`: {}", s.backend, s.reason);
+            if s.deselected {
+                self.reporter.verbose(&line);
+            } else {
+                self.reporter.warn(&line);
+            }
+        }
         let lock = BuildLock::acquire(&first.out_dir, self.reporter)?;
         // From here on a signal cancels the running compilers (the runner kills their process
         // trees and removes their temporary objects) instead of orphaning them.

@@ -43,9 +43,8 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
     for choice in choose_toolchains(&project.root, &settings.toolchain, &settings.torch)? {
         toolchains.push(discover_toolchain(
             &project,
-            &choice.settings,
+            &choice,
             &settings.backends,
-            choice.torch.as_deref(),
             &facts,
             reporter,
         )?);
@@ -85,7 +84,8 @@ fn load(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Project, Bu
     Ok(project)
 }
 
-/// The plan for `project` built with `toolchain`; reports the backends it skips.
+/// The plan for `project` built with `toolchain`. The backends it skips are reported by the
+/// build (`list-variants` and `--dry-run` print them on stdout: a warning would repeat them).
 fn plan_one(
     project: &Project,
     toolchain: &Toolchain,
@@ -93,9 +93,6 @@ fn plan_one(
     reporter: &dyn Reporter,
 ) -> Result<BuildPlan, BuildError> {
     let plan = plan::make_plan(project, toolchain, settings)?;
-    for s in &plan.skipped {
-        reporter.warn(&format!("skipping backend `{}`: {}", s.backend, s.reason));
-    }
     for note in &plan.notes {
         reporter.info(&format!("note: {note}"));
     }
@@ -158,6 +155,8 @@ pub struct ToolchainChoice {
     pub settings: ToolchainSettings,
     /// The torch `MAJOR.MINOR` asked for; the discovered torch must match it.
     pub torch: Option<String>,
+    /// `torch` comes from kbuild.lock, not `--torch` (the hint when it is missing differs).
+    pub locked: bool,
 }
 
 /// One choice per requested torch (`--torch`, else the toolchains of kbuild.lock): the managed
@@ -170,7 +169,8 @@ pub fn choose_toolchains(
 ) -> Result<Vec<ToolchainChoice>, BuildError> {
     let lock = LockFile::read(project_dir)?;
     let mut torches: Vec<String> = requested.iter().map(|t| major_minor(t)).collect();
-    if torches.is_empty() {
+    let locked = torches.is_empty();
+    if locked {
         torches = lock
             .iter()
             .flat_map(|l| &l.toolchains)
@@ -181,6 +181,7 @@ pub fn choose_toolchains(
         return Ok(vec![ToolchainChoice {
             settings: settings.clone(),
             torch: None,
+            locked: false,
         }]);
     }
     let root = toolchains_dir()?;
@@ -201,6 +202,7 @@ pub fn choose_toolchains(
                 ..settings.clone()
             },
             torch: Some(torch),
+            locked,
         });
     }
     Ok(choices)
@@ -210,23 +212,24 @@ pub fn choose_toolchains(
 /// What the tools say about themselves comes from `facts` while they are unchanged.
 pub fn discover_toolchain(
     project: &Project,
-    settings: &ToolchainSettings,
+    choice: &ToolchainChoice,
     requested: &[String],
-    expected_torch: Option<&str>,
     facts: &FactCache,
     reporter: &dyn Reporter,
 ) -> Result<Toolchain, BuildError> {
     if !matches!(project.framework, Framework::Torch(_)) {
         return Ok(Toolchain::default());
     }
+    let settings = &choice.settings;
     let torch = find_torch(settings.python.as_deref(), &project.root, facts)?;
-    if let Some(wanted) = expected_torch {
+    if let Some(wanted) = &choice.torch {
         let (major, minor) = torch.info.major_minor();
         if format!("{major}.{minor}") != *wanted {
             return Err(BuildError::TorchNotFound {
                 wanted: wanted.to_string(),
                 python: torch.python.path.clone(),
                 found: torch.info.version.clone(),
+                locked: choice.locked,
             });
         }
     }

@@ -34,7 +34,7 @@ pub fn write_artifact(variant: &BuiltVariant, out_dir: &Path) -> Result<PathBuf,
     };
     std::fs::create_dir_all(out_dir).map_err(io(out_dir))?;
     let target = out_dir.join(artifact_name(variant));
-    let staged = tempfile::NamedTempFile::new_in(out_dir).map_err(io(out_dir))?;
+    let staged = crate::files::temp_file_in(out_dir, "tmp").map_err(io(out_dir))?;
     let gz = flate2::GzBuilder::new()
         .mtime(0)
         .write(staged.as_file(), Compression::default());

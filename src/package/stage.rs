@@ -176,10 +176,7 @@ pub fn write_if_changed(path: &Path, contents: &[u8]) -> Result<bool, PackageErr
     }
     let parent = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(io(parent))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&temp_prefix("tmp"))
-        .tempfile_in(parent)
-        .map_err(io(parent))?;
+    let mut tmp = crate::files::temp_file_in(parent, "tmp").map_err(io(parent))?;
     std::io::Write::write_all(&mut tmp, contents).map_err(io(path))?;
     tmp.persist(path).map_err(|e| io(path)(e.error))?;
     Ok(true)

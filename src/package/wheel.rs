@@ -263,10 +263,7 @@ fn write_zip(path: &Path, entries: &[(String, Vec<u8>, u32)]) -> Result<(), Pack
         path: dir.to_path_buf(),
         source,
     })?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".stage-wheel-")
-        .tempfile_in(dir)
-        .map_err(io)?;
+    let tmp = crate::files::temp_file_in(dir, "tmp").map_err(io)?;
     let zip_err = |source| PackageError::Zip {
         path: path.to_path_buf(),
         source,

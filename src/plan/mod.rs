@@ -40,6 +40,9 @@ pub struct BuildPlan {
 pub struct Skipped {
     pub backend: Backend,
     pub reason: String,
+    /// Left out by `--backend`: what was asked for, so no warning.
+    #[serde(skip)]
+    pub deselected: bool,
 }
 
 /// One `build/<variant>/` directory.

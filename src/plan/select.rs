@@ -71,6 +71,7 @@ pub fn select_backends(
                 skipped.push(Skipped {
                     backend,
                     reason: "not selected with `--backend`".into(),
+                    deselected: true,
                 });
             }
         }
@@ -83,10 +84,12 @@ pub fn select_backends(
                 reason: format!(
                     "kbuild does not build the `{backend}` backend (only cpu and cuda)"
                 ),
+                deselected: false,
             }),
             Some(PlanError::CpuOnlyTorch { torch }) => skipped.push(Skipped {
                 backend,
                 reason: format!("torch {torch} is CPU-only"),
+                deselected: false,
             }),
             Some(_) => {}
             None if !chosen.contains(&backend) => chosen.push(backend),

@@ -110,10 +110,7 @@ fn check_rules(build: &LocalBuild, opts: &crate::check::CheckOptions) -> Result<
     let checks: Vec<VariantCheck> = build
         .variants
         .iter()
-        .map(|v| VariantCheck {
-            variant: v.name.clone(),
-            findings: crate::check::check_variant(v, opts),
-        })
+        .map(|v| VariantCheck::of(v, opts))
         .filter(|c| !c.findings.is_empty())
         .collect();
     if checks.is_empty() {
@@ -300,6 +297,7 @@ impl<'a> Session<'a> {
     ) -> PublishSummary {
         let (s, changes) = (self.s, plan.build.changes);
         let paths = |files: &[LocalFile]| files.iter().map(|f| f.repo_path.clone()).collect();
+        let branch_exists = repo.heads.branch.is_some() || repo.branch == "main";
         PublishSummary {
             repo: s.repo_id.clone(),
             repo_type: hf_hub::RepoType::singular(&s.repo_type).to_string(),
@@ -309,8 +307,11 @@ impl<'a> Session<'a> {
             variants: build.variants.iter().map(|v| v.name.clone()).collect(),
             dry_run: s.dry_run,
             create_pr: s.create_pr,
-            repo_created: !repo.exists,
-            branch_created: repo.heads.branch.is_none() && repo.branch != "main",
+            // A dry run creates nothing: what it would create is in `*_exists`.
+            repo_created: !repo.exists && !s.dry_run,
+            branch_created: !branch_exists && !s.dry_run,
+            repo_exists: repo.exists,
+            branch_exists,
             added: paths(&changes.added),
             updated: paths(&changes.updated),
             deleted: changes.deleted.clone(),

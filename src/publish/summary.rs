@@ -11,8 +11,14 @@ pub struct PublishSummary {
     pub variants: Vec<String>,
     pub dry_run: bool,
     pub create_pr: bool,
+    /// This publish created the repository (never in a dry run).
     pub repo_created: bool,
+    /// This publish created the branch (never in a dry run).
     pub branch_created: bool,
+    /// The repository existed before this publish.
+    pub repo_exists: bool,
+    /// The branch existed before this publish.
+    pub branch_exists: bool,
     /// Files new to the branch.
     pub added: Vec<String>,
     /// Files whose content changed.
@@ -52,9 +58,9 @@ impl PublishSummary {
     pub fn dry_run_report(&self) -> String {
         let s = self;
         let mut out = format!("Dry run: {} branch `{}`", s.url, s.branch);
-        if s.repo_created {
+        if !s.repo_exists {
             out.push_str(" (the repository would be created)");
-        } else if s.branch_created {
+        } else if !s.branch_exists {
             out.push_str(" (the branch would be created from `main`)");
         }
         out.push('\n');

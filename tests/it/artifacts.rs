@@ -294,3 +294,49 @@ print("loaded", relu.__name__)
     );
     assert!(String::from_utf8_lossy(&loaded.stdout).contains("loaded"));
 }
+
+/// The permission bits of every file under `dir`, by name.
+fn modes_in(dir: &Path) -> Vec<(String, u32)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut modes: Vec<(String, u32)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let mode = e.metadata().unwrap().permissions().mode() & 0o777;
+            (e.file_name().to_string_lossy().into_owned(), mode)
+        })
+        .collect();
+    modes.sort();
+    modes
+}
+
+#[test]
+fn wheels_and_artifacts_are_written_with_the_umask_like_any_file() {
+    use std::os::unix::process::CommandExt as _;
+    let project = fixture("silu-noarch");
+    let root = project.path();
+    for (umask, mode) in [(0o022, 0o644), (0o027, 0o640)] {
+        let dist = root.join(format!("dist-{umask:o}"));
+        for verb in ["wheel", "pack"] {
+            let mut cmd = kbuild(root);
+            cmd.args([verb, "--dist-dir"]).arg(&dist);
+            // SAFETY: umask is async-signal-safe and touches only the child.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::umask(umask);
+                    Ok(())
+                });
+            }
+            assert!(run(&mut cmd).status.success());
+        }
+        let modes = modes_in(&dist);
+        assert_eq!(modes.len(), 4, "two wheels, two artifacts: {modes:?}");
+        for (name, got) in modes {
+            assert_eq!(
+                format!("{got:o}"),
+                format!("{mode:o}"),
+                "{name} under umask {umask:o}"
+            );
+        }
+    }
+}

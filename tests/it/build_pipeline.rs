@@ -208,7 +208,7 @@ fn dry_run_prints_the_compile_commands_and_writes_nothing() {
 }
 
 #[test]
-fn backends_kbuild_cannot_build_are_skipped_with_a_message() {
+fn backends_kbuild_cannot_build_are_listed_once_as_skipped() {
     let project = fixture("relu-v5");
     let root = project.path();
     let manifest = root.join("build.toml");
@@ -223,9 +223,15 @@ fn backends_kbuild_cannot_build_are_skipped_with_a_message() {
     .unwrap();
     let out = run(kbuild(root).args(["list-variants"]));
     assert!(out.status.success());
+    // On stdout with the variants, not repeated as a warning on stderr.
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("skipping backend `xpu`"), "{stderr}");
+    assert!(!stderr.contains("xpu"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches("skipped:").count(), 1, "{stdout}");
+    assert!(
+        stdout.contains("skipped: xpu (kbuild does not build the `xpu` backend"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("torch215-cxx11-cu132-x86_64-linux  (capabilities 7.5, 8.0, 9.0)"),
         "{stdout}"
@@ -233,6 +239,26 @@ fn backends_kbuild_cannot_build_are_skipped_with_a_message() {
     assert!(
         stdout.contains("torch215-cxx11-cpu-x86_64-linux"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn a_build_with_backend_does_not_warn_about_the_backends_left_out() {
+    let project = fixture("silu-noarch");
+    let root = project.path();
+    let manifest = root.join("build.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    assert!(text.contains(r#"backends = ["cpu", "cuda"]"#), "{text}");
+    let out = run(kbuild(root).args(["build", "--backend", "cpu"]));
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("skipping"), "{stderr}");
+    // `-v` still says what was left out.
+    let out = run(kbuild(root).args(["-v", "build", "--backend", "cpu"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("skipping backend `cuda`: not selected with `--backend`"),
+        "{stderr}"
     );
 }
 

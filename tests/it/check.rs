@@ -76,6 +76,22 @@ fn check_passes_a_good_variant_and_names_a_bad_digest() {
 }
 
 #[test]
+fn a_passing_check_says_how_many_variants_and_rules_it_checked() {
+    let project = tempfile::tempdir().unwrap();
+    let build = project.path().join("build");
+    good_variant(&build, VariantSpec::default());
+    // A cuobjdump named: whether one is on PATH does not change the output.
+    let out = run(bin()
+        .args(["-v", "check", "--cuobjdump", "/bin/false"])
+        .arg(&build));
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr)
+        .unwrap()
+        .replace(&project.path().display().to_string(), "[project]");
+    insta::assert_snapshot!(stderr);
+}
+
+#[test]
 fn check_reports_a_foreign_library_an_rpath_and_a_missing_file() {
     let project = tempfile::tempdir().unwrap();
     let libs = tempfile::tempdir().unwrap();

@@ -24,6 +24,7 @@ mod cutlass_git;
 mod develop_pytest;
 mod error_output;
 mod generated_files;
+mod help_text;
 mod hf_parity;
 mod hub_trust;
 mod init;

@@ -263,6 +263,20 @@ fn dry_run_prints_the_plan_and_writes_nothing() {
 }
 
 #[test]
+fn dry_run_json_creates_nothing_and_says_what_it_would_create() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    let s = publish_json(&hub, &build, &["--dry-run"]);
+    assert_eq!(s["dry_run"], true);
+    assert_eq!(s["repo_created"], false, "{s}");
+    assert_eq!(s["branch_created"], false, "{s}");
+    assert_eq!(s["repo_exists"], false, "{s}");
+    assert_eq!(s["branch_exists"], false, "{s}");
+    let (status, _) = hub.request("GET", "/api/kernels/org/relu", b"");
+    assert_eq!(status, 404, "the repository must not exist after a dry run");
+}
+
+#[test]
 fn server_errors_are_retried_until_the_commit_lands() {
     let hub = Hub::start(&["--fail", "commit:500:2"]);
     let (_project, build) = project_with_variant();
