@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use kernel_abi_check::{ManylinuxViolation, PythonAbiViolation, Version};
+use kernel_abi_check::{PythonAbiViolation, Version};
 use object::read::elf::{Dyn as _, FileHeader as _, SectionHeader as _};
 use object::{Object as _, elf};
 
@@ -87,15 +87,13 @@ type Report<'a> = &'a dyn Fn(&'static str, String, &str) -> Finding;
 
 /// Symbols versioned newer than the manylinux `policy` allows.
 fn manylinux_findings(policy: &str, file: &object::File<'_>, finding: Report<'_>) -> Vec<Finding> {
-    let (arch, endian) = (file.architecture(), file.endianness());
-    match kernel_abi_check::check_manylinux(policy, arch, endian, file.symbols()) {
+    match crate::portable::file_violations(file, policy) {
         Ok(violations) => violations
             .into_iter()
-            .map(|v| {
-                let ManylinuxViolation::Symbol { name, dep, version } = v;
+            .map(|(name, version)| {
                 finding(
                     "manylinux",
-                    format!("`{name}@{dep}_{version}` is newer than {policy} allows"),
+                    format!("`{name}@{version}` is newer than {policy} allows"),
                     "rebuild with `kbuild build` (its default binds imports to manylinux_2_28: \
                      README \"Portable builds\"; a warning then names what it cannot), or pass \
                      `--manylinux none` to skip this rule",

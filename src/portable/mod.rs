@@ -92,15 +92,20 @@ pub fn violations(so: &Path, policy: &str) -> Result<Vec<(String, String)>, Port
     };
     let data = std::fs::read(so).map_err(|e| read(e.to_string()))?;
     let file = object::File::parse(&*data).map_err(|e| read(e.to_string()))?;
-    let found = kernel_abi_check::check_manylinux(
-        policy,
-        file.architecture(),
-        file.endianness(),
-        file.symbols(),
-    )
-    .map_err(|_| PortableError::Policy {
+    file_violations(&file, policy).map_err(|_| PortableError::Policy {
         policy: policy.to_string(),
-    })?;
+    })
+}
+
+/// [`violations`] of a parsed file (`kbuild check` has one): `(name, DEP_VERSION)` each, or
+/// why kernel-abi-check could not apply the policy.
+pub fn file_violations(
+    file: &object::File<'_>,
+    policy: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let (arch, endian) = (file.architecture(), file.endianness());
+    let found = kernel_abi_check::check_manylinux(policy, arch, endian, file.symbols())
+        .map_err(|e| e.to_string())?;
     Ok(found
         .into_iter()
         .map(|v| {
