@@ -255,15 +255,7 @@ fn step_worker(
             give_back(held, board, wake);
             continue;
         };
-        let gate = slots.memory.map(|(gate, object)| {
-            let key = gate.key(object, Some(&steps[i].label));
-            (gate, key)
-        });
-        let (gate, key) = (
-            gate.as_ref().map(|g| g.0),
-            gate.as_ref().map(|g| g.1.as_str()),
-        );
-        let result = run_gated(&steps[i].spec, gate, key, cancel);
+        let result = run_step(&steps[i], slots, cancel);
         give_back(held, board, wake);
         let mut b = lock();
         match result {
@@ -288,6 +280,20 @@ fn step_worker(
         }
         wake.notify_all();
     }
+}
+
+/// Run `step` once the memory gate (if any) admits it, learning its peak under the unit's
+/// object and the step's label.
+fn run_step(
+    step: &Step,
+    slots: &Slots,
+    cancel: &Cancel,
+) -> Result<std::process::Output, CommandFailure> {
+    let Some((gate, object)) = slots.memory else {
+        return run_gated(&step.spec, None, None, cancel);
+    };
+    let key = gate.key(object, Some(&step.label));
+    run_gated(&step.spec, Some(gate), Some(&key), cancel)
 }
 
 /// Release the slot a step ran in (the unit's own one goes back to its workers).
