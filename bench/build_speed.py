@@ -10,8 +10,9 @@ Same machine, same run, same sources, same capabilities, same parallelism (`kbui
   touch .cu   one kernel source edited (a comment appended: a real content change)
   touch .h    one header edited that two kernel sources include
 
-plus the peak memory of the cold builds (the largest single process, and the sampled sum over
-the process tree), and the floor: the longest single device pass (one capability) or host pass
+plus the peak memory of the cold builds (the largest single process; the sampled sum over the
+process tree; and, where this script can make a memory cgroup for each build, the tree's exact
+peak from the cgroup, page cache included), and the floor: the longest single device pass (one capability) or host pass
 of any unit, measured alone, plus the link; kbuild's cold time is shown as a multiple of it.
 
 Only the CUDA variant is compared (cpp_extension builds one extension). kbuild builds with
@@ -115,6 +116,8 @@ class Run:
     seconds: float
     max_rss_kib: int = 0
     tree_rss_kib: int = 0
+    # The whole tree's peak from a memory cgroup of its own (0: none could be made).
+    cgroup_peak_kib: int = 0
 
 
 @dataclass
@@ -144,20 +147,98 @@ class Results:
         return max(getattr(r, attr) for r in runs) if runs else None
 
 
+def children_of(pid: int) -> list[int]:
+    """`pid`'s children: `/proc/<pid>/task/*/children` where the kernel has it
+    (CONFIG_PROC_CHILDREN), else every process's parent from `/proc/*/stat`."""
+    try:
+        found = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found.extend(int(c) for c in f.read().split())
+        return found
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError):
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 1:].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            found.append(int(entry))
+    return found
+
+
 def tree_rss_kib(pid: int) -> int:
-    """Resident memory of `pid` and all its descendants (`/proc/*/task/*/children`)."""
+    """Resident memory of `pid` and all its descendants, summed."""
     total, stack = 0, [pid]
     while stack:
         p = stack.pop()
         try:
             with open(f"/proc/{p}/statm") as f:
                 total += int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    stack.extend(int(c) for c in f.read().split())
         except (OSError, ValueError):
-            pass
+            continue
+        stack.extend(children_of(p))
     return total
+
+
+class MemCgroup:
+    """A memory cgroup for one timed command (v2, or v1's memory hierarchy), below the one
+    this script runs in: its peak usage is the whole process tree's, with no sampling gap
+    (page cache the tree faulted in counts too). None where no cgroup can be made (not root,
+    no memory controller delegated)."""
+
+    def __init__(self, path: Path, v2: bool):
+        self.path, self.v2 = path, v2
+
+    @staticmethod
+    def make(name: str) -> "MemCgroup | None":
+        try:
+            lines = Path("/proc/self/cgroup").read_text().splitlines()
+        except OSError:
+            return None
+        root = Path("/sys/fs/cgroup")
+        for line in lines:
+            _, ctl, rel = line.split(":", 2)
+            rel = rel.lstrip("/")
+            if "memory" in ctl.split(","):
+                parent, v2 = root / "memory" / rel, False
+            elif ctl == "" and (root / rel / "memory.peak").exists():
+                parent, v2 = root / rel, True
+            else:
+                continue
+            path = parent / f"{name}-{os.getpid()}"
+            try:
+                path.mkdir()
+            except OSError:
+                return None
+            return MemCgroup(path, v2)
+        return None
+
+    def join(self) -> None:
+        """Move the calling process in (a `preexec_fn`: the child before it execs)."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def peak_kib(self) -> int:
+        name = "memory.peak" if self.v2 else "memory.max_usage_in_bytes"
+        try:
+            return int((self.path / name).read_text().split()[0]) // 1024
+        except (OSError, ValueError):
+            return 0
+
+    def remove(self) -> None:
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Run:
@@ -165,8 +246,10 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Run:
     with open(log, "ab") as out:
         out.write(f"\n$ {shlex.join(argv)}\n".encode())
         out.flush()
+        cgroup = MemCgroup.make("kbuild-bench")
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=out)
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=out,
+                                preexec_fn=cgroup.join if cgroup else None)
         peak = [0]
         done = threading.Event()
 
@@ -182,11 +265,15 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Run:
         done.set()
         sampler.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
+    cgroup_kib = cgroup.peak_kib() if cgroup else 0
+    if cgroup:
+        cgroup.remove()
     with open(log, "a") as out:
-        out.write(f"[{seconds:.2f} s, largest process {usage.ru_maxrss // 1024} MiB]\n")
+        out.write(f"[{seconds:.2f} s, largest process {usage.ru_maxrss // 1024} MiB, "
+                  f"tree sampled {peak[0] // 1024} MiB, cgroup peak {cgroup_kib // 1024} MiB]\n")
     if proc.returncode != 0:
         sys.exit(f"error: `{shlex.join(argv)}` exited with {proc.returncode}; see {log}")
-    return Run(seconds, usage.ru_maxrss, peak[0])
+    return Run(seconds, usage.ru_maxrss, peak[0], cgroup_kib)
 
 
 def restrict_capabilities(build_toml: Path, caps: list[str]) -> None:
@@ -500,7 +587,7 @@ def fmt_s(s: float | None) -> str:
 
 
 def fmt_mib(kib: int | None) -> str:
-    return "-" if kib is None else f"{kib / 1024:.0f} MiB"
+    return "-" if not kib else f"{kib / 1024:.0f} MiB"
 
 
 def report(results: dict, header: str) -> str:
@@ -515,13 +602,15 @@ def report(results: dict, header: str) -> str:
         lines.append("")
         fl: Floor | None = r["floor"]
         if cases:
-            lines.append("| tool | " + " | ".join(cases) + " | peak RSS (largest process / tree) |")
+            lines.append("| tool | " + " | ".join(cases)
+                         + " | peak RSS (largest process / tree sampled / tree's cgroup) |")
             lines.append("|---|" + "---|" * (len(cases) + 1))
             for tool, res in (("kbuild", kb), ("cpp_extension", cx)):
                 if not res.cases:
                     continue
                 cells = [fmt_s(res.median(c)) for c in cases]
-                rss = f"{fmt_mib(res.peak('cold', 'max_rss_kib'))} / {fmt_mib(res.peak('cold', 'tree_rss_kib'))}"
+                rss = " / ".join(fmt_mib(res.peak("cold", a))
+                                 for a in ("max_rss_kib", "tree_rss_kib", "cgroup_peak_kib"))
                 lines.append(f"| {tool} | " + " | ".join(cells) + f" | {rss} |")
             if kb.cases and cx.cases:
                 ratios = []

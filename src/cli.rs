@@ -251,9 +251,14 @@ pub struct BuildOptions {
     pub toolchain: ToolchainArgs,
     #[command(flatten)]
     pub select: SelectArgs,
-    /// Parallel compile jobs [default: from cores and memory; nvcc with torch headers needs ~3 GB].
+    /// Parallel compile jobs [default: one per core].
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Memory the compilers may use at once, e.g. `8G`: each starts once the peak it reached
+    /// last build fits (never measured: 3 GiB) [env: KBUILD_MEMORY] [default: the cgroup's
+    /// limit or MemAvailable].
+    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
+    pub memory: Option<u64>,
     /// Run every compiler under this program, e.g. `sccache` [env: KBUILD_COMPILER_LAUNCHER].
     #[arg(long, value_name = "PROGRAM", env = "KBUILD_COMPILER_LAUNCHER")]
     pub compiler_launcher: Option<PathBuf>,
@@ -281,9 +286,13 @@ pub struct DevelopArgs {
     pub toolchain: ToolchainArgs,
     #[command(flatten)]
     pub select: SelectArgs,
-    /// Parallel compile jobs [default: from cores and memory].
+    /// Parallel compile jobs [default: one per core].
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Memory the compilers may use at once, e.g. `8G` [env: KBUILD_MEMORY] [default: the
+    /// cgroup's limit or MemAvailable].
+    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
+    pub memory: Option<u64>,
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,

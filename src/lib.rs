@@ -20,6 +20,7 @@ pub mod hint;
 pub mod jobserver;
 pub mod link;
 pub mod managed;
+pub mod memory;
 pub mod orchestrator;
 pub mod package;
 pub mod plan;

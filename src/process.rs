@@ -20,6 +20,10 @@ use std::time::Duration;
 /// How often a running command checks whether it was cancelled.
 const POLL: Duration = Duration::from_millis(10);
 
+/// Polls between two samples of a running command's process tree: reading `/proc` costs a
+/// little, and a compiler's peak lasts far longer than 0.25 s.
+const SAMPLE_EVERY: u64 = 25;
+
 /// Program output kept in error messages: the end is where the first error's cascade stops
 /// and where the compiler's summary is.
 const DIAGNOSTIC_LINES: usize = 200;
@@ -335,6 +339,21 @@ pub fn run(spec: &CommandSpec) -> Result<Output, CommandFailure> {
 
 /// Like `run`, but kills the command and everything it started once `cancel` fires.
 pub fn run_cancellable(spec: &CommandSpec, cancel: &Cancel) -> Result<Output, CommandFailure> {
+    run_measured(spec, cancel).map(|m| m.output)
+}
+
+/// A command that succeeded: what it printed, and the most memory it held.
+#[derive(Debug)]
+pub struct Measured {
+    pub output: Output,
+    /// Peak resident memory in bytes: the larger of the biggest single process of its tree
+    /// (`wait4`'s `ru_maxrss`, exact) and the tree's summed resident memory, sampled every
+    /// [`SAMPLE_EVERY`] polls (processes that run side by side, as nvcc's `--threads`).
+    pub peak_bytes: u64,
+}
+
+/// Like `run_cancellable`, and measures the command's peak memory.
+pub fn run_measured(spec: &CommandSpec, cancel: &Cancel) -> Result<Measured, CommandFailure> {
     let mut cmd = spec.to_command();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -348,14 +367,17 @@ pub fn run_cancellable(spec: &CommandSpec, cancel: &Cancel) -> Result<Output, Co
     // otherwise never exit.
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
-    let status = wait_or_kill(&mut child, cancel);
+    let (status, peak_bytes) = wait_or_kill(&mut child, cancel);
     let stdout = stdout.join().unwrap_or_default();
     let stderr = stderr.join().unwrap_or_default();
     match status {
-        Some(status) if status.success() => Ok(Output {
-            status,
-            stdout,
-            stderr,
+        Some(status) if status.success() => Ok(Measured {
+            output: Output {
+                status,
+                stdout,
+                stderr,
+            },
+            peak_bytes,
         }),
         Some(status) => Err(CommandFailure::Exited {
             command: spec.to_string(),
@@ -386,22 +408,76 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> thread::JoinHandle<Vec<u8>
     })
 }
 
-/// Wait for `child`; `None` when it was killed because `cancel` fired.
-fn wait_or_kill(child: &mut Child, cancel: &Cancel) -> Option<ExitStatus> {
+/// Wait for `child`; `None` when it was killed because `cancel` fired. With the status, the
+/// peak memory of its process tree (see [`Measured::peak_bytes`]).
+fn wait_or_kill(child: &mut Child, cancel: &Cancel) -> (Option<ExitStatus>, u64) {
+    let pid = child.id() as libc::pid_t;
+    let (mut sampled, mut polls) = (0, 0u64);
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
+        match reap(pid, libc::WNOHANG) {
+            Ok(Some((status, maxrss))) => return (Some(status), sampled.max(maxrss)),
             Ok(None) => {}
             // The child is ours and unreaped, so this does not happen; treat it as gone.
-            Err(_) => return child.wait().ok(),
+            Err(_) => return (child.wait().ok(), sampled),
         }
         if cancel.is_cancelled() {
             kill_tree(child);
-            let _ = child.wait();
-            return None;
+            let _ = reap(pid, 0);
+            return (None, sampled);
         }
+        if polls % SAMPLE_EVERY == 0 {
+            sampled = sampled.max(tree_resident(pid));
+        }
+        polls += 1;
         thread::sleep(POLL);
     }
+}
+
+/// `wait4(pid, flags)`: `Some((status, ru_maxrss in bytes))` once the child ended, `None`
+/// while it runs (with `WNOHANG`). `ru_maxrss` covers the child and the descendants it
+/// waited for: the largest of them.
+fn reap(pid: libc::pid_t, flags: libc::c_int) -> std::io::Result<Option<(ExitStatus, u64)>> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain data, zeroed is valid; wait4 writes only the two pointers it
+    // is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: see above; `pid` is our own unreaped child.
+        let got = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        match got {
+            0 => return Ok(None),
+            p if p == pid => {
+                let maxrss = (usage.ru_maxrss.max(0) as u64) * 1024;
+                return Ok(Some((ExitStatus::from_raw(status), maxrss)));
+            }
+            _ => {
+                let err = std::io::Error::last_os_error();
+                if err.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(err);
+                }
+            }
+        }
+    }
+}
+
+/// The resident memory of `root` and every process below it, summed (pages shared between
+/// them count once per process: an estimate on the safe side).
+#[cfg(target_os = "linux")]
+fn tree_resident(root: i32) -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
+    std::iter::once(root)
+        .chain(descendants(root))
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/statm")).ok())
+        .filter_map(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map(|pages| pages * page)
+        .sum()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn tree_resident(_root: i32) -> u64 {
+    0
 }
 
 /// Kill `child` and all its descendants. nvcc runs cudafe++, cicc, ptxas and the host compiler
@@ -521,6 +597,37 @@ mod tests {
         assert!(d.starts_with("[… 50 earlier lines omitted …]\nline 51\n"));
         assert!(d.ends_with("line 250"));
         assert_eq!(diagnostics(b"out\n", b"err\n"), "err\nout");
+    }
+
+    /// A shell running `python3` that holds `mib` MiB for `secs` seconds, `n` at once.
+    fn hold(mib: u32, secs: f32, n: u32) -> CommandSpec {
+        let one = format!(
+            "python3 -c 'import time; b = bytearray({mib} << 20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep({secs})'"
+        );
+        let all = vec![format!("{one} &"); n as usize].join(" ");
+        let mut spec = CommandSpec::new("sh");
+        spec.args(["-c", &format!("{all} wait")]);
+        spec
+    }
+
+    #[test]
+    fn the_peak_memory_of_a_command_covers_its_biggest_process() {
+        let measured = run_measured(&hold(200, 0.1, 1), &Cancel::new()).unwrap();
+        assert!(
+            (200 << 20..400 << 20).contains(&measured.peak_bytes),
+            "{} bytes",
+            measured.peak_bytes
+        );
+    }
+
+    #[test]
+    fn the_peak_memory_of_a_command_sums_processes_running_side_by_side() {
+        let measured = run_measured(&hold(150, 1.0, 3), &Cancel::new()).unwrap();
+        assert!(
+            measured.peak_bytes >= 450 << 20,
+            "three 150 MiB processes at once, measured {} bytes",
+            measured.peak_bytes
+        );
     }
 
     #[test]

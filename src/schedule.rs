@@ -11,11 +11,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::jobserver::{Jobserver, Slot};
+use crate::memory::MemoryBudget;
 use crate::process::Cancel;
 use crate::report::{Reporter, UnitOutcome};
-
-/// Peak memory of one nvcc job with torch headers (cicc measured at 2.9 GB).
-const MEMORY_PER_JOB: u64 = 3 << 30;
 
 /// How much parallelism a build may use and how its jobs start, decided once from `-j`, the
 /// cores, the memory and the scheduling levers (resolved by the command from the environment).
@@ -30,6 +28,9 @@ pub struct JobBudget {
     /// How CUDA units run nvcc, as asked for; the build narrows it to what its toolchains and
     /// launcher allow ([`NvccMode::allowed`]) once, before planning.
     pub nvcc: NvccMode,
+    /// The memory the build's compiler processes may hold at once (`memory::MemoryGate`
+    /// admits each); `None` when it cannot be found out (then only `jobs` limits them).
+    pub memory: Option<MemoryBudget>,
 }
 
 /// The order jobs start in.
@@ -100,17 +101,18 @@ impl NvccMode {
 }
 
 impl JobBudget {
-    /// `requested` jobs (`-j`), else as many as cores and memory allow; nvcc threads from
-    /// cores; jobs longest first and nvcc as steps unless the caller says otherwise.
-    pub fn for_machine(requested: Option<usize>) -> Self {
+    /// `requested` jobs (`-j`), else one per core; nvcc threads from cores; the memory the
+    /// machine (or its cgroup) has available unless `memory` says; jobs longest first and
+    /// nvcc as steps unless the caller says otherwise. Memory does not cut the job slots:
+    /// the gate admits each process by what it was measured to need.
+    pub fn for_machine(requested: Option<usize>, memory: Option<MemoryBudget>) -> Self {
         let cores = thread::available_parallelism().map_or(1, |n| n.get());
         JobBudget {
-            jobs: requested
-                .unwrap_or_else(|| jobs_for(cores, mem_available()))
-                .max(1),
+            jobs: requested.unwrap_or(cores).max(1),
             nvcc_threads: cores,
             order: Order::LongestFirst,
             nvcc: NvccMode::Steps,
+            memory: memory.or_else(MemoryBudget::detect),
         }
     }
 
@@ -120,20 +122,6 @@ impl JobBudget {
         let running = self.jobs.clamp(1, cuda_units.max(1));
         (self.nvcc_threads / running).max(1) as u32
     }
-}
-
-/// Parallel jobs for `cores` cores and `mem_available` bytes of free memory (`None`: unknown):
-/// one per core, but no more than memory allows at ~3 GiB per job. At least 1.
-pub fn jobs_for(cores: usize, mem_available: Option<u64>) -> usize {
-    let by_memory = mem_available.map_or(cores, |b| (b / MEMORY_PER_JOB) as usize);
-    cores.min(by_memory).max(1)
-}
-
-fn mem_available() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// Something the runner can schedule: it only needs a label for progress and errors.
@@ -348,20 +336,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jobs_are_limited_by_memory_and_at_least_one() {
-        assert_eq!(jobs_for(16, Some(128 << 30)), 16);
-        assert_eq!(jobs_for(16, Some(20 << 30)), 6);
-        assert_eq!(jobs_for(2, Some(1 << 30)), 1);
-        assert_eq!(jobs_for(4, None), 4);
-    }
-
-    #[test]
     fn idle_job_slots_give_their_cores_to_nvcc_threads() {
         let budget = JobBudget {
             jobs: 16,
             nvcc_threads: 16,
             order: Order::Fifo,
             nvcc: NvccMode::Threads,
+            memory: None,
         };
         assert_eq!(budget.nvcc_threads_per_job(3), 5);
         assert_eq!(budget.nvcc_threads_per_job(40), 1);

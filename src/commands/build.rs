@@ -7,7 +7,7 @@ use super::settings::settings;
 use super::{print, print_json};
 use crate::cli::BuildArgs;
 use crate::error::Result;
-use crate::orchestrator::{Builder, dry_run_text};
+use crate::orchestrator::{Builder, dry_run_text, memory_line};
 use crate::plan::BuildPlan;
 use crate::report::{Printer, Reporter};
 
@@ -17,6 +17,11 @@ pub fn run(project_dir: &Path, args: BuildArgs, printer: &Printer) -> Result<()>
     let builder = Builder::new(settings(project_dir, &args), printer);
     if args.dry_run {
         let plans = builder.prepare()?.plans;
+        let budget = builder.budget();
+        printer.stage(
+            "Budget",
+            &format!("-j{}, {}", budget.jobs, memory_line(budget.memory)),
+        );
         return match plans.as_slice() {
             [plan] => print_plan(plan, args.options.json),
             _ if args.options.json => print_json("the plans", &plans),

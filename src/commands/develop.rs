@@ -17,7 +17,13 @@ pub fn run(project_dir: &Path, args: DevelopArgs, printer: &Printer) -> Result<(
     let started = Instant::now();
     let settings = BuildSettings {
         out_dir: args.out_dir.clone(),
-        ..select_settings(project_dir, &args.toolchain, &args.select, args.jobs)
+        ..select_settings(
+            project_dir,
+            &args.toolchain,
+            &args.select,
+            args.jobs,
+            args.memory,
+        )
     };
     let builder = Builder::new(settings, printer);
     let mut prepared = builder.prepare()?;

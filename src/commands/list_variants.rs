@@ -57,7 +57,7 @@ pub struct ListedVariant {
 
 /// Run `kbuild list-variants`: the build's own preparation and selection.
 pub fn run(project_dir: &Path, args: ListVariantsArgs, printer: &Printer) -> Result<()> {
-    let settings = select_settings(project_dir, &args.toolchain, &args.select, None);
+    let settings = select_settings(project_dir, &args.toolchain, &args.select, None, None);
     let prepared = Builder::new(settings, printer).prepare()?;
     let mut listing = VariantListing {
         toolchains: Vec::new(),

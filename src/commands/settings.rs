@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::{BuildArgs, SelectArgs, ToolchainArgs};
 use crate::depends::DepsSettings;
+use crate::memory::MemoryBudget;
 use crate::orchestrator::{BuildSettings, Outputs};
 use crate::schedule::{JobBudget, NvccMode, Order};
 use crate::toolchain::ToolchainSettings;
@@ -25,18 +26,25 @@ pub fn settings(project_dir: &Path, build: &BuildArgs) -> BuildSettings {
         },
         compiler_launcher: args.compiler_launcher.clone(),
         manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
-        ..select_settings(project_dir, &args.toolchain, &args.select, args.jobs)
+        ..select_settings(
+            project_dir,
+            &args.toolchain,
+            &args.select,
+            args.jobs,
+            args.memory,
+        )
     }
 }
 
 /// What `build`, `develop` and `list-variants` resolve alike: the toolchain, the selection
-/// and the budget, whose scheduling levers come from the environment (`KBUILD_SCHEDULE=fifo`,
+/// and the budget (`--memory` or `KBUILD_MEMORY`, else what the machine has), whose scheduling levers come from the environment (`KBUILD_SCHEDULE=fifo`,
 /// `KBUILD_NVCC_STEPS=0`, `KBUILD_JOBSERVER=1`; the benchmark sets them one at a time).
 pub fn select_settings(
     project_dir: &Path,
     toolchain: &ToolchainArgs,
     select: &SelectArgs,
     jobs: Option<usize>,
+    memory: Option<u64>,
 ) -> BuildSettings {
     let env = |name: &str| std::env::var(name).unwrap_or_default();
     let on = |name: &str| matches!(env(name).as_str(), "1" | "on" | "true");
@@ -53,7 +61,7 @@ pub fn select_settings(
         } else {
             NvccMode::Steps
         },
-        ..JobBudget::for_machine(jobs)
+        ..JobBudget::for_machine(jobs, memory.map(MemoryBudget::given))
     };
     BuildSettings {
         project_dir: project_dir.to_path_buf(),

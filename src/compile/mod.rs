@@ -17,10 +17,11 @@ pub use depfile::{parse_depfile, scan_includes};
 
 use crate::hint::Hint;
 use crate::jobserver::Jobserver;
+use crate::memory::MemoryGate;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{
-    Cancel, CommandFailure, CommandSpec, Interrupted, check_interrupted, describe_status,
-    diagnostics, on_new_line, run_cancellable,
+    Cancel, CommandFailure, CommandSpec, Interrupted, Measured, check_interrupted, describe_status,
+    diagnostics, on_new_line, run_measured,
 };
 use crate::report::{Reporter, UnitOutcome};
 use crate::schedule::NvccMode;
@@ -47,6 +48,10 @@ pub struct CompileSettings {
     /// How CUDA units run nvcc, decided once for the build. With [`NvccMode::Steps`] a unit
     /// whose pipeline kbuild does not know still compiles with one nvcc.
     pub nvcc: NvccMode,
+    /// The build's memory gate: every compiler process (a unit's one compiler, or each of
+    /// nvcc's steps) waits until its learned peak fits, and its peak is learned. `None`: no
+    /// budget is known, and only the job slots limit the processes.
+    pub memory: Option<Arc<MemoryGate>>,
 }
 
 /// Which units ran a compiler and which came from the cache (labels, in job order).
@@ -271,7 +276,9 @@ fn compile_one(
     let said = match split_run(job, settings, &spec, &tmp, &shown, reporter, cancel)? {
         Some(said) => said,
         None => {
-            let output = run_cancellable(&spec, cancel).map_err(|f| job_error(job, &shown, f))?;
+            let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
+            let output = run_gated(&spec, settings.memory.as_deref(), key.as_deref(), cancel)
+                .map_err(|f| job_error(job, &shown, f))?;
             diagnostics(&output.stdout, &output.stderr)
         }
     };
@@ -318,6 +325,7 @@ fn split_run(
         depfile: &tmp.depfile,
         shown,
         jobserver: settings.jobserver.as_deref(),
+        memory: settings.memory.as_deref(),
     };
     match split::compile_split(&run, cancel)? {
         split::Split::Done { said } => Ok(Some(said)),
@@ -326,6 +334,33 @@ fn split_run(
             Ok(None)
         }
     }
+}
+
+/// Run `spec` once `gate` admits the process `key` (learned by that key), or at once without
+/// a gate. Cancelled while waiting: as if cancelled while running.
+pub(crate) fn run_gated(
+    spec: &CommandSpec,
+    gate: Option<&MemoryGate>,
+    key: Option<&str>,
+    cancel: &Cancel,
+) -> Result<std::process::Output, CommandFailure> {
+    let (Some(gate), Some(key)) = (gate, key) else {
+        return run_measured(spec, cancel).map(|m| m.output);
+    };
+    let Some(_reserved) = gate.admit(key, cancel) else {
+        return Err(match crate::process::interrupted() {
+            Some(interrupted) => CommandFailure::Interrupted {
+                command: spec.to_string(),
+                interrupted,
+            },
+            None => CommandFailure::Cancelled {
+                command: spec.to_string(),
+            },
+        });
+    };
+    let Measured { output, peak_bytes } = run_measured(spec, cancel)?;
+    gate.observe(key, peak_bytes);
+    Ok(output)
 }
 
 /// `spec` run through `launcher` (its program becomes the launcher's first argument).

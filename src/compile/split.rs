@@ -9,8 +9,9 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::nvcc_steps::{Step, StepPaths, Unsupported, plan_steps};
-use super::{CompileError, io_error, job_error};
+use super::{CompileError, io_error, job_error, run_gated};
 use crate::jobserver::Jobserver;
+use crate::memory::MemoryGate;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec, diagnostics, run_cancellable};
 use crate::schedule::JobError;
@@ -38,6 +39,8 @@ pub(super) struct SplitRun<'a> {
     /// The command that compiles the unit in one nvcc: shown in errors (it reproduces them).
     pub shown: &'a str,
     pub jobserver: Option<&'a Jobserver>,
+    /// The build's memory gate: each step waits for its learned peak to fit.
+    pub memory: Option<&'a MemoryGate>,
 }
 
 /// Compile `run.job` as separate nvcc steps; `NotSplit` when nvcc's plan for it is not one
@@ -81,7 +84,12 @@ pub(super) fn compile_split(
         Some(js) => js.slots(),
         None => job.nvcc_threads as usize,
     };
-    match run_steps(&plan.steps, run.jobserver, width.max(1), cancel) {
+    let slots = Slots {
+        jobserver: run.jobserver,
+        width: width.max(1),
+        memory: run.memory.map(|gate| (gate, job.object.as_path())),
+    };
+    match run_steps(&plan.steps, &slots, cancel) {
         Ok(said) => Ok(Split::Done { said }),
         Err(None) => Err(JobError::Cancelled),
         Err(Some(failed)) => {
@@ -145,15 +153,24 @@ enum Held<'a> {
     Token(#[allow(dead_code)] crate::jobserver::Slot<'a>),
 }
 
+/// What the steps of one unit run under.
+struct Slots<'a> {
+    jobserver: Option<&'a Jobserver>,
+    /// Steps at once at most.
+    width: usize,
+    /// The build's memory gate, and the unit's object (its steps' peaks are learned under it).
+    memory: Option<(&'a MemoryGate, &'a Path)>,
+}
+
 /// Run `steps` in dependency order. With a jobserver, each running step holds a slot: the
 /// unit's own one (which its runner worker holds) or one taken from the jobserver, so the
-/// steps of all units share the build's slots; without one, up to `width` run at once. On a
-/// failure the build's `cancel` fires (as for any failed unit) and the failed step comes back;
+/// steps of all units share the build's slots; without one, up to `width` run at once. With a
+/// memory gate each step, holding its slot, waits until its learned peak fits. On a failure
+/// the build's `cancel` fires (as for any failed unit) and the failed step comes back;
 /// `Err(None)` when cancelled from outside.
 fn run_steps(
     steps: &[Step],
-    jobserver: Option<&Jobserver>,
-    width: usize,
+    slots: &Slots,
     cancel: &Cancel,
 ) -> Result<String, Option<Box<(usize, CommandFailure)>>> {
     let board = Mutex::new(Board {
@@ -166,9 +183,9 @@ fn run_steps(
     });
     let wake = Condvar::new();
     std::thread::scope(|scope| {
-        for _ in 0..width.min(steps.len()) {
+        for _ in 0..slots.width.min(steps.len()) {
             let (board, wake) = (&board, &wake);
-            scope.spawn(move || step_worker(steps, jobserver, board, wake, cancel));
+            scope.spawn(move || step_worker(steps, slots, board, wake, cancel));
         }
     });
     let board = board.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -186,7 +203,7 @@ fn run_steps(
 
 fn step_worker(
     steps: &[Step],
-    jobserver: Option<&Jobserver>,
+    slots: &Slots,
     board: &Mutex<Board>,
     wake: &Condvar,
     cancel: &Cancel,
@@ -209,7 +226,7 @@ fn step_worker(
             }
             std::mem::take(&mut b.own_free)
         };
-        let held = match (own, jobserver) {
+        let held = match (own, slots.jobserver) {
             (true, _) => Held::Own,
             (false, None) => Held::Uncounted,
             (false, Some(js)) => {
@@ -238,7 +255,7 @@ fn step_worker(
             give_back(held, board, wake);
             continue;
         };
-        let result = run_cancellable(&steps[i].spec, cancel);
+        let result = run_step(&steps[i], slots, cancel);
         give_back(held, board, wake);
         let mut b = lock();
         match result {
@@ -263,6 +280,20 @@ fn step_worker(
         }
         wake.notify_all();
     }
+}
+
+/// Run `step` once the memory gate (if any) admits it, learning its peak under the unit's
+/// object and the step's label.
+fn run_step(
+    step: &Step,
+    slots: &Slots,
+    cancel: &Cancel,
+) -> Result<std::process::Output, CommandFailure> {
+    let Some((gate, object)) = slots.memory else {
+        return run_gated(&step.spec, None, None, cancel);
+    };
+    let key = gate.key(object, Some(&step.label));
+    run_gated(&step.spec, Some(gate), Some(&key), cancel)
 }
 
 /// Release the slot a step ran in (the unit's own one goes back to its workers).

@@ -18,7 +18,9 @@ mod settings;
 pub use error::BuildError;
 pub use lock::BuildLock;
 pub use prepare::{Prepared, prepare};
-pub use report::{BuildReport, ScheduleReport, VariantReport, dry_run_text, skipped_once};
+pub use report::{
+    BuildReport, ScheduleReport, VariantReport, dry_run_text, memory_line, skipped_once,
+};
 pub use settings::{BuildSettings, Outputs};
 
 use std::path::PathBuf;
@@ -30,6 +32,7 @@ use crate::config::Project;
 use crate::depends;
 use crate::jobserver::Jobserver;
 use crate::link;
+use crate::memory::{self, MemoryGate, format_size};
 use crate::package::{self, Installed};
 use crate::plan::{BuildPlan, CompileJob};
 use crate::process::{catch_interrupts, check_interrupted};
@@ -46,6 +49,11 @@ pub struct Builder<'r> {
 impl<'r> Builder<'r> {
     pub fn new(settings: BuildSettings, reporter: &'r dyn Reporter) -> Self {
         Builder { settings, reporter }
+    }
+
+    /// The parallelism and memory the build runs under.
+    pub fn budget(&self) -> crate::schedule::JobBudget {
+        self.settings.budget
     }
 
     /// The one preparation path: see [`prepare`].
@@ -155,7 +163,11 @@ impl<'r> Builder<'r> {
             jobs: budget.jobs,
             order: budget.order,
             nvcc: cuda.then_some(prepared.nvcc),
+            memory: budget.memory,
         };
+        let memory = budget
+            .memory
+            .map(|b| Arc::new(MemoryGate::load(b, &first.work_dir)));
         if !jobs.is_empty() {
             self.report_compiling(&prepared.project, &jobs, &schedule);
         }
@@ -166,8 +178,13 @@ impl<'r> Builder<'r> {
             jobserver: self.jobserver(&jobs, prepared.nvcc),
             order,
             nvcc: prepared.nvcc,
+            memory: memory.clone(),
         };
-        let compiled = compile::compile_all(&jobs, &settings, self.reporter)?;
+        let compiled = compile::compile_all(&jobs, &settings, self.reporter);
+        if let Some(gate) = &memory {
+            self.learned_memory(gate, &first.work_dir);
+        }
+        let compiled = compiled?;
         if let Err(e) = costs.record(&jobs, &compiled.compile_times) {
             self.reporter.warn(&format!(
                 "cannot record the compile times in `{}` (the next build starts its jobs in \
@@ -176,6 +193,28 @@ impl<'r> Builder<'r> {
             ));
         }
         Ok((compiled, (!jobs.is_empty()).then_some(schedule)))
+    }
+
+    /// Say which processes ran alone because they need more than the whole memory budget,
+    /// and record the peaks the compilers reached (also after a failed compile: what ran to
+    /// its end was measured).
+    fn learned_memory(&self, gate: &MemoryGate, work_dir: &std::path::Path) {
+        let budget = gate.budget();
+        for (key, need) in gate.ran_alone() {
+            self.reporter.warn(&format!(
+                "`{key}` needs about {}, more than the memory budget of {}: it ran alone",
+                format_size(need),
+                budget.describe()
+            ));
+        }
+        if let Err(e) = gate.save() {
+            self.reporter.warn(&format!(
+                "cannot record the compilers' peak memory in `{}` (the next build assumes {} \
+                 for what it did not measure): {e}",
+                memory::record_path(work_dir).display(),
+                format_size(memory::UNKNOWN_PEAK)
+            ));
+        }
     }
 
     /// The `Compiling` line, and with `-v` how the jobs run.
@@ -190,6 +229,7 @@ impl<'r> Builder<'r> {
         let nvcc = schedule.nvcc.map(|m| format!("{}; ", m.describe()));
         self.reporter
             .verbose(&format!("{}jobs start {order}", nvcc.unwrap_or_default()));
+        self.reporter.verbose(&memory_line(schedule.memory));
     }
 
     /// The jobserver the build's job slots come from, when kbuild runs nvcc's steps or nvcc's

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::compile::command_for;
 use crate::config::Backend;
 use crate::link::link_command;
+use crate::memory::{MemoryBudget, UNKNOWN_PEAK, format_size};
 use crate::plan::{BuildPlan, Skipped, VariantPlan};
 use crate::report::Reporter;
 use crate::schedule::{NvccMode, Order};
@@ -54,6 +55,25 @@ pub struct ScheduleReport {
     /// How CUDA units ran nvcc (`steps`, `threads` or `jobserver`); absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvcc: Option<NvccMode>,
+    /// The memory the compilers could hold at once, and where that number came from; absent
+    /// when it could not be found out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryBudget>,
+}
+
+/// How `-v` and `--dry-run` state the memory budget.
+pub fn memory_line(budget: Option<MemoryBudget>) -> String {
+    match budget {
+        Some(b) => format!(
+            "memory budget {}: a compiler process starts once the peak it reached last build \
+             fits beside the running ones (never measured: {})",
+            b.describe(),
+            format_size(UNKNOWN_PEAK)
+        ),
+        None => "memory budget unknown (no cgroup limit or `MemAvailable` could be read, \
+                 no `--memory`): only `-j` limits the compilers"
+            .to_string(),
+    }
 }
 
 impl BuildReport {

@@ -63,7 +63,7 @@ fn cpu_build_loads_through_kernels_and_rebuilds_only_what_changed() {
         "cpu_build_json_summary",
         Redact::new()
             .path(root, "[project]")
-            .stdout_json(&out, &["id", "jobs", "seconds"])
+            .stdout_json(&out, &["id", "jobs", "memory", "seconds"])
     );
     let loaded = check_cpu_variant(root);
     assert!(loaded.contains("ok _relu_cpu_"), "{loaded}");

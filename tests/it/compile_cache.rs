@@ -34,6 +34,7 @@ impl Project {
 
     fn build(&self) -> Result<CompileSummary, kbuild::compile::CompileError> {
         let settings = CompileSettings {
+            memory: None,
             jobs: 2,
             cache_dir: self.root().join("cache"),
             launcher: None,

@@ -15,6 +15,7 @@ use kbuild::schedule::{JobError, Unit, run_jobs};
 
 fn settings(root: &Path, jobs: usize) -> CompileSettings {
     CompileSettings {
+        memory: None,
         jobs,
         cache_dir: root.join("cache"),
         launcher: None,

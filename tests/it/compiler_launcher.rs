@@ -12,6 +12,7 @@ use kbuild::schedule::NvccMode;
 
 fn settings(root: &Path, launcher: Option<PathBuf>) -> CompileSettings {
     CompileSettings {
+        memory: None,
         jobs: 2,
         cache_dir: root.join("cache"),
         launcher,

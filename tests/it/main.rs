@@ -3,6 +3,7 @@
 mod artifacts;
 mod build_faults;
 mod build_interrupt;
+mod build_memory;
 mod build_pipeline;
 mod build_schedule;
 mod capabilities_hf;

@@ -51,7 +51,7 @@ fn cpu_wheel_installs_imports_runs_an_op_and_uninstalls_cleanly() {
         "cpu_wheel_json_summary",
         Redact::new()
             .path(root, "[project]")
-            .stdout_json(&out, &["id", "jobs", "seconds"])
+            .stdout_json(&out, &["id", "jobs", "memory", "seconds"])
     );
     let report = crate::common::kbuild::stdout_json(&out);
     assert_eq!(

@@ -1,0 +1,435 @@
+//! The build's memory budget: how much memory its compiler processes may hold at once, found
+//! once (`--memory`, `KBUILD_MEMORY`, else the cgroup's limit less its usage and the machine's
+//! `MemAvailable`, whichever is smaller), and the gate every compiler process passes before
+//! it starts: it reserves the peak that process reached last time (`memory.json` in the work
+//! directory, learned like `costs.json` learns times) or, for one never measured, a
+//! conservative [`UNKNOWN_PEAK`]. A process waits while the others' reservations leave too
+//! little; one bigger than the whole budget runs alone. So a small machine runs fewer
+//! compilers at once instead of having them killed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::process::Cancel;
+
+/// What a compiler process never measured reserves: one nvcc front end (cicc) over torch's
+/// headers was measured at 2.9 GB, the most of any step.
+pub const UNKNOWN_PEAK: u64 = 3 << 30;
+
+/// Bump when the meaning of a recorded peak changes: old records are then ignored.
+const RECORD_VERSION: u32 = 1;
+
+/// How long a process waiting for memory sleeps between looks at the cancel.
+const POLL: Duration = Duration::from_millis(20);
+
+/// How much memory the build's compilers may hold at once, and where that number came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MemoryBudget {
+    pub bytes: u64,
+    pub source: BudgetSource,
+}
+
+/// Where a [`MemoryBudget`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BudgetSource {
+    /// `--memory SIZE` or `KBUILD_MEMORY=SIZE`.
+    Given,
+    /// The memory cgroup kbuild runs in (v2 `memory.max`, v1 `memory.limit_in_bytes`, of it
+    /// or an ancestor) less what the cgroup already uses; smaller than `MemAvailable`.
+    Cgroup,
+    /// `MemAvailable` of `/proc/meminfo`.
+    MemAvailable,
+}
+
+impl MemoryBudget {
+    /// The memory this process may use now: the tightest cgroup's headroom or `MemAvailable`,
+    /// whichever is smaller; `None` when neither can be read.
+    pub fn detect() -> Option<MemoryBudget> {
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|text| cgroup_headroom(&text, Path::new("/sys/fs/cgroup")));
+        let available = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| mem_available(&text));
+        match (cgroup, available) {
+            (Some(c), Some(a)) if c < a => Some(MemoryBudget {
+                bytes: c,
+                source: BudgetSource::Cgroup,
+            }),
+            (_, Some(a)) => Some(MemoryBudget {
+                bytes: a,
+                source: BudgetSource::MemAvailable,
+            }),
+            (Some(c), None) => Some(MemoryBudget {
+                bytes: c,
+                source: BudgetSource::Cgroup,
+            }),
+            (None, None) => None,
+        }
+    }
+
+    /// A budget of `bytes` given on the command line or in the environment.
+    pub fn given(bytes: u64) -> MemoryBudget {
+        MemoryBudget {
+            bytes,
+            source: BudgetSource::Given,
+        }
+    }
+
+    /// `12.0 GiB (the cgroup's limit less its usage)`, as `-v` and `--dry-run` say it.
+    pub fn describe(&self) -> String {
+        let from = match self.source {
+            BudgetSource::Given => "`--memory`",
+            BudgetSource::Cgroup => "the cgroup's limit less its usage",
+            BudgetSource::MemAvailable => "`MemAvailable`",
+        };
+        format!("{} ({from})", format_size(self.bytes))
+    }
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The smallest headroom (limit less usage) of the memory cgroups in `proc_cgroup` (the text
+/// of `/proc/self/cgroup`) and their ancestors, under the cgroup mount `root`; `None` when no
+/// level has a limit. v1's memory hierarchy is at `root/memory`, v2's at `root` or
+/// `root/unified` (a hybrid mount).
+pub fn cgroup_headroom(proc_cgroup: &str, root: &Path) -> Option<u64> {
+    let mut tightest: Option<u64> = None;
+    for line in proc_cgroup.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let levels = if id == "0" && controllers.is_empty() {
+            [root.to_path_buf(), root.join("unified")]
+                .into_iter()
+                .map(|mount| (mount, ["memory.max", "memory.current"]))
+                .collect::<Vec<_>>()
+        } else if controllers.split(',').any(|c| c == "memory") {
+            let files = ["memory.limit_in_bytes", "memory.usage_in_bytes"];
+            vec![(root.join("memory"), files)]
+        } else {
+            continue;
+        };
+        for (mount, [limit, usage]) in levels {
+            let mut dir = mount.join(path.trim_start_matches('/'));
+            while dir.starts_with(&mount) {
+                if let Some(room) = headroom(&dir.join(limit), &dir.join(usage)) {
+                    tightest = Some(tightest.map_or(room, |t| t.min(room)));
+                }
+                if !dir.pop() {
+                    break;
+                }
+            }
+        }
+    }
+    tightest
+}
+
+/// `limit` less `usage` (both files of one cgroup); `None` without a limit (`max`, or v1's
+/// "unlimited", a number near `i64::MAX`) or when either cannot be read.
+fn headroom(limit: &Path, usage: &Path) -> Option<u64> {
+    let limit: u64 = std::fs::read_to_string(limit).ok()?.trim().parse().ok()?;
+    if limit >= 1 << 62 {
+        return None;
+    }
+    let usage: u64 = std::fs::read_to_string(usage).ok()?.trim().parse().ok()?;
+    Some(limit.saturating_sub(usage))
+}
+
+/// A size as `--memory` and `KBUILD_MEMORY` take it: bytes, or a number with a unit (`K`,
+/// `M`, `G`, `T`, binary multiples; `KiB`, `GB`… read alike), e.g. `8G`, `1.5GiB`, `512M`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}`: write bytes or a number with K, M, G or T, \
+                 e.g. `8G`"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size: write e.g. `8G`, `1.5G` or `512M`"))?;
+    let bytes = value * (1u64 << shift) as f64;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("`{text}` is not a usable memory size"));
+    }
+    Ok(bytes as u64)
+}
+
+/// `1.5 GiB`, `512 MiB`, `900 KiB`.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(u32, &str); 3] = [(30, "GiB"), (20, "MiB"), (10, "KiB")];
+    for (shift, unit) in UNITS {
+        let scale = (1u64 << shift) as f64;
+        if bytes as f64 >= scale {
+            let value = bytes as f64 / scale;
+            return if shift == 30 {
+                format!("{value:.1} {unit}")
+            } else {
+                format!("{value:.0} {unit}")
+            };
+        }
+    }
+    format!("{bytes} B")
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Record {
+    version: u32,
+    /// Object path (relative to the work directory where it lies below it), with `#step` for
+    /// one step of nvcc's pipeline → the peak resident memory its process tree reached.
+    peak_bytes: BTreeMap<String, u64>,
+}
+
+/// The gate compiler processes pass before they start, and what they are learned to need.
+#[derive(Debug)]
+pub struct MemoryGate {
+    budget: MemoryBudget,
+    work_dir: PathBuf,
+    /// Peaks of the last builds, then this build's as processes end.
+    peaks: Mutex<BTreeMap<String, u64>>,
+    /// Bytes reserved by the processes running now.
+    reserved: Mutex<u64>,
+    freed: Condvar,
+    /// What ran alone because it needs more than the whole budget: (key, estimate).
+    alone: Mutex<Vec<(String, u64)>>,
+}
+
+/// Memory reserved for one process, given back when dropped.
+#[derive(Debug)]
+pub struct Reservation<'a> {
+    gate: &'a MemoryGate,
+    bytes: u64,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut reserved = lock(&self.gate.reserved);
+        *reserved = reserved.saturating_sub(self.bytes);
+        self.gate.freed.notify_all();
+    }
+}
+
+impl MemoryGate {
+    /// A gate for `budget` with the peaks recorded in `work_dir` (none when the record is
+    /// missing or unreadable: that only costs conservative estimates).
+    pub fn load(budget: MemoryBudget, work_dir: &Path) -> Self {
+        let peaks = std::fs::read(record_path(work_dir))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok())
+            .filter(|r| r.version == RECORD_VERSION)
+            .map(|r| r.peak_bytes)
+            .unwrap_or_default();
+        MemoryGate {
+            budget,
+            work_dir: work_dir.to_path_buf(),
+            peaks: Mutex::new(peaks),
+            reserved: Mutex::new(0),
+            freed: Condvar::new(),
+            alone: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The budget this gate keeps to.
+    pub fn budget(&self) -> MemoryBudget {
+        self.budget
+    }
+
+    /// The record's key for the process compiling `object` (`step`: one step of nvcc's
+    /// pipeline, e.g. `cicc compute_90`).
+    pub fn key(&self, object: &Path, step: Option<&str>) -> String {
+        let object = object.strip_prefix(&self.work_dir).unwrap_or(object);
+        let object = object.to_string_lossy();
+        match step {
+            Some(step) => format!("{object}#{step}"),
+            None => object.into_owned(),
+        }
+    }
+
+    /// What the process `key` is expected to need: its last peak with an eighth more (a
+    /// changed source may need a little more), else [`UNKNOWN_PEAK`].
+    pub fn estimate(&self, key: &str) -> u64 {
+        lock(&self.peaks)
+            .get(key)
+            .map_or(UNKNOWN_PEAK, |peak| peak + peak / 8)
+    }
+
+    /// Wait until the process `key` fits beside the ones running, and reserve its estimate.
+    /// One that needs more than the whole budget is let in once nothing else runs (it is
+    /// remembered for [`MemoryGate::ran_alone`]). `None` once `cancel` fires while waiting.
+    pub fn admit(&self, key: &str, cancel: &Cancel) -> Option<Reservation<'_>> {
+        let need = self.estimate(key);
+        let mut reserved = lock(&self.reserved);
+        loop {
+            if cancel.is_cancelled() {
+                return None;
+            }
+            let fits = *reserved + need <= self.budget.bytes;
+            if fits || *reserved == 0 {
+                if !fits {
+                    lock(&self.alone).push((key.to_string(), need));
+                }
+                *reserved += need;
+                return Some(Reservation {
+                    gate: self,
+                    bytes: need,
+                });
+            }
+            reserved = self
+                .freed
+                .wait_timeout(reserved, POLL)
+                .map_or_else(|e| e.into_inner().0, |r| r.0);
+        }
+    }
+
+    /// Remember that the process `key` reached `peak` bytes.
+    pub fn observe(&self, key: &str, peak: u64) {
+        if peak > 0 {
+            lock(&self.peaks).insert(key.to_string(), peak);
+        }
+    }
+
+    /// The processes that needed more than the whole budget and so ran alone, with what
+    /// each was expected to need, in the order they ran.
+    pub fn ran_alone(&self) -> Vec<(String, u64)> {
+        lock(&self.alone).clone()
+    }
+
+    /// Write the peaks (the last builds' and this one's) to the work directory's record.
+    pub fn save(&self) -> std::io::Result<()> {
+        let record = Record {
+            version: RECORD_VERSION,
+            peak_bytes: lock(&self.peaks).clone(),
+        };
+        let json = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
+        crate::files::write_atomic(&record_path(&self.work_dir), &json)
+    }
+}
+
+/// Where the peaks of a work directory are recorded.
+pub fn record_path(work_dir: &Path) -> PathBuf {
+    work_dir.join("memory.json")
+}
+
+/// A poisoned lock only means another worker panicked; the panic propagates from its scope.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    fn budget(bytes: u64) -> MemoryBudget {
+        MemoryBudget {
+            bytes,
+            source: BudgetSource::Given,
+        }
+    }
+
+    #[test]
+    fn sizes_read_with_binary_units_and_reject_nonsense() {
+        assert_eq!(parse_size("8G"), Ok(8 << 30));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("512m"), Ok(512 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("8X").unwrap_err().contains("unknown unit `x`"));
+        assert!(parse_size("G").is_err());
+        assert!(parse_size("0").is_err());
+        assert_eq!(format_size(3 << 29), "1.5 GiB");
+        assert_eq!(format_size(300 << 20), "300 MiB");
+    }
+
+    #[test]
+    fn the_tightest_cgroup_level_sets_the_headroom() {
+        let root = tempfile::tempdir().unwrap();
+        let v1 = root.path().join("memory");
+        let write = |dir: &Path, limit: &str, usage: &str| {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("memory.limit_in_bytes"), limit).unwrap();
+            std::fs::write(dir.join("memory.usage_in_bytes"), usage).unwrap();
+        };
+        write(&v1, "9223372036854771712\n", "100\n");
+        write(&v1.join("outer"), "1000\n", "600\n");
+        write(&v1.join("outer/inner"), "5000\n", "100\n");
+        let text = "4:memory:/outer/inner\n0::/\n";
+        assert_eq!(cgroup_headroom(text, root.path()), Some(400));
+
+        let v2 = root.path().join("svc");
+        std::fs::create_dir_all(&v2).unwrap();
+        std::fs::write(v2.join("memory.max"), "3000\n").unwrap();
+        std::fs::write(v2.join("memory.current"), "1000\n").unwrap();
+        std::fs::write(root.path().join("memory.max"), "max\n").unwrap();
+        assert_eq!(cgroup_headroom("0::/svc\n", root.path()), Some(2000));
+        assert_eq!(cgroup_headroom("0::/\n", root.path()), None);
+    }
+
+    #[test]
+    fn processes_beyond_the_budget_wait_and_a_too_big_one_runs_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = Arc::new(MemoryGate::load(budget(10 << 30), dir.path()));
+        for (key, peak) in [("a", 4u64 << 30), ("b", 4 << 30), ("huge", 20 << 30)] {
+            gate.observe(key, peak);
+        }
+        let cancel = Cancel::new();
+        let a = gate.admit("a", &cancel).unwrap();
+        let b_admitted = Arc::new(AtomicU64::new(0));
+        std::thread::scope(|s| {
+            let (gate, flag) = (&gate, &b_admitted);
+            let _first_b = gate.admit("b", &Cancel::new()).unwrap();
+            s.spawn(move || {
+                let _second_b = gate.admit("b", &Cancel::new()).unwrap();
+                flag.store(1, Ordering::SeqCst);
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(b_admitted.load(Ordering::SeqCst), 0, "4.5+4.5+4.5 GiB > 10");
+            drop(a);
+        });
+        assert_eq!(b_admitted.load(Ordering::SeqCst), 1);
+        let huge = gate.admit("huge", &cancel).unwrap();
+        assert_eq!(gate.ran_alone(), [("huge".to_string(), (45u64 << 30) / 2)]);
+        let stop = Cancel::new();
+        stop.cancel();
+        assert!(gate.admit("a", &stop).is_none(), "a cancelled wait ends");
+        drop(huge);
+    }
+
+    #[test]
+    fn peaks_are_recorded_per_object_and_step_and_unknown_ones_are_conservative() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = MemoryGate::load(budget(1 << 30), dir.path());
+        let key = gate.key(&dir.path().join("obj/a.cu.o"), Some("cicc compute_90"));
+        assert_eq!(key, "obj/a.cu.o#cicc compute_90");
+        assert_eq!(gate.estimate(&key), UNKNOWN_PEAK);
+        gate.observe(&key, 800 << 20);
+        gate.save().unwrap();
+        let again = MemoryGate::load(budget(1 << 30), dir.path());
+        assert_eq!(again.estimate(&key), 900 << 20);
+    }
+}
