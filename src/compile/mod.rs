@@ -271,6 +271,8 @@ fn compile_one(
     let said = match split_run(job, settings, &spec, &tmp, &shown, reporter, cancel)? {
         Some(said) => said,
         None => {
+            // A `--split-compile` nvcc runs its threads in job slots, as the steps would.
+            let (spec, _extra) = split::split_slots(&spec, settings.jobserver.as_deref());
             let output = run_cancellable(&spec, cancel).map_err(|f| job_error(job, &shown, f))?;
             diagnostics(&output.stdout, &output.stderr)
         }

@@ -436,6 +436,7 @@ fn cuda_jobs(root: &Path, nvcc: &Path, jobserver: bool) -> Vec<CompileJob> {
             nvcc_threads: 3,
             nvcc_jobserver: jobserver,
             compiler_id: "nvcc".to_string(),
+            split: None,
             ..job(root, nvcc, name)
         })
         .collect()

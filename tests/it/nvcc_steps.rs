@@ -51,6 +51,7 @@ fn cuda_job(root: &Path, nvcc: &Path, name: &str) -> CompileJob {
         gencodes: vec![gencode(8, 0, false), gencode(9, 0, true)],
         nvcc_threads: 2,
         compiler_id: "nvcc".to_string(),
+        split: None,
         ..job(root, nvcc, name)
     }
 }
