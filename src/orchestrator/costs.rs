@@ -243,6 +243,8 @@ mod weight {
     /// Per template instantiation or kernel launch, per device pass (the device code grows
     /// with each; the host's share is smaller and folded in).
     pub const PER_INSTANCE: f64 = 0.6;
+    /// Per template instantiation or kernel launch, in the host compile.
+    pub const PER_INSTANCE_HOST: f64 = 0.05;
     /// A kept PTX costs a fraction of a device pass (no ptxas, but it is embedded).
     pub const PTX: f64 = 0.1;
 }
@@ -261,7 +263,7 @@ pub(super) fn predict(job: &CompileJob) -> f64 {
     let torch = ["<torch/", "<ATen/", "\"torch/", "<c10/"]
         .iter()
         .any(|p| text.contains(p));
-    let host = weight::BASE + kib * weight::PER_KIB;
+    let host = weight::BASE + kib * weight::PER_KIB + instances * weight::PER_INSTANCE_HOST;
     let host = if torch {
         host + weight::TORCH_HEADERS
     } else {
