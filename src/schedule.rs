@@ -186,13 +186,15 @@ pub fn plan_splits(
         let width = widths.get(i).copied().unwrap_or(1).max(1);
         let (slots_for, why) = if costs[i] > floor * 1.05 && share > 1 + idle {
             let why = format!(
-                "predicted {:.1}s, longer than the whole build's floor {floor:.1}s                  (all units' {total:.1}s / {slots} slots): it takes {share} slots",
+                "predicted {:.1}s, longer than the whole build's floor {floor:.1}s \
+                 (all units' {total:.1}s / {slots} slots): it takes {share} slots",
                 costs[i]
             );
             (share, why)
         } else {
             let why = format!(
-                "in the tail: {idle} of {slots} job slots have no other unit to run for most                  of its predicted {:.1}s",
+                "in the tail: {idle} of {slots} job slots have no other unit to run for most \
+                 of its predicted {:.1}s",
                 costs[i]
             );
             (1 + idle, why)
