@@ -242,28 +242,38 @@ fn step_worker(
         let result = run_cancellable(&spec, cancel);
         drop(extra);
         give_back(held, board, wake);
-        let mut b = lock();
-        match result {
-            Ok(out) => {
-                b.done[i] = true;
-                let said = diagnostics(&out.stdout, &out.stderr);
-                if !said.is_empty() {
-                    b.said.push((i, said));
-                }
-            }
-            Err(failure) => {
-                b.stop = true;
-                let own = matches!(
-                    failure,
-                    CommandFailure::Exited { .. } | CommandFailure::Spawn { .. }
-                );
-                if own && b.failure.is_none() {
-                    b.failure = Some((i, failure));
-                    cancel.cancel();
-                }
+        finish_step(&mut lock(), i, result, cancel);
+        wake.notify_all();
+    }
+}
+
+/// Record how step `i` ended; the first failure of a step's own stops the unit and cancels
+/// the build.
+fn finish_step(
+    b: &mut Board,
+    i: usize,
+    result: Result<std::process::Output, CommandFailure>,
+    cancel: &Cancel,
+) {
+    match result {
+        Ok(out) => {
+            b.done[i] = true;
+            let said = diagnostics(&out.stdout, &out.stderr);
+            if !said.is_empty() {
+                b.said.push((i, said));
             }
         }
-        wake.notify_all();
+        Err(failure) => {
+            b.stop = true;
+            let own = matches!(
+                failure,
+                CommandFailure::Exited { .. } | CommandFailure::Spawn { .. }
+            );
+            if own && b.failure.is_none() {
+                b.failure = Some((i, failure));
+                cancel.cancel();
+            }
+        }
     }
 }
 

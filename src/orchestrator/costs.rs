@@ -228,23 +228,26 @@ fn shared_key(job: &CompileJob) -> Option<String> {
     Some(hex::encode(&h.finalize()[..16]))
 }
 
-/// Seconds (on one core of the 2-core machine the weights were fitted on) of the parts of a
-/// compile [`predict`] counts. Only the ratios between units matter to the order and to
+/// Seconds (on one core of the 2-core machine) of the parts of a compile [`predict`] counts,
+/// fitted on `bench/first_build.py`'s generated project (one unit of 3 instantiations 1x, of
+/// 48 1.7x, the torch binding 4.4x: bench/results/cpu-2026-11-25-first-build.json) and the
+/// flagship's binding units. Only the ratios between units matter to the order and to
 /// `plan_splits`, and a build's real times replace these after its first run.
 mod weight {
     /// Any C++ compile: starting the compiler, a small source.
     pub const BASE: f64 = 0.5;
     /// Parsing torch's headers, once per host compile that includes them.
-    pub const TORCH_HEADERS: f64 = 12.0;
+    pub const TORCH_HEADERS: f64 = 14.0;
+    /// nvcc's host side of a `.cu` (cudafe++, the host compile of the CUDA runtime headers).
+    pub const CUDA_HOST: f64 = 2.0;
     /// One device pass (cicc + ptxas) of a small kernel, per capability.
-    pub const DEVICE_PASS: f64 = 1.5;
+    pub const DEVICE_PASS: f64 = 1.0;
     /// Per KiB of the source and project headers, per host or device pass.
     pub const PER_KIB: f64 = 0.02;
-    /// Per template instantiation or kernel launch, per device pass (the device code grows
-    /// with each; the host's share is smaller and folded in).
-    pub const PER_INSTANCE: f64 = 0.6;
+    /// Per template instantiation or kernel launch, per device pass.
+    pub const PER_INSTANCE: f64 = 0.04;
     /// Per template instantiation or kernel launch, in the host compile.
-    pub const PER_INSTANCE_HOST: f64 = 0.05;
+    pub const PER_INSTANCE_HOST: f64 = 0.02;
     /// A kept PTX costs a fraction of a device pass (no ptxas, but it is embedded).
     pub const PTX: f64 = 0.1;
 }
@@ -272,6 +275,7 @@ pub(super) fn predict(job: &CompileJob) -> f64 {
     if job.lang == Lang::Cxx {
         return host;
     }
+    let host = host + weight::CUDA_HOST;
     let passes: f64 = job
         .gencodes
         .iter()
@@ -400,7 +404,10 @@ mod tests {
         let job_a = cuda(a.path(), "k.cu", "__global__ void k() {}\n", 2);
         let mut costs = Costs::load(a.path(), Some(cache.path()));
         costs
-            .record(&[job_a.clone()], &[Some(Duration::from_secs(42))])
+            .record(
+                std::slice::from_ref(&job_a),
+                &[Some(Duration::from_secs(42))],
+            )
             .unwrap();
         // The same source in another work dir, built with other flags (another torch).
         let mut job_b = cuda(b.path(), "k.cu", "__global__ void k() {}\n", 2);

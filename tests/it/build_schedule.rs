@@ -414,7 +414,7 @@ fn a_first_build_starts_the_unit_predicted_longest_first_even_when_it_comes_last
     let planned = plan_order(&tools, root);
     assert_eq!(planned.len(), 4, "{planned:?}");
     let last = planned.last().unwrap().clone();
-    instantiate(&source_of(root, &last), 300);
+    instantiate(&source_of(root, &last), 1000);
     let first_build = started(&tools.build(root, &["-v", "-j", "1"], &[]));
     assert_eq!(first_build[0], last, "{first_build:?}");
     assert_eq!(
