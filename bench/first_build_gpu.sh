@@ -14,5 +14,5 @@ if [ -x .gpubin/kbuild-main ]; then
   tools=(--tool before=.gpubin/kbuild-main "${tools[@]}")
 fi
 "$PY" bench/first_build.py --python "$(command -v "$PY")" --caps "${CAPS:-9.0}" \
-  --units "${UNITS:-24}" --base "${BASE:-4}" --skew "${SKEW:-16}" --jobs "$(nproc)" \
+  --units "${UNITS:-24}" --base "${BASE:-4}" --skew "${SKEW:-16}" --unroll "${UNROLL:-384}" --jobs "$(nproc)" \
   "${tools[@]}" --out "$OUT/h100-first-build.txt"
