@@ -182,6 +182,12 @@ impl Cache {
 /// temporary names a compile writes to and the final ones, and nvcc's `--threads N` and
 /// `--jobserver`, which change how fast the object is made, not what it is (another `-j` must
 /// not recompile).
+/// nvcc's `--split-compile=N`: how many threads a device pass uses, a matter of speed that
+/// leaves the code the same (`tests/it/split_compile.rs` compares the cubins).
+fn is_split_compile(arg: &std::ffi::OsStr) -> bool {
+    arg.as_encoded_bytes().starts_with(b"--split-compile=")
+}
+
 pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
@@ -194,7 +200,7 @@ pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
         let arg = arg.as_os_str();
         if arg == "--threads" {
             args.next();
-        } else if arg == "--jobserver" {
+        } else if arg == "--jobserver" || is_split_compile(arg) {
             continue;
         } else if arg == job.object.as_os_str() {
             field(b"<object>");

@@ -42,6 +42,9 @@ fn nvcc_command(job: &CompileJob) -> CommandSpec {
         cmd.arg("-gencode").arg(format!("arch=compute_{sm},{code}"));
     }
     cmd.arg("--threads").arg(job.nvcc_threads.to_string());
+    if let Some(split) = &job.split {
+        cmd.arg(format!("--split-compile={}", split.threads));
+    }
     if job.nvcc_jobserver {
         cmd.arg("--jobserver");
     }

@@ -276,6 +276,8 @@ fn compile_one(
     let said = match split_run(job, settings, &spec, &tmp, &shown, reporter, cancel)? {
         Some(said) => said,
         None => {
+            // A `--split-compile` nvcc runs its threads in job slots, as the steps would.
+            let (spec, _extra) = split::split_slots(&spec, settings.jobserver.as_deref());
             let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
             let output = run_gated(&spec, settings.memory.as_deref(), key.as_deref(), cancel)
                 .map_err(|f| job_error(job, &shown, f))?;

@@ -255,29 +255,11 @@ fn step_worker(
             give_back(held, board, wake);
             continue;
         };
-        let result = run_step(&steps[i], slots, cancel);
+        let (spec, extra) = split_slots(&steps[i].spec, slots.jobserver);
+        let result = run_step(&spec, &steps[i].label, slots, cancel);
+        drop(extra);
         give_back(held, board, wake);
-        let mut b = lock();
-        match result {
-            Ok(out) => {
-                b.done[i] = true;
-                let said = diagnostics(&out.stdout, &out.stderr);
-                if !said.is_empty() {
-                    b.said.push((i, said));
-                }
-            }
-            Err(failure) => {
-                b.stop = true;
-                let own = matches!(
-                    failure,
-                    CommandFailure::Exited { .. } | CommandFailure::Spawn { .. }
-                );
-                if own && b.failure.is_none() {
-                    b.failure = Some((i, failure));
-                    cancel.cancel();
-                }
-            }
-        }
+        finish_step(&mut lock(), i, result, cancel);
         wake.notify_all();
     }
 }
@@ -285,15 +267,106 @@ fn step_worker(
 /// Run `step` once the memory gate (if any) admits it, learning its peak under the unit's
 /// object and the step's label.
 fn run_step(
-    step: &Step,
+    spec: &CommandSpec,
+    label: &str,
     slots: &Slots,
     cancel: &Cancel,
 ) -> Result<std::process::Output, CommandFailure> {
     let Some((gate, object)) = slots.memory else {
-        return run_gated(&step.spec, None, None, cancel);
+        return run_gated(spec, None, None, cancel);
     };
-    let key = gate.key(object, Some(&step.label));
-    run_gated(&step.spec, Some(gate), Some(&key), cancel)
+    let key = gate.key(object, Some(label));
+    run_gated(spec, Some(gate), Some(&key), cancel)
+}
+
+/// Record how step `i` ended; the first failure of a step's own stops the unit and cancels
+/// the build.
+fn finish_step(
+    b: &mut Board,
+    i: usize,
+    result: Result<std::process::Output, CommandFailure>,
+    cancel: &Cancel,
+) {
+    match result {
+        Ok(out) => {
+            b.done[i] = true;
+            let said = diagnostics(&out.stdout, &out.stderr);
+            if !said.is_empty() {
+                b.said.push((i, said));
+            }
+        }
+        Err(failure) => {
+            b.stop = true;
+            let own = matches!(
+                failure,
+                CommandFailure::Exited { .. } | CommandFailure::Spawn { .. }
+            );
+            if own && b.failure.is_none() {
+                b.failure = Some((i, failure));
+                cancel.cancel();
+            }
+        }
+    }
+}
+
+/// `spec` with its `--split-compile` (nvcc's spelling, and cicc's and ptxas's in the steps)
+/// narrowed to the threads it has job slots for: the slot it runs in and the free ones it
+/// takes now, returned with it and held while it runs. It never waits for a slot (two units
+/// waiting for each other's would deadlock) and never runs more threads than it holds slots:
+/// without a jobserver it runs one.
+pub(super) fn split_slots<'a>(
+    spec: &CommandSpec,
+    jobserver: Option<&'a Jobserver>,
+) -> (CommandSpec, Vec<crate::jobserver::Slot<'a>>) {
+    let Some(wanted) = split_threads(spec) else {
+        return (spec.clone(), Vec::new());
+    };
+    let mut extra = Vec::new();
+    if let Some(js) = jobserver {
+        while extra.len() + 1 < wanted {
+            // One look at the pipe: a slot free now, or none.
+            let looked = std::cell::Cell::new(false);
+            match js.acquire_unless(|| looked.replace(true)) {
+                Ok(Some(slot)) => extra.push(slot),
+                Ok(None) | Err(_) => break,
+            }
+        }
+    }
+    (with_split_threads(spec, extra.len() + 1), extra)
+}
+
+/// The threads `spec` asks for with `--split-compile=N`, `-split-compile=N` (ptxas) or
+/// `-split-compile N` (cicc).
+fn split_threads(spec: &CommandSpec) -> Option<usize> {
+    let args: Vec<&str> = spec.args.iter().map(|a| a.to_str().unwrap_or("")).collect();
+    args.iter()
+        .enumerate()
+        .filter_map(|(i, a)| match a.split_once('=') {
+            Some(("--split-compile" | "-split-compile", n)) => n.parse().ok(),
+            None if *a == "-split-compile" => args.get(i + 1)?.parse().ok(),
+            _ => None,
+        })
+        .max()
+}
+
+/// `spec` with every `--split-compile` count set to `threads`.
+fn with_split_threads(spec: &CommandSpec, threads: usize) -> CommandSpec {
+    let mut out = spec.clone();
+    let mut count_next = false;
+    for arg in out.args.iter_mut() {
+        let text = arg.to_str().unwrap_or("");
+        if count_next {
+            *arg = threads.to_string().into();
+            count_next = false;
+        } else if let Some((flag @ ("--split-compile" | "-split-compile"), _)) =
+            text.split_once('=')
+        {
+            *arg = format!("{flag}={threads}").into();
+        } else {
+            count_next = text == "-split-compile";
+        }
+    }
+    out
 }
 
 /// Release the slot a step ran in (the unit's own one goes back to its workers).
@@ -322,5 +395,53 @@ impl KeepDir {
 impl Drop for KeepDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(args: &[&str]) -> CommandSpec {
+        let mut spec = CommandSpec::new("tool");
+        spec.args(args);
+        spec
+    }
+
+    fn args(spec: &CommandSpec) -> Vec<String> {
+        spec.args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_split_pass_runs_only_as_many_threads_as_it_holds_slots() {
+        let js = Jobserver::new(4).unwrap();
+        let _runner = js.acquire_unless(|| false).unwrap().unwrap();
+        let _other = js.acquire_unless(|| false).unwrap().unwrap();
+        // Two slots free of four: the pass runs in its own and takes both.
+        let cicc = spec(&["-arch", "compute_90", "-split-compile", "8", "x.cpp1.ii"]);
+        let (narrowed, extra) = split_slots(&cicc, Some(&js));
+        assert_eq!(extra.len(), 2);
+        assert_eq!(
+            args(&narrowed),
+            ["-arch", "compute_90", "-split-compile", "3", "x.cpp1.ii"]
+        );
+        // None left: one thread, and ptxas's spelling narrowed too.
+        let ptxas = spec(&["-split-compile=8", "-arch=sm_90", "-split-compile=8"]);
+        let (narrowed, none) = split_slots(&ptxas, Some(&js));
+        assert!(none.is_empty());
+        assert_eq!(
+            args(&narrowed),
+            ["-split-compile=1", "-arch=sm_90", "-split-compile=1"]
+        );
+        drop(extra);
+        let (_, again) = split_slots(&ptxas, Some(&js));
+        assert_eq!(again.len(), 2, "given back when the pass ends");
+        let (narrowed, _) = split_slots(&spec(&["--split-compile=4"]), None);
+        assert_eq!(args(&narrowed), ["--split-compile=1"]);
+        let plain = spec(&["-c", "x.cu", "--cmdline= -split-compile=4 "]);
+        assert_eq!(args(&split_slots(&plain, Some(&js)).0), args(&plain));
     }
 }

@@ -32,7 +32,7 @@ struct Record {
 }
 
 /// What the build is: the kbuild binary, the plans (nvcc's `--threads` and `--jobserver`, a
-/// matter of speed, left out) and each variant's metadata.
+/// matter of speed, left out, as is `--split-compile`) and each variant's metadata.
 pub(super) fn key(project: &Project, plans: &[BuildPlan]) -> String {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
@@ -46,6 +46,7 @@ pub(super) fn key(project: &Project, plans: &[BuildPlan]) -> String {
         for job in plan.variants.iter_mut().flat_map(|v| v.compile.iter_mut()) {
             job.nvcc_threads = 0;
             job.nvcc_jobserver = false;
+            job.split = None;
         }
         field(&serde_json::to_vec(&plan).unwrap_or_default());
         for variant in &plan.variants {

@@ -153,17 +153,15 @@ impl<'r> Builder<'r> {
             jobs.extend(variant.compile.iter().cloned());
         }
         let budget = self.settings.budget;
-        let mut costs = costs::Costs::load(&first.work_dir);
-        let order = match budget.order {
-            Order::LongestFirst => costs.longest_first(&jobs),
-            Order::Fifo => Vec::new(),
-        };
+        let cache_dir = self.settings.toolchain.deps.cache_dir.as_deref();
+        let mut costs = costs::Costs::load(&first.work_dir, cache_dir);
         let cuda = jobs.iter().any(|j| j.lang == crate::plan::Lang::Cuda);
         let schedule = ScheduleReport {
             jobs: budget.jobs,
             order: budget.order,
             nvcc: cuda.then_some(prepared.nvcc),
             memory: budget.memory,
+            split: report::splits(&jobs),
         };
         let memory = budget
             .memory
@@ -176,7 +174,7 @@ impl<'r> Builder<'r> {
             cache_dir: first.work_dir.join("cache"),
             launcher: self.settings.compiler_launcher.clone(),
             jobserver: self.jobserver(&jobs, prepared.nvcc),
-            order,
+            order: prepared.order.clone(),
             nvcc: prepared.nvcc,
             memory: memory.clone(),
         };
@@ -223,13 +221,21 @@ impl<'r> Builder<'r> {
         let detail = format!("{what} ({} units, -j{})", jobs.len(), schedule.jobs);
         self.reporter.stage("Compiling", &detail);
         let order = match schedule.order {
-            Order::LongestFirst => "longest first (the last build's times)",
+            Order::LongestFirst => {
+                "longest first (times of earlier builds, else predicted from the sources)"
+            }
             Order::Fifo => "in plan order",
         };
         let nvcc = schedule.nvcc.map(|m| format!("{}; ", m.describe()));
         self.reporter
             .verbose(&format!("{}jobs start {order}", nvcc.unwrap_or_default()));
         self.reporter.verbose(&memory_line(schedule.memory));
+        for split in &schedule.split {
+            self.reporter.verbose(&format!(
+                "split `{}` (--split-compile={}): {}",
+                split.label, split.threads, split.why
+            ));
+        }
     }
 
     /// The jobserver the build's job slots come from, when kbuild runs nvcc's steps or nvcc's

@@ -28,6 +28,10 @@ pub struct Prepared {
     pub toolchains: Vec<Toolchain>,
     /// How CUDA units run nvcc in this build, decided once for every toolchain.
     pub nvcc: NvccMode,
+    /// The order the compile jobs start in: indices into every plan's jobs (plan, variant,
+    /// job), longest first by the costs known or predicted (`costs.rs`), which also set each
+    /// job's `--split-compile`.
+    pub order: Vec<usize>,
     /// The toolchain facts of the output directory, with what this run had to ask anew.
     pub facts: FactCache,
 }
@@ -65,7 +69,13 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
         plans.push(plan_one(&project, toolchain, &plan_settings, reporter)?);
     }
     select_variants(&mut plans, &settings.variants)?;
+    let order = super::costs::schedule(
+        &mut plans,
+        &plan_settings.budget,
+        settings.toolchain.deps.cache_dir.as_deref(),
+    );
     Ok(Prepared {
+        order,
         project,
         plans,
         toolchains,

@@ -9,7 +9,7 @@ use crate::compile::command_for;
 use crate::config::Backend;
 use crate::link::link_command;
 use crate::memory::{MemoryBudget, UNKNOWN_PEAK, format_size};
-use crate::plan::{BuildPlan, Skipped, VariantPlan};
+use crate::plan::{BuildPlan, CompileJob, Skipped, VariantPlan};
 use crate::report::Reporter;
 use crate::schedule::{NvccMode, Order};
 
@@ -59,6 +59,30 @@ pub struct ScheduleReport {
     /// when it could not be found out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryBudget>,
+    /// The units given nvcc's `--split-compile`, in job order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub split: Vec<SplitReport>,
+}
+
+/// A unit given nvcc's `--split-compile`, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitReport {
+    pub label: String,
+    pub threads: u32,
+    pub why: String,
+}
+
+/// The split units among `jobs`.
+pub fn splits(jobs: &[CompileJob]) -> Vec<SplitReport> {
+    jobs.iter()
+        .filter_map(|j| {
+            j.split.as_ref().map(|s| SplitReport {
+                label: j.label.clone(),
+                threads: s.threads,
+                why: s.why.clone(),
+            })
+        })
+        .collect()
 }
 
 /// How `-v` and `--dry-run` state the memory budget.
@@ -173,6 +197,13 @@ pub fn dry_run_text(plan: &BuildPlan) -> String {
         }
         for job in &variant.compile {
             let _ = writeln!(t, "  compile {}\n    {}", job.label, command_for(job));
+            if let Some(split) = &job.split {
+                let _ = writeln!(
+                    t,
+                    "    split --split-compile={}: {}",
+                    split.threads, split.why
+                );
+            }
         }
         if let Some(job) = &variant.link {
             let _ = writeln!(t, "  link\n    {}", link_command(job, &job.output));

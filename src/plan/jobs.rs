@@ -319,6 +319,7 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
         nvcc_threads: 1,
         nvcc_jobserver: false,
         compiler_id: shared.cxx_id.clone(),
+        split: None,
     }
 }
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::config::{Backend, Capability, DType};
 use crate::depends::Fetch;
 use crate::hint::Hint;
-use crate::schedule::JobBudget;
+use crate::schedule::{JobBudget, SplitCompile};
 
 /// Everything one `kbuild build` does.
 #[derive(Debug, Clone, Serialize)]
@@ -131,6 +131,11 @@ pub struct CompileJob {
     pub nvcc_jobserver: bool,
     /// Identifies the compiler build (its `--version` output); part of the cache key.
     pub compiler_id: String,
+    /// nvcc `--split-compile` for a unit the schedule would otherwise leave the tail to (set
+    /// by the orchestrator's schedule, not by planning). Not part of the object cache's key:
+    /// the object's code is the same (the ELF notes record the command line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitCompile>,
 }
 
 /// Link the extension shared object.

@@ -109,6 +109,8 @@ echo "tokens $tokens" >> "$log"
         cmd.arg("--python").arg(self.root().join("python"));
         cmd.arg("--nvcc").arg(self.root().join("cuda/bin/nvcc"));
         cmd.env("CXX", self.root().join("c++"));
+        // Costs shared through kbuild's cache stay inside the test.
+        cmd.env("KBUILD_CACHE_DIR", self.root().join("cache"));
         for var in [
             "KBUILD_PYTHON",
             "VIRTUAL_ENV",
@@ -179,6 +181,8 @@ if [ -n "$src" ]; then
   pipes
   echo "{short} pipes=$npipes [$MAKEFLAGS] $*" >> "$log"
   {passes}
+  # A source that says so takes a second more (what the costs learn).
+  grep -q kbuild-test-slow "$src" 2>/dev/null && sleep 1
 fi
 [ -n "$out" ] && echo "built from $src" > "$out"
 [ -n "$dep" ] && echo "$out: $src" > "$dep"
@@ -342,7 +346,9 @@ fn the_next_build_starts_the_jobs_the_last_one_timed_longest_first() {
     );
     assert!(objects.iter().all(|o| o.ends_with(".o")), "{objects:?}");
 
-    // Costs rising in plan order, the first job's left out: it is new to the schedule.
+    // Costs rising in plan order, the first job's left out here and in kbuild's cache: it is
+    // new to the schedule.
+    std::fs::remove_dir_all(tools.root().join("cache/costs")).unwrap();
     let object_of = |label: &str| {
         let stem = label.split(' ').next().unwrap().replace('/', "__");
         let variant = if label.ends_with("[cpu]") {
@@ -370,7 +376,139 @@ fn the_next_build_starts_the_jobs_the_last_one_timed_longest_first() {
 
     forget_objects(root);
     let fifo = [("KBUILD_JOBSERVER", "0"), ("KBUILD_SCHEDULE", "fifo")];
-    assert_eq!(started(&tools.build(root, &args, &fifo)), planned);
+    assert_eq!(
+        started(&tools.build(root, &args, &fifo)),
+        plan_order(&tools, root)
+    );
+}
+
+/// The compile units in plan order (`--dry-run` lists them so).
+fn plan_order(tools: &FakeTools, project: &Path) -> Vec<String> {
+    let out = tools.build(project, &["--dry-run"], &[]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("  compile "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The source of the unit `label` (`relu_cuda/relu.cu [cuda]`) in `project`.
+fn source_of(project: &Path, label: &str) -> PathBuf {
+    project.join(label.split(' ').next().unwrap())
+}
+
+/// Append `n` explicit template instantiations to `source`: a unit that costs more to compile.
+fn instantiate(source: &Path, n: usize) {
+    let mut text = std::fs::read_to_string(source).unwrap();
+    for i in 0..n {
+        text.push_str(&format!("template void kbuild_test_heavy<{i}>(float*);\n"));
+    }
+    std::fs::write(source, text).unwrap();
+}
+
+#[test]
+fn a_first_build_starts_the_unit_predicted_longest_first_even_when_it_comes_last() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let tools = FakeTools::new();
+    let planned = plan_order(&tools, root);
+    assert_eq!(planned.len(), 4, "{planned:?}");
+    let last = planned.last().unwrap().clone();
+    instantiate(&source_of(root, &last), 1000);
+    let first_build = started(&tools.build(root, &["-v", "-j", "1"], &[]));
+    assert_eq!(first_build[0], last, "{first_build:?}");
+    assert_eq!(
+        plan_order(&tools, root),
+        planned,
+        "the plan keeps its order"
+    );
+}
+
+#[test]
+fn costs_a_build_timed_are_known_to_a_second_work_dir_through_kbuilds_cache() {
+    let (a, b) = (fixture("relu-v5"), fixture("relu-v5"));
+    let tools = FakeTools::new();
+    let planned = plan_order(&tools, a.path());
+    // A unit of its own source, not predicted the longest, is in fact the slowest (the fake
+    // compiler sleeps on it).
+    let args = ["-v", "-j", "1"];
+    let predicted = started(&tools.build(a.path(), &args, &[]));
+    let cheapest = "relu_cpu/relu_cpu.cpp [cpu]".to_string();
+    assert_ne!(predicted[0], cheapest, "{predicted:?}");
+    for project in [&a, &b] {
+        let source = source_of(project.path(), &cheapest);
+        let text = std::fs::read_to_string(&source).unwrap();
+        std::fs::write(&source, format!("{text}// kbuild-test-slow\n")).unwrap();
+    }
+    forget_objects(a.path());
+    std::fs::remove_file(a.path().join("build/.kbuild/costs.json")).unwrap();
+    tools.build(a.path(), &args, &[]);
+    // A fresh work dir of the same project knows the times from the cache.
+    let second = started(&tools.build(b.path(), &args, &[]));
+    assert_eq!(
+        second[0], cheapest,
+        "planned {planned:?}, started {second:?}"
+    );
+    // With a cache of its own it only has the prediction.
+    forget_objects(b.path());
+    std::fs::remove_file(b.path().join("build/.kbuild/costs.json")).unwrap();
+    let own_cache = tools.root().join("other-cache");
+    let own = [("KBUILD_CACHE_DIR", own_cache.to_str().unwrap())];
+    let own = started(&tools.build(b.path(), &args, &own));
+    assert_ne!(own[0], cheapest, "{own:?}");
+}
+
+#[test]
+fn a_unit_left_to_the_tail_gets_split_compile_and_the_dry_run_and_v_say_why() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let tools = FakeTools::new();
+    instantiate(&root.join("relu_cuda/relu.cu"), 100);
+    let out = tools.build(root, &["--dry-run", "-j", "8"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cuda = text
+        .split("  compile ")
+        .find(|unit| unit.starts_with("relu_cuda/relu.cu"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(cuda.contains(" --split-compile=2"), "{cuda}");
+    assert!(
+        cuda.contains("split --split-compile=2: in the tail: 7 of 8 job slots"),
+        "{cuda}"
+    );
+    assert!(cuda.contains("(predicted from its source)"), "{cuda}");
+    // Nothing else is split, and the C++ units never are.
+    assert_eq!(text.matches("--split-compile=").count(), 2, "{text}");
+
+    let out = tools.build(root, &["--dry-run", "--json", "-j", "8"], &[]);
+    let plans = json(&out);
+    let jobs = plans["variants"].as_array().unwrap().iter();
+    let split: Vec<&serde_json::Value> = jobs
+        .flat_map(|v| v["compile"].as_array().unwrap())
+        .filter(|j| !j["split"].is_null())
+        .collect();
+    assert_eq!(split.len(), 1, "{plans}");
+    assert_eq!(split[0]["label"], "relu_cuda/relu.cu [cuda]");
+    assert_eq!(split[0]["split"]["threads"], 2);
+
+    let out = tools.build(root, &["-v", "-j", "8"], &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("split `relu_cuda/relu.cu [cuda]` (--split-compile=2): in the tail"),
+        "{said}"
+    );
+    // The fake nvcc cannot say its steps: it runs as one nvcc, with the threads it has slots
+    // for (at most the two asked for).
+    let (calls, _) = tools.take_log();
+    let nvcc: Vec<&String> = calls
+        .iter()
+        .filter(|c| c.starts_with("nvcc") && !c.contains("--dryrun"))
+        .collect();
+    assert_eq!(nvcc.len(), 1, "{calls:?}");
+    assert!(
+        nvcc[0].contains("--split-compile=2") || nvcc[0].contains("--split-compile=1"),
+        "{}",
+        nvcc[0]
+    );
 }
 
 /// Leaf compiler processes (no drivers, no shells) below the nvcc processes compiling
@@ -436,6 +574,7 @@ fn cuda_jobs(root: &Path, nvcc: &Path, jobserver: bool) -> Vec<CompileJob> {
             nvcc_threads: 3,
             nvcc_jobserver: jobserver,
             compiler_id: "nvcc".to_string(),
+            split: None,
             ..job(root, nvcc, name)
         })
         .collect()

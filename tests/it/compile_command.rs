@@ -53,6 +53,7 @@ fn flagship_cuda_job() -> CompileJob {
         nvcc_threads: 2,
         nvcc_jobserver: false,
         compiler_id: "nvcc 13.2.86".to_string(),
+        split: None,
     }
 }
 
@@ -81,6 +82,7 @@ fn binding_cxx_job() -> CompileJob {
         nvcc_threads: 1,
         nvcc_jobserver: false,
         compiler_id: "g++ 12.2".to_string(),
+        split: None,
     }
 }
 

@@ -44,6 +44,7 @@ mod publish_links;
 mod publish_server;
 mod publish_verify;
 mod selection;
+mod split_compile;
 mod stable_abi;
 mod stdout_closed;
 mod toolchain_install;

@@ -22,7 +22,7 @@ const HEAVY: &str = "template <int N> __device__ float f(float x) { float s = 0;
     return s; }\n__global__ void k(float* o) { o[threadIdx.x] = f<400>(o[threadIdx.x]); }\n\
     void launch(float* o) { k<<<1, 32>>>(o); }\n";
 
-fn nvcc() -> PathBuf {
+pub(crate) fn nvcc() -> PathBuf {
     crate::compile_real::find_nvcc().expect(
         "no nvcc: run scripts/setup (it installs cuda-toolkit[nvcc] into .venv) or set \
          KBUILD_TEST_NVCC",
@@ -30,7 +30,7 @@ fn nvcc() -> PathBuf {
 }
 
 /// cuobjdump beside `nvcc`, else the project venv's (a toolchain may ship nvcc without it).
-fn cuobjdump(nvcc: &Path) -> PathBuf {
+pub(crate) fn cuobjdump(nvcc: &Path) -> PathBuf {
     let beside = nvcc.with_file_name("cuobjdump");
     if beside.is_file() {
         return beside;
@@ -51,6 +51,7 @@ fn cuda_job(root: &Path, nvcc: &Path, name: &str) -> CompileJob {
         gencodes: vec![gencode(8, 0, false), gencode(9, 0, true)],
         nvcc_threads: 2,
         compiler_id: "nvcc".to_string(),
+        split: None,
         ..job(root, nvcc, name)
     }
 }

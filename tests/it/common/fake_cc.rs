@@ -103,6 +103,7 @@ pub fn job(root: &Path, compiler: &Path, name: &str) -> CompileJob {
         nvcc_threads: 1,
         nvcc_jobserver: false,
         compiler_id: "fake 1.0".to_string(),
+        split: None,
     }
 }
 

@@ -1,0 +1,124 @@
+//! nvcc `--split-compile` on a unit the schedule splits (issue #27): kbuild's steps run it
+//! (cicc and ptxas get the threads they hold job slots for) and the device code is the same
+//! as unsplit. With the real pip nvcc and cuobjdump.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use object::{Object, ObjectSection};
+
+use crate::common::fake_cc::{gencode, job, write};
+use crate::nvcc_steps::{cuobjdump, nvcc};
+use kbuild::compile::{CompileSettings, compile_all};
+use kbuild::jobserver::Jobserver;
+use kbuild::plan::{CompileJob, Lang};
+use kbuild::report::Recorder;
+use kbuild::schedule::{NvccMode, SplitCompile};
+
+/// Several kernels, so that a split front end has modules to split.
+fn source() -> String {
+    let mut text = String::from(
+        "template <int N> __global__ void k(float* o) { float s = o[threadIdx.x];\n\
+         #pragma unroll\n for (int i = 0; i < N; i++) s += __sinf(s * i);\n\
+         o[threadIdx.x] = s; }\n",
+    );
+    for n in [16, 32, 64, 96, 128, 160] {
+        text.push_str(&format!("template __global__ void k<{n}>(float*);\n"));
+    }
+    text
+}
+
+/// Each cubin of `object` (by the name cuobjdump gives it) → its sections (name → bytes),
+/// every section but `.note.nv.tkinfo`, which records the tool's command line.
+fn cubins(
+    cuobjdump: &Path,
+    object: &Path,
+) -> (BTreeMap<String, BTreeMap<String, Vec<u8>>>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(cuobjdump)
+        .args(["-xelf", "all"])
+        .arg(object)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut all = BTreeMap::new();
+    let mut notes = String::new();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let file = object::File::parse(&*bytes).unwrap();
+        let mut sections = BTreeMap::new();
+        for section in file.sections() {
+            let name = section.name().unwrap().to_string();
+            let data = section.data().unwrap().to_vec();
+            if name == ".note.nv.tkinfo" {
+                notes.push_str(&String::from_utf8_lossy(&data));
+            } else {
+                sections.insert(name, data);
+            }
+        }
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        all.insert(name, sections);
+    }
+    (all, notes)
+}
+
+#[test]
+fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
+    let nvcc = nvcc();
+    let cuobjdump = cuobjdump(&nvcc);
+    let mut built = Vec::new();
+    for split in [None, Some(4)] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "k.cu", &source());
+        let jobs = [CompileJob {
+            lang: Lang::Cuda,
+            gencodes: vec![gencode(8, 0, false), gencode(9, 0, true)],
+            nvcc_threads: 1,
+            compiler_id: "nvcc".to_string(),
+            split: split.map(|threads| SplitCompile {
+                threads,
+                why: "test".into(),
+            }),
+            ..job(root, &nvcc, "k.cu")
+        }];
+        let shown = kbuild::compile::command_for(&jobs[0]).to_string();
+        assert_eq!(
+            shown.contains("--split-compile=4"),
+            split.is_some(),
+            "{shown}"
+        );
+        let settings = CompileSettings {
+            jobs: 4,
+            cache_dir: root.join("cache"),
+            launcher: None,
+            jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
+            order: Vec::new(),
+            nvcc: NvccMode::Steps,
+            memory: None,
+        };
+        let recorder = Recorder::default();
+        let result = compile_all(&jobs, &settings, &recorder);
+        let said = recorder.take();
+        assert_eq!(result.unwrap().compiled, ["k.cu"], "{said:?}");
+        assert!(
+            !said.iter().any(|l| l.contains("compiles with one nvcc")),
+            "kbuild knows the split plan's steps: {said:?}"
+        );
+        built.push(cubins(&cuobjdump, &jobs[0].object));
+    }
+    let ((plain, plain_notes), (split, split_notes)) = (&built[0], &built[1]);
+    assert_eq!(
+        plain.len(),
+        2,
+        "one cubin per capability: {:?}",
+        plain.keys()
+    );
+    assert!(!plain_notes.contains("split-compile"), "{plain_notes}");
+    assert!(split_notes.contains("-split-compile"), "{split_notes}");
+    assert!(plain == split, "the split unit's cubin sections differ");
+}
