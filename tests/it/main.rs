@@ -43,6 +43,7 @@ mod publish_faults;
 mod publish_links;
 mod publish_server;
 mod publish_verify;
+mod readme_snippets;
 mod selection;
 mod stable_abi;
 mod stdout_closed;
