@@ -119,11 +119,13 @@ pub fn install(
     );
     let step = |step: &'static str, spec: CommandSpec| {
         reporter.verbose(&spec.to_string());
-        process::run(&spec).map_err(|failure| InstallError::Step {
-            name: request.name.clone(),
-            step,
-            output: failure.diagnostics(),
-            failure: Box::new(failure),
+        process::run_watching(&spec, &|line| show_download(line, reporter)).map_err(|failure| {
+            InstallError::Step {
+                name: request.name.clone(),
+                step,
+                output: failure.diagnostics(),
+                failure: Box::new(failure),
+            }
         })
     };
     step("creating the environment", installer.venv(&dir))?;
@@ -150,6 +152,17 @@ pub fn install(
         },
         installed_now: true,
     })
+}
+
+/// pip's and uv's `Downloading <file> (<size>)` lines as they come, so the minutes torch's
+/// wheels take show (pip draws no bar when its output is not a terminal). Metadata fetches are
+/// left out: they are many and small.
+fn show_download(line: &str, reporter: &dyn Reporter) {
+    if let Some(what) = line.trim_start().strip_prefix("Downloading ")
+        && !what.contains(".metadata")
+    {
+        reporter.stage("Downloading", what.trim());
+    }
 }
 
 /// The program that makes environments and installs into them.
