@@ -47,8 +47,9 @@ pub trait Reporter: Sync {
     /// Something already up to date that this run did not touch (a cached unit, a variant in
     /// place): shown only with `-v`, as cargo shows `Fresh` only with `-v`.
     fn fresh(&self, what: &str);
-    /// Byte progress for transfers: `begin_bytes` then repeated `add_bytes`.
-    fn begin_bytes(&self, label: &str, total: u64);
+    /// Byte progress for transfers: `begin_bytes` (`Uploading`, `Downloading`: what the bar
+    /// says) then repeated `add_bytes`.
+    fn begin_bytes(&self, verb: &str, label: &str, total: u64);
     fn add_bytes(&self, n: u64);
     fn warn(&self, msg: &str);
     fn info(&self, msg: &str);
@@ -190,7 +191,7 @@ impl Reporter for Printer {
         }
     }
 
-    fn begin_bytes(&self, label: &str, total: u64) {
+    fn begin_bytes(&self, verb: &str, label: &str, total: u64) {
         let bar = self.multi.add(ProgressBar::new(total));
         bar.set_style(
             ProgressStyle::with_template(
@@ -199,7 +200,7 @@ impl Reporter for Printer {
             .expect("static template is valid")
             .progress_chars("=> "),
         );
-        bar.set_prefix("Uploading");
+        bar.set_prefix(verb.to_string());
         bar.set_message(label.to_string());
         self.replace_bar(bar);
     }
@@ -263,10 +264,12 @@ impl Reporter for Recorder {
     fn fresh(&self, what: &str) {
         self.push(format!("fresh {what}"));
     }
-    fn begin_bytes(&self, label: &str, total: u64) {
-        self.push(format!("bytes {label} {total}"));
+    fn begin_bytes(&self, verb: &str, label: &str, total: u64) {
+        self.push(format!("bytes {verb} {label} {total}"));
     }
-    fn add_bytes(&self, _n: u64) {}
+    fn add_bytes(&self, n: u64) {
+        self.push(format!("add {n}"));
+    }
     fn warn(&self, msg: &str) {
         self.push(format!("warn {msg}"));
     }

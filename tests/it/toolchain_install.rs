@@ -31,6 +31,7 @@ impl FakeInstaller {
 echo "$0 $*" >> '{log}'
 case "$*" in
   "-m venv "*) mkdir -p "$3/bin" && cp "$0" "$3/bin/python" ;;
+  "-m pip install --disable-pip-version-check --help") echo '  --progress-bar <progress_bar>  [auto, on, off, raw]' ;;
   "-m pip install"*) [ -z "$FAIL_INSTALL" ] || {{ echo "ERROR: no matching distribution" >&2; exit 1; }}
     [ -z "$SLOW_DOWNLOAD" ] || {{
       printf 'Collecting torch==2.14.*\n  Downloading torch-2.14.0.whl.metadata (30 kB)\n'
@@ -108,9 +109,11 @@ fn install_without_uv_makes_a_venv_with_pip_and_locks_the_exact_versions() {
         fake.take(tmp.path()),
         [
             format!("T/fakebin/python3 -m venv {dir}"),
+            // Whether this pip writes `--progress-bar raw` (a byte bar for each download).
+            format!("{dir}/bin/python -m pip install --disable-pip-version-check --help"),
             format!(
-                "{dir}/bin/python -m pip install --disable-pip-version-check torch==2.14.* \
-                 cuda-toolkit[nvcc,cccl,cuobjdump]==13.0.3 kernels==0.17.2"
+                "{dir}/bin/python -m pip install --disable-pip-version-check --progress-bar raw \
+                 torch==2.14.* cuda-toolkit[nvcc,cccl,cuobjdump]==13.0.3 kernels==0.17.2"
             ),
             format!("{dir}/bin/python -m pip freeze --disable-pip-version-check"),
         ]
@@ -160,9 +163,9 @@ fn install_without_uv_makes_a_venv_with_pip_and_locks_the_exact_versions() {
     assert!(again.status.success());
     let log = fake.take(tmp.path());
     assert!(
-        log[1].ends_with(
-            "install --disable-pip-version-check cuda-toolkit==13.0.3 kernels==0.17.2 \
-             nvidia-cuda-nvcc==13.0.88 torch==2.14.0"
+        log[2].ends_with(
+            "install --disable-pip-version-check --progress-bar raw cuda-toolkit==13.0.3 \
+             kernels==0.17.2 nvidia-cuda-nvcc==13.0.88 torch==2.14.0"
         ),
         "{log:?}"
     );
