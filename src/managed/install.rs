@@ -254,7 +254,7 @@ impl Installer {
         }
     }
 
-    /// Whether the environment's pip writes `--progress-bar raw` (pip 24.1 and newer; the pip
+    /// Whether the environment's pip writes `--progress-bar raw` (recent pips do; the pip
     /// that `venv` bundles can be older). Asked of its `install --help`, not its version.
     fn takes_raw_progress(&self, python: &Path) -> bool {
         match self {
