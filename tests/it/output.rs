@@ -194,11 +194,21 @@ fn completions_offer_backend_names_and_no_file_names_for_variant_and_torch() {
     for option in ["--variant", "--torch"] {
         assert!(!case(option).contains("compgen -f"), "{}", case(option));
     }
+    assert!(
+        case("--variant").contains("kbuild list-variants"),
+        "{}",
+        case("--variant")
+    );
 
     let zsh = completions("zsh");
     assert!(zsh.contains(&format!(":NAME:({names})' \\")), "{zsh}");
     let variant = zsh.lines().find(|l| l.contains("'*--variant=")).unwrap();
-    assert!(variant.ends_with(":NAME:' \\"), "{variant}");
+    assert!(
+        variant.ends_with(
+            ":NAME:{compadd -- ${(f)\"$(kbuild list-variants 2>/dev/null | cut -d\" \" -f1)\"}}' \\"
+        ),
+        "{variant}"
+    );
 
     let fish = completions("fish");
     let line = |option: &str| {
@@ -212,5 +222,64 @@ fn completions_offer_backend_names_and_no_file_names_for_variant_and_torch() {
         "{}",
         line("backend")
     );
-    assert!(line("variant").ends_with(" -r -f"), "{}", line("variant"));
+    assert!(
+        line("variant")
+            .ends_with(" -r -f -a \"(kbuild list-variants 2>/dev/null | cut -d' ' -f1)\""),
+        "{}",
+        line("variant")
+    );
+}
+
+/// What bash's completion offers for the last word of `line`, run in `dir` with the
+/// binary under test as `kbuild` on PATH.
+fn bash_completes(dir: &Path, line: &str) -> Vec<String> {
+    let bin_dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kbuild"), bin_dir.path().join("kbuild"))
+        .unwrap();
+    let script = format!(
+        "source <(kbuild completions bash)\n\
+         COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}\n\
+         read -ra COMP_WORDS <<< \"$COMP_LINE\"\n\
+         [[ \"$COMP_LINE\" == *' ' ]] && COMP_WORDS+=('')\n\
+         COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))\n\
+         _kbuild kbuild \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = run(Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("KBUILD_PYTHON", python())
+        .env_remove("VIRTUAL_ENV"));
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bash_completes_the_variants_of_the_project_and_the_backend_names() {
+    let project = fixture("relu-v5");
+    let listed = run(kbuild(project.path()).arg("list-variants"));
+    let mut variants: Vec<String> = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    variants.sort();
+    assert!(!variants.is_empty());
+    let mut offered = bash_completes(project.path(), "kbuild build --variant ");
+    offered.sort();
+    assert_eq!(offered, variants);
+    assert_eq!(
+        bash_completes(project.path(), "kbuild build --backend c"),
+        ["cann", "cpu", "cuda"]
+    );
 }
