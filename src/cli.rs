@@ -1,9 +1,12 @@
 //! Command-line interface: clap derive structs only. Resolution into settings lives in `commands`.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
-use clap::builder::TypedValueParser as _;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, StringValueParser, TypedValueParser};
+use clap::{Arg, Args, Parser, Subcommand, ValueEnum, ValueHint};
+
+use crate::config::Backend;
 
 /// Build GPU kernels for the Hugging Face Kernel Hub, and publish them.
 ///
@@ -218,14 +221,19 @@ pub struct ToolchainArgs {
 pub struct SelectArgs {
     /// Only these backends (repeatable) [default: every backend in build.toml that this
     /// machine can build].
-    #[arg(long = "backend", value_name = "NAME")]
+    #[arg(
+        long = "backend",
+        value_name = "NAME",
+        value_parser = BackendName,
+        hide_possible_values = true
+    )]
     pub backends: Vec<String>,
     /// For these torch versions (comma-separated), one variant set per toolchain
     /// [default: the toolchains in kbuild.lock, else the Python found as for `--python`].
-    #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
+    #[arg(long, value_name = "VERSIONS", value_delimiter = ',', value_hint = ValueHint::Other)]
     pub torch: Vec<String>,
     /// Only these variants (repeatable), e.g. one per CI job; `kbuild list-variants` names them.
-    #[arg(long = "variant", value_name = "NAME")]
+    #[arg(long = "variant", value_name = "NAME", value_hint = ValueHint::Other)]
     pub variants: Vec<String>,
 }
 
@@ -372,7 +380,7 @@ pub struct PackArgs {
     #[arg(long, value_name = "DIR")]
     pub build_dir: Option<PathBuf>,
     /// Pack only these variants (repeatable) [default: all in the build directory].
-    #[arg(long = "variant", value_name = "NAME")]
+    #[arg(long = "variant", value_name = "NAME", value_hint = ValueHint::Other)]
     pub variants: Vec<String>,
     /// Where the artifacts go [default: <project>/dist].
     #[arg(long, value_name = "DIR")]
@@ -429,7 +437,7 @@ pub struct PublishArgs {
     #[arg(long, value_name = "NAME")]
     pub branch: Option<String>,
     /// Publish only these variants (repeatable) [default: all in the build directory].
-    #[arg(long = "variant", value_name = "NAME")]
+    #[arg(long = "variant", value_name = "NAME", value_hint = ValueHint::Other)]
     pub variants: Vec<String>,
     /// Directory holding the variants [default: <project>/build].
     #[arg(long, value_name = "DIR")]
@@ -459,4 +467,28 @@ pub struct CompletionsArgs {
     /// Shell to generate for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+/// `--backend`: shell completions offer build.toml's backend names; any name is passed on, so
+/// a wrong one gets kbuild's own error (unknown backend, did you mean, the valid names).
+#[derive(Debug, Clone, Copy)]
+struct BackendName;
+
+impl TypedValueParser for BackendName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&Arg>,
+        value: &OsStr,
+    ) -> Result<String, clap::Error> {
+        StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            Backend::ALL.iter().map(|b| PossibleValue::new(b.as_str())),
+        ))
+    }
 }

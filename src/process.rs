@@ -342,6 +342,15 @@ pub fn run_cancellable(spec: &CommandSpec, cancel: &Cancel) -> Result<Output, Co
     run_measured(spec, cancel).map(|m| m.output)
 }
 
+/// Like `run`, and each line the command writes (on stdout or stderr, ended by `\n` or `\r`)
+/// is passed to `on_line` as it comes: a long download can say how far it is.
+pub fn run_watching(
+    spec: &CommandSpec,
+    on_line: &(dyn Fn(&str) + Sync),
+) -> Result<Output, CommandFailure> {
+    run_with(spec, &Cancel::new(), on_line).map(|m| m.output)
+}
+
 /// A command that succeeded: what it printed, and the most memory it held.
 #[derive(Debug)]
 pub struct Measured {
@@ -354,6 +363,14 @@ pub struct Measured {
 
 /// Like `run_cancellable`, and measures the command's peak memory.
 pub fn run_measured(spec: &CommandSpec, cancel: &Cancel) -> Result<Measured, CommandFailure> {
+    run_with(spec, cancel, &|_| {})
+}
+
+fn run_with(
+    spec: &CommandSpec,
+    cancel: &Cancel,
+    on_line: &(dyn Fn(&str) + Sync),
+) -> Result<Measured, CommandFailure> {
     let mut cmd = spec.to_command();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -365,11 +382,14 @@ pub fn run_measured(spec: &CommandSpec, cancel: &Cancel) -> Result<Measured, Com
     })?;
     // Both pipes are drained concurrently: a compiler blocked on a full stderr pipe would
     // otherwise never exit.
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
-    let (status, peak_bytes) = wait_or_kill(&mut child, cancel);
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
+    let (stdout_pipe, stderr_pipe) = (child.stdout.take(), child.stderr.take());
+    let ((status, peak_bytes), stdout, stderr) = thread::scope(|scope| {
+        let stdout = scope.spawn(|| drain(stdout_pipe, on_line));
+        let stderr = scope.spawn(|| drain(stderr_pipe, on_line));
+        let status = wait_or_kill(&mut child, cancel);
+        let stdout = stdout.join().unwrap_or_default();
+        (status, stdout, stderr.join().unwrap_or_default())
+    });
     match status {
         Some(status) if status.success() => Ok(Measured {
             output: Output {
@@ -397,15 +417,33 @@ pub fn run_measured(spec: &CommandSpec, cancel: &Cancel) -> Result<Measured, Com
     }
 }
 
-fn drain(pipe: Option<impl Read + Send + 'static>) -> thread::JoinHandle<Vec<u8>> {
-    thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut pipe) = pipe {
-            // A read error only truncates diagnostics; the exit status still decides.
-            let _ = pipe.read_to_end(&mut buf);
+/// Everything `pipe` gives until it closes; each complete line also goes to `on_line`. A read
+/// error only truncates diagnostics: the exit status still decides.
+fn drain(pipe: Option<impl Read>, on_line: &(dyn Fn(&str) + Sync)) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let Some(mut pipe) = pipe else { return buf };
+    let mut chunk = [0u8; 8192];
+    let mut line_start = 0;
+    loop {
+        let n = match pipe.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        while let Some(end) = buf[line_start..]
+            .iter()
+            .position(|b| matches!(b, b'\n' | b'\r'))
+        {
+            let line = String::from_utf8_lossy(&buf[line_start..line_start + end]);
+            if !line.trim().is_empty() {
+                on_line(line.trim_end());
+            }
+            line_start += end + 1;
         }
-        buf
-    })
+    }
+    buf
 }
 
 /// Wait for `child`; `None` when it was killed because `cancel` fired. With the status, the

@@ -44,8 +44,12 @@ pub trait Reporter: Sync {
     fn begin_units(&self, total: usize);
     fn unit_started(&self, label: &str);
     fn unit_finished(&self, label: &str, outcome: UnitOutcome, elapsed: Duration);
-    /// Byte progress for transfers: `begin_bytes` then repeated `add_bytes`.
-    fn begin_bytes(&self, label: &str, total: u64);
+    /// Something already up to date that this run did not touch (a cached unit, a variant in
+    /// place): shown only with `-v`, as cargo shows `Fresh` only with `-v`.
+    fn fresh(&self, what: &str);
+    /// Byte progress for transfers: `begin_bytes` (`Uploading`, `Downloading`: what the bar
+    /// says) then repeated `add_bytes`.
+    fn begin_bytes(&self, verb: &str, label: &str, total: u64);
     fn add_bytes(&self, n: u64);
     fn warn(&self, msg: &str);
     fn info(&self, msg: &str);
@@ -69,6 +73,8 @@ pub struct Printer {
     json: bool,
     multi: MultiProgress,
     bar: Mutex<Option<ProgressBar>>,
+    /// The units running now, oldest first: the progress line names the newest of them.
+    running: Mutex<Vec<String>>,
 }
 
 impl Printer {
@@ -82,6 +88,7 @@ impl Printer {
             json,
             multi,
             bar: Mutex::new(None),
+            running: Mutex::new(Vec::new()),
         }
     }
 
@@ -90,12 +97,19 @@ impl Printer {
     }
 
     fn line(&self, text: String) {
-        // Printing through the MultiProgress keeps bars intact; hidden bars print nothing,
-        // so fall back to stderr.
-        if self.multi.is_hidden() {
-            eprintln!("{text}");
-        } else {
-            let _ = self.multi.println(text);
+        // The bar is cleared, the line written as a line of its own, and the bar drawn again
+        // below it. `MultiProgress::println` would pad the line to the terminal's width with
+        // no newline: a log taken with `script` would be one long line.
+        self.multi.suspend(|| eprintln!("{text}"));
+    }
+
+    /// The progress line names a unit still running (the newest), never one that finished.
+    /// The list stays locked while the bar is told, so two workers cannot set it out of order.
+    fn show_running(&self, update: impl FnOnce(&mut Vec<String>)) {
+        if let Ok(mut running) = self.running.lock() {
+            update(&mut running);
+            let newest = running.last().cloned().unwrap_or_default();
+            self.with_bar(|b| b.set_message(newest));
         }
     }
 
@@ -145,29 +159,39 @@ impl Reporter for Printer {
         bar.set_prefix("Building");
         bar.enable_steady_tick(Duration::from_millis(200));
         self.replace_bar(bar);
+        if let Ok(mut running) = self.running.lock() {
+            running.clear();
+        }
     }
 
     fn unit_started(&self, label: &str) {
         self.verbose(&format!("start {label}"));
-        self.with_bar(|b| b.set_message(label.to_string()));
+        self.show_running(|running| running.push(label.to_string()));
     }
 
     fn unit_finished(&self, label: &str, outcome: UnitOutcome, elapsed: Duration) {
-        if self.chatty() {
-            let word = match outcome {
-                UnitOutcome::Compiled => "Compiled",
-                UnitOutcome::Cached => "Fresh",
-                UnitOutcome::Failed => "Failed",
-            };
-            self.line(format!(
-                "{word:>12} {label} ({:.1}s)",
-                elapsed.as_secs_f64()
-            ));
+        self.show_running(|running| running.retain(|l| l != label));
+        let seconds = elapsed.as_secs_f64();
+        match outcome {
+            UnitOutcome::Cached => self.fresh(label),
+            UnitOutcome::Compiled if self.chatty() => {
+                self.line(format!("{:>12} {label} ({seconds:.1}s)", "Compiled"));
+            }
+            UnitOutcome::Failed if self.chatty() => {
+                self.line(format!("{:>12} {label} ({seconds:.1}s)", "Failed"));
+            }
+            _ => {}
         }
         self.with_bar(|b| b.inc(1));
     }
 
-    fn begin_bytes(&self, label: &str, total: u64) {
+    fn fresh(&self, what: &str) {
+        if self.verbosity == Verbosity::Verbose && !self.json {
+            self.line(format!("{:>12} {what}", "Fresh"));
+        }
+    }
+
+    fn begin_bytes(&self, verb: &str, label: &str, total: u64) {
         let bar = self.multi.add(ProgressBar::new(total));
         bar.set_style(
             ProgressStyle::with_template(
@@ -176,7 +200,7 @@ impl Reporter for Printer {
             .expect("static template is valid")
             .progress_chars("=> "),
         );
-        bar.set_prefix("Uploading");
+        bar.set_prefix(verb.to_string());
         bar.set_message(label.to_string());
         self.replace_bar(bar);
     }
@@ -237,10 +261,15 @@ impl Reporter for Recorder {
     fn unit_finished(&self, label: &str, outcome: UnitOutcome, _elapsed: Duration) {
         self.push(format!("{outcome:?} {label}"));
     }
-    fn begin_bytes(&self, label: &str, total: u64) {
-        self.push(format!("bytes {label} {total}"));
+    fn fresh(&self, what: &str) {
+        self.push(format!("fresh {what}"));
     }
-    fn add_bytes(&self, _n: u64) {}
+    fn begin_bytes(&self, verb: &str, label: &str, total: u64) {
+        self.push(format!("bytes {verb} {label} {total}"));
+    }
+    fn add_bytes(&self, n: u64) {
+        self.push(format!("add {n}"));
+    }
     fn warn(&self, msg: &str) {
         self.push(format!("warn {msg}"));
     }

@@ -4,6 +4,7 @@ pub mod build;
 pub mod check;
 pub mod check_config;
 pub mod clean;
+pub mod completions;
 pub mod develop;
 pub mod hash;
 pub mod init;
@@ -71,13 +72,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         Command::Clean(args) => clean::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::Hash(args) => hash::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::Init(args) => init::run(&given, &args, &Printer::new(verbosity, args.json))?,
-        Command::Completions(args) => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
-            // Generated into memory: clap_complete panics when its writer fails.
-            let mut script = Vec::new();
-            clap_complete::generate(args.shell, &mut cmd, "kbuild", &mut script);
-            print(&String::from_utf8_lossy(&script))?;
-        }
+        Command::Completions(args) => completions::run(&args)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -80,6 +80,7 @@ fn install(
     let mut lock = lock.unwrap_or_default();
     for request in &requests {
         let installed = managed::install(root, request, printer)?;
+        printer.finish();
         let status = if installed.installed_now {
             "Installed"
         } else {

@@ -3,6 +3,7 @@
 //! versions installed, read back with `freeze`, recorded in the environment and the lock.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use super::lock::{LockedToolchain, write_toml};
 use super::spec::requirement_name;
@@ -117,20 +118,24 @@ pub fn install(
             packages.join(" ")
         ),
     );
+    let downloads = Downloads::new(reporter);
     let step = |step: &'static str, spec: CommandSpec| {
         reporter.verbose(&spec.to_string());
-        process::run(&spec).map_err(|failure| InstallError::Step {
-            name: request.name.clone(),
-            step,
-            output: failure.diagnostics(),
-            failure: Box::new(failure),
+        process::run_watching(&spec, &|line| downloads.line(line)).map_err(|failure| {
+            InstallError::Step {
+                name: request.name.clone(),
+                step,
+                output: failure.diagnostics(),
+                failure: Box::new(failure),
+            }
         })
     };
     step("creating the environment", installer.venv(&dir))?;
     let python = dir.join("bin/python");
+    let raw = installer.takes_raw_progress(&python);
     step(
         "installing the packages",
-        installer.install(&python, packages, request.index_url.as_deref()),
+        installer.install(&python, packages, request.index_url.as_deref(), raw),
     )?;
     let freeze = step("listing the installed packages", installer.freeze(&python))?;
     let record = LockedToolchain {
@@ -150,6 +155,54 @@ pub fn install(
         },
         installed_now: true,
     })
+}
+
+/// What pip and uv say about their downloads, shown as it comes (pip draws no bar when its
+/// output is not a terminal): each `Downloading <file> (<size>)` line, and with pip's
+/// `--progress-bar raw` (`Progress <bytes> of <total>`) a byte bar for the file. Metadata
+/// fetches are left out: they are many and small.
+struct Downloads<'a> {
+    reporter: &'a dyn Reporter,
+    /// The file being downloaded, whether its bar is up, and the bytes the bar shows.
+    current: Mutex<(String, bool, u64)>,
+}
+
+impl<'a> Downloads<'a> {
+    fn new(reporter: &'a dyn Reporter) -> Self {
+        Downloads {
+            reporter,
+            current: Mutex::new((String::new(), false, 0)),
+        }
+    }
+
+    fn line(&self, line: &str) {
+        let Ok(mut current) = self.current.lock() else {
+            return;
+        };
+        let line = line.trim();
+        if let Some(what) = line.strip_prefix("Downloading ")
+            && !what.contains(".metadata")
+        {
+            self.reporter.stage("Downloading", what);
+            let file = what.split(' ').next().unwrap_or(what);
+            *current = (file.to_string(), false, 0);
+        } else if let Some((bytes, total)) = raw_progress(line) {
+            let (file, bar_up, shown) = &mut *current;
+            if !*bar_up {
+                self.reporter.begin_bytes("Downloading", file, total);
+                (*bar_up, *shown) = (true, 0);
+            }
+            self.reporter.add_bytes(bytes.saturating_sub(*shown));
+            *shown = (*shown).max(bytes);
+        }
+    }
+}
+
+/// `Progress 1024 of 4096`, the line pip's `--progress-bar raw` writes, as (bytes, total).
+fn raw_progress(line: &str) -> Option<(u64, u64)> {
+    let (bytes, total) = line.strip_prefix("Progress ")?.split_once(" of ")?;
+    let total: u64 = total.parse().ok()?;
+    (total > 0).then_some((bytes.parse().ok()?, total))
 }
 
 /// The program that makes environments and installs into them.
@@ -201,8 +254,31 @@ impl Installer {
         }
     }
 
-    fn install(&self, python: &Path, packages: &[String], index_url: Option<&str>) -> CommandSpec {
+    /// Whether the environment's pip writes `--progress-bar raw` (recent pips do; the pip
+    /// that `venv` bundles can be older). Asked of its `install --help`, not its version.
+    fn takes_raw_progress(&self, python: &Path) -> bool {
+        match self {
+            Installer::Uv { .. } => false,
+            Installer::Pip { .. } => {
+                let mut help = self.pip(python, "install");
+                help.arg("--help");
+                process::run(&help)
+                    .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("raw]"))
+            }
+        }
+    }
+
+    fn install(
+        &self,
+        python: &Path,
+        packages: &[String],
+        index_url: Option<&str>,
+        raw_progress: bool,
+    ) -> CommandSpec {
         let mut cmd = self.pip(python, "install");
+        if raw_progress {
+            cmd.args(["--progress-bar", "raw"]);
+        }
         if let Some(url) = index_url {
             cmd.arg("--index-url").arg(url);
         }
@@ -275,6 +351,38 @@ mod tests {
     }
 
     #[test]
+    fn pip_downloads_show_each_file_and_a_byte_bar_from_its_raw_progress() {
+        let recorder = crate::report::Recorder::default();
+        let downloads = Downloads::new(&recorder);
+        for line in [
+            "Collecting torch==2.14.*",
+            "  Downloading torch-2.14.0-cp312.whl.metadata (30 kB)",
+            "Downloading torch-2.14.0-cp312.whl (915.2 MB)",
+            "Progress 0 of 915200000",
+            "Progress 400000000 of 915200000",
+            "Progress 915200000 of 915200000",
+            "Downloading triton-3.6.0.whl (180.0 MB)",
+            "Progress 180000000 of 180000000",
+            "Installing collected packages: triton, torch",
+        ] {
+            downloads.line(line);
+        }
+        assert_eq!(
+            recorder.take(),
+            [
+                "stage Downloading torch-2.14.0-cp312.whl (915.2 MB)",
+                "bytes Downloading torch-2.14.0-cp312.whl 915200000",
+                "add 0",
+                "add 400000000",
+                "add 515200000",
+                "stage Downloading triton-3.6.0.whl (180.0 MB)",
+                "bytes Downloading triton-3.6.0.whl 180000000",
+                "add 180000000",
+            ]
+        );
+    }
+
+    #[test]
     fn pip_and_uv_commands_pass_the_index_and_the_packages() {
         let pip = Installer::Pip {
             python: "python3".into(),
@@ -282,8 +390,13 @@ mod tests {
         let py = Path::new("/t/bin/python");
         let pkgs = ["torch==2.14.*".to_string()];
         assert_eq!(
-            pip.install(py, &pkgs, Some("https://i")).to_string(),
+            pip.install(py, &pkgs, Some("https://i"), false).to_string(),
             "/t/bin/python -m pip install --disable-pip-version-check --index-url https://i \
+             'torch==2.14.*'"
+        );
+        assert_eq!(
+            pip.install(py, &pkgs, None, true).to_string(),
+            "/t/bin/python -m pip install --disable-pip-version-check --progress-bar raw \
              'torch==2.14.*'"
         );
         let uv = Installer::Uv {
@@ -291,7 +404,7 @@ mod tests {
             python: None,
         };
         assert_eq!(
-            uv.install(py, &pkgs, None).to_string(),
+            uv.install(py, &pkgs, None, false).to_string(),
             "/bin/uv pip install --python /t/bin/python 'torch==2.14.*'"
         );
         assert_eq!(

@@ -275,7 +275,11 @@ impl<'r> Builder<'r> {
             for variant in &plan.variants {
                 check_interrupted()?;
                 if let Some(job) = &variant.link {
-                    link::link(job, &format!("{}.abi3.so", variant.id), self.reporter)?;
+                    let mut label = format!("{}.abi3.so", variant.id);
+                    if plans.len() > 1 {
+                        label = format!("{label} [{}]", prepare::variant_tag(&variant.name));
+                    }
+                    link::link(job, &label, self.reporter)?;
                 }
                 check_interrupted()?;
                 let metadata = package::metadata_for(project, variant, fresh::kernel_git(plan));

@@ -69,6 +69,7 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
         plans.push(plan_one(&project, toolchain, &plan_settings, reporter)?);
     }
     select_variants(&mut plans, &settings.variants)?;
+    label_with_torch(&mut plans);
     let order = super::costs::schedule(
         &mut plans,
         &plan_settings.budget,
@@ -82,6 +83,38 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
         nvcc,
         facts,
     })
+}
+
+/// With several torch versions each unit says which variant it builds (`relu.cpp
+/// [torch215-cpu]`): `[cpu]` alone names a unit of every torch's cpu variant.
+fn label_with_torch(plans: &mut [BuildPlan]) {
+    if plans.len() < 2 {
+        return;
+    }
+    for variant in plans.iter_mut().flat_map(|p| &mut p.variants) {
+        let backend = format!(" [{}]", variant.backend);
+        let tag = format!(" [{}]", variant_tag(&variant.name));
+        for job in &mut variant.compile {
+            if let Some(unit) = job.label.strip_suffix(&backend) {
+                job.label = format!("{unit}{tag}");
+            }
+        }
+    }
+}
+
+/// A variant's name less its C++ ABI, architecture and OS, to tell the variants of one build
+/// apart in its output: `torch215-cxx11-cu132-x86_64-linux` is `torch215-cu132`.
+pub(super) fn variant_tag(name: &str) -> String {
+    let parts: Vec<&str> = name.split('-').collect();
+    if parts.len() < 4 {
+        return name.to_string();
+    }
+    let kept: Vec<&str> = parts[..parts.len() - 2]
+        .iter()
+        .copied()
+        .filter(|p| !p.starts_with("cxx"))
+        .collect();
+    kept.join("-")
 }
 
 /// Load build.toml and report its warnings (with their hints); config errors surface before
@@ -279,4 +312,26 @@ pub fn discover_toolchain(
         nvcc,
         deps,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::variant_tag;
+
+    #[test]
+    fn a_variant_tag_is_its_torch_and_backend() {
+        assert_eq!(
+            variant_tag("torch215-cxx11-cu132-x86_64-linux"),
+            "torch215-cu132"
+        );
+        assert_eq!(
+            variant_tag("torch214-cxx11-cpu-x86_64-linux"),
+            "torch214-cpu"
+        );
+        assert_eq!(
+            variant_tag("torch-stable-abi210-cpu-x86_64-linux"),
+            "torch-stable-abi210-cpu"
+        );
+        assert_eq!(variant_tag("torch-universal"), "torch-universal");
+    }
 }

@@ -135,7 +135,8 @@ impl BuildReport {
     }
 }
 
-/// A variant's line (`Packaged` when written, `Fresh` when already in place) and report.
+/// A variant's line (`Packaged` when written; `Fresh`, shown with `-v` only, when already in
+/// place) and report.
 pub fn variant_report(
     variant: &VariantPlan,
     out_dir: &Path,
@@ -143,8 +144,11 @@ pub fn variant_report(
     reporter: &dyn Reporter,
 ) -> VariantReport {
     let path = out_dir.join(&variant.name);
-    let stage = if written { "Packaged" } else { "Fresh" };
-    reporter.stage(stage, &path.display().to_string());
+    if written {
+        reporter.stage("Packaged", &path.display().to_string());
+    } else {
+        reporter.fresh(&path.display().to_string());
+    }
     VariantReport {
         name: variant.name.clone(),
         path,

@@ -342,7 +342,7 @@ impl<'a> Session<'a> {
         plan: &PublishPlan<'_>,
     ) -> Result<Vec<CommitSummary>, PublishError> {
         let (remote, reporter, s) = (&self.remote, self.reporter, self.s);
-        reporter.begin_bytes(&format!("to {}", remote.url()), plan.bytes());
+        reporter.begin_bytes("Uploading", &format!("to {}", remote.url()), plan.bytes());
         let kernel = &build.variants[0].kernel_name;
         let title = format!(
             "Publish {kernel} v{} ({} variant{})",

@@ -32,6 +32,23 @@ fn one_build_makes_a_variant_per_torch_each_loaded_by_its_own_torch() {
         "--json",
     ]));
     assert!(out.status.success());
+    // Each unit says which torch's variant it is: `[cpu]` alone would name both.
+    let mut compiled: Vec<String> = stdout_json(&out)["compiled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    compiled.sort();
+    assert_eq!(
+        compiled,
+        [
+            "relu_cpu/relu_cpu.cpp [torch214-cpu]",
+            "relu_cpu/relu_cpu.cpp [torch215-cpu]",
+            "torch-ext/torch_binding.cpp [torch214-cpu]",
+            "torch-ext/torch_binding.cpp [torch215-cpu]",
+        ]
+    );
     let mut names: Vec<String> = stdout_json(&out)["variants"]
         .as_array()
         .unwrap()

@@ -13,7 +13,8 @@ const FREEZE: &str = "filelock==3.20.0\nkernels==0.17.2\nnvidia-cuda-nvcc==13.0.
 
 /// A directory with a fake `python3` (and `uv` when `with_uv`) that log `<name> <argv>` to
 /// `log`; `python3 -m venv DIR` makes `DIR/bin/python` (the same fake), `pip freeze` prints
-/// FREEZE, and `pip install` fails when `$FAIL_INSTALL` is set.
+/// FREEZE, and `pip install` fails when `$FAIL_INSTALL` is set; with `$SLOW_DOWNLOAD` it says
+/// it downloads torch and waits (20 s at most) for that file to exist, as a download takes.
 struct FakeInstaller {
     bin_dir: PathBuf,
     log: PathBuf,
@@ -30,7 +31,13 @@ impl FakeInstaller {
 echo "$0 $*" >> '{log}'
 case "$*" in
   "-m venv "*) mkdir -p "$3/bin" && cp "$0" "$3/bin/python" ;;
-  "-m pip install"*) [ -z "$FAIL_INSTALL" ] || {{ echo "ERROR: no matching distribution" >&2; exit 1; }} ;;
+  "-m pip install --disable-pip-version-check --help") echo '  --progress-bar <progress_bar>  [auto, on, off, raw]' ;;
+  "-m pip install"*) [ -z "$FAIL_INSTALL" ] || {{ echo "ERROR: no matching distribution" >&2; exit 1; }}
+    [ -z "$SLOW_DOWNLOAD" ] || {{
+      printf 'Collecting torch==2.14.*\n  Downloading torch-2.14.0.whl.metadata (30 kB)\n'
+      printf 'Downloading torch-2.14.0-cp312-cp312-manylinux_2_28_x86_64.whl (915.2 MB)\n'
+      i=0; while [ ! -e "$SLOW_DOWNLOAD" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done
+    }} ;;
   "-m pip freeze"*) printf '{FREEZE}' ;;
 esac
 "#,
@@ -102,9 +109,11 @@ fn install_without_uv_makes_a_venv_with_pip_and_locks_the_exact_versions() {
         fake.take(tmp.path()),
         [
             format!("T/fakebin/python3 -m venv {dir}"),
+            // Whether this pip writes `--progress-bar raw` (a byte bar for each download).
+            format!("{dir}/bin/python -m pip install --disable-pip-version-check --help"),
             format!(
-                "{dir}/bin/python -m pip install --disable-pip-version-check torch==2.14.* \
-                 cuda-toolkit[nvcc,cccl,cuobjdump]==13.0.3 kernels==0.17.2"
+                "{dir}/bin/python -m pip install --disable-pip-version-check --progress-bar raw \
+                 torch==2.14.* cuda-toolkit[nvcc,cccl,cuobjdump]==13.0.3 kernels==0.17.2"
             ),
             format!("{dir}/bin/python -m pip freeze --disable-pip-version-check"),
         ]
@@ -154,9 +163,9 @@ fn install_without_uv_makes_a_venv_with_pip_and_locks_the_exact_versions() {
     assert!(again.status.success());
     let log = fake.take(tmp.path());
     assert!(
-        log[1].ends_with(
-            "install --disable-pip-version-check cuda-toolkit==13.0.3 kernels==0.17.2 \
-             nvidia-cuda-nvcc==13.0.88 torch==2.14.0"
+        log[2].ends_with(
+            "install --disable-pip-version-check --progress-bar raw cuda-toolkit==13.0.3 \
+             kernels==0.17.2 nvidia-cuda-nvcc==13.0.88 torch==2.14.0"
         ),
         "{log:?}"
     );
@@ -216,4 +225,34 @@ fn cuda_12_is_refused_with_the_ways_to_get_it() {
     assert!(!out.status.success());
     insta::assert_snapshot!(Redact::new().path(tmp.path(), "[tmp]").output(&out));
     assert_eq!(fake.take(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn install_shows_each_download_while_pip_is_still_downloading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = fixture("relu-v5");
+    let fake = FakeInstaller::new(tmp.path(), false);
+    let done = tmp.path().join("download-done");
+    let mut child = fake
+        .kbuild(project.path(), &["toolchain", "install", "--torch", "2.14"])
+        .env("SLOW_DOWNLOAD", &done)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut lines = std::io::BufRead::lines(stderr).map(Result::unwrap);
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let downloading = line.contains("Downloading");
+        seen.push(line);
+        if downloading {
+            break;
+        }
+    }
+    // pip is still downloading: it waits for this file.
+    std::fs::write(&done, "").unwrap();
+    let rest: Vec<String> = lines.collect();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}: {seen:#?} {rest:#?}");
+    insta::assert_snapshot!(seen.join("\n"));
 }
