@@ -74,11 +74,14 @@ pub enum Command {
     /// Build, then make the variant importable in a virtual environment under its package name.
     ///
     /// Like `maturin develop`: afterwards `import <package>` (a kernel's own `pytest tests/`)
-    /// runs the fresh build. A `.pth` in the environment points at build/.kbuild/develop, which
-    /// links to build/<variant>: later `kbuild build`s are picked up without running develop
-    /// again. The environment is `--python`'s, else the active one (`VIRTUAL_ENV`), else ./.venv.
-    /// The variant is selected as `build` selects (`--backend`, `--torch`, `--variant`,
-    /// kbuild.lock); when several remain, the one built with that environment's Python.
+    /// runs the fresh build. A `.pth` in the environment points at a directory of that
+    /// environment's own under build/.kbuild/develop, which links to build/<variant>: later
+    /// `kbuild build`s are picked up without running develop again, and a develop into another
+    /// environment never changes what this one imports. The environment is `--python`'s, else
+    /// the active one (`VIRTUAL_ENV`), else ./.venv. The variant is selected as `build` selects
+    /// (`--backend`, `--torch`, `--variant`, kbuild.lock); when several remain, the one built
+    /// with that environment's Python, then the backend `kernels` loads with its torch (cuda
+    /// for a CUDA torch, else cpu). It is chosen and printed before anything is built.
     Develop(DevelopArgs),
     /// Write each built variant as `<name>-<variant>.tar.gz` into dist/.
     ///
@@ -287,6 +290,9 @@ pub struct DevelopArgs {
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+    /// Print the selected variant's plan without building or linking anything.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -112,8 +112,16 @@ fn develop_installs_the_locked_variant_into_the_locked_toolchains_environment() 
         ])
         .current_dir(locked.cache.path()));
     assert!(check.status.success(), "relu does not import");
-    // The develop link names the package; the variant it points at is the locked torch's.
-    let link = locked.project.path().join("build/.kbuild/develop/relu");
+    // The develop link names the package, in the directory of the locked toolchain's
+    // environment; the variant it points at is the locked torch's.
+    let links = locked.project.path().join("build/.kbuild/develop");
+    let [env] = std::fs::read_dir(&links)
+        .unwrap()
+        .flatten()
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap();
+    let link = env.path().join("relu");
     let target = std::fs::read_link(&link).unwrap();
     assert!(
         target.ends_with("torch215-cxx11-cpu-x86_64-linux"),
