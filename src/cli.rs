@@ -307,6 +307,12 @@ pub enum ToolchainCommand {
     ///
     /// Example: kbuild toolchain install --torch 2.14 --with kernels==0.17.2
     Install(ToolchainInstallArgs),
+    /// Make an environment you already have (the active venv) a toolchain, without a download.
+    ///
+    /// Its torch, CUDA and nvidia packages are pinned in kbuild.lock as `install` pins them
+    /// (another machine's `kbuild toolchain install` installs the same versions); here builds
+    /// use the environment itself. Example: kbuild toolchain add --python .venv/bin/python
+    Add(ToolchainAddArgs),
     /// List the installed toolchains.
     List(ToolchainListArgs),
     /// Delete an installed toolchain (its kbuild.lock entry stays).
@@ -377,6 +383,17 @@ pub struct PackArgs {
     /// Print the written artifacts as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolchainAddArgs {
+    /// The environment's interpreter [default: $KBUILD_PYTHON, the active venv, ./.venv,
+    /// python3].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Do not write kbuild.lock.
+    #[arg(long)]
+    pub no_lock: bool,
 }
 
 #[derive(Debug, Args)]

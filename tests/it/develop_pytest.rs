@@ -132,7 +132,11 @@ fn a_develop_link_belongs_to_one_venv_and_never_redirects_another_venvs_import()
     let init = other.join("__init__.py");
     let text = std::fs::read_to_string(&init).unwrap();
     std::fs::write(&init, format!("{text}\nOTHER = True\n")).unwrap();
-    assert!(run(kbuild(root).args(["hash", "--write"]).arg(&other)).status.success());
+    assert!(
+        run(kbuild(root).args(["hash", "--write"]).arg(&other))
+            .status
+            .success()
+    );
     let variant = kbuild::package::BuiltVariant::read(&other).unwrap();
     kbuild::develop::develop(&variant, &py_b).unwrap();
 
