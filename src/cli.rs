@@ -131,6 +131,13 @@ pub enum Command {
     /// in build/ that kbuild did not write are kept and named. The next build compiles
     /// everything again; a `kbuild develop` link works again after the next build.
     Clean(CleanArgs),
+    /// Write pyproject.toml so that `pip install .` builds the kernel with `kbuild wheel`.
+    ///
+    /// The `[build-system]` names a PEP 517 backend kept in the project (`kbuild_backend.py`,
+    /// through `backend-path`, `requires = []`): pip needs nothing from an index, finds kbuild
+    /// on PATH (or `$KBUILD`) and builds against the torch of the environment it installs into.
+    /// `pip install . -C backend=cpu` chooses the backend [default: the one `kernels` loads].
+    CreatePyproject(CreatePyprojectArgs),
     /// Recompute the digest of built variants as `kernels` verifies it, and compare.
     ///
     /// The digest in metadata.json lists every file of the variant with its hash; `kernels`
@@ -383,6 +390,13 @@ pub struct PackArgs {
     /// Print the written artifacts as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CreatePyprojectArgs {
+    /// Replace an existing pyproject.toml and kbuild_backend.py.
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ use crate::hint::Hint;
 use crate::managed::InstallError;
 use crate::orchestrator::BuildError;
 use crate::package::PackageError;
+use crate::pep517::Pep517Error;
 use crate::publish::PublishError;
 use crate::scaffold::ScaffoldError;
 
@@ -38,6 +39,8 @@ pub enum Error {
     Scaffold(Box<ScaffoldError>),
     #[error(transparent)]
     Clean(Box<CleanError>),
+    #[error(transparent)]
+    Pep517(Box<Pep517Error>),
     /// `kbuild hash` found variants whose files do not match their digest.
     #[error("{count} variant(s) do not match the digest in their metadata.json")]
     DigestMismatch { count: usize },
@@ -77,6 +80,7 @@ impl Hint for Error {
             Error::Toolchains(e) => e.hint(),
             Error::Scaffold(e) => e.hint(),
             Error::Clean(e) => e.hint(),
+            Error::Pep517(e) => e.hint(),
             Error::DigestMismatch { .. } => Some(
                 "rebuild, or run `kbuild hash --write` if the files changed on purpose".into(),
             ),
@@ -110,6 +114,7 @@ from_boxed! {
     Toolchains => InstallError,
     Scaffold => ScaffoldError,
     Clean => CleanError,
+    Pep517 => Pep517Error,
 }
 
 /// What a failed command reports: on stderr as text, under `--json` as

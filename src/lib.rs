@@ -22,6 +22,7 @@ pub mod link;
 pub mod managed;
 pub mod orchestrator;
 pub mod package;
+pub mod pep517;
 pub mod plan;
 pub mod portable;
 pub mod process;

@@ -4,6 +4,7 @@ pub mod build;
 pub mod check;
 pub mod check_config;
 pub mod clean;
+pub mod create_pyproject;
 pub mod develop;
 pub mod hash;
 pub mod init;
@@ -70,6 +71,9 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         }
         Command::Clean(args) => clean::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::Hash(args) => hash::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::CreatePyproject(args) => {
+            create_pyproject::run(&project, &args, &Printer::new(verbosity, false))?
+        }
         Command::Init(args) => init::run(&given, &args, &Printer::new(verbosity, args.json))?,
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
@@ -96,7 +100,7 @@ pub fn wants_json(cli: &Cli) -> bool {
         Command::Clean(args) => args.json,
         Command::Hash(args) => args.json,
         Command::Init(args) => args.json,
-        Command::Develop(_) | Command::Completions(_) => false,
+        Command::Develop(_) | Command::Completions(_) | Command::CreatePyproject(_) => false,
     }
 }
 

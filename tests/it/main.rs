@@ -33,6 +33,7 @@ mod matrix_real;
 mod module_graph;
 mod noop_fast_path;
 mod nvcc_steps;
+mod pip_backend;
 mod plan_output;
 mod portable;
 mod project_root;
