@@ -13,9 +13,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::config::Backend;
 use crate::hint::Hint;
 use crate::package::BuiltVariant;
 use crate::process::{self, CommandFailure, CommandSpec};
+use crate::toolchain::Toolchain;
 
 /// Why a variant could not be made importable.
 #[derive(Debug, thiserror::Error)]
@@ -149,4 +151,20 @@ fn environment(python: &Path) -> Result<Environment, DevelopError> {
     let site = PathBuf::from(lines.next().unwrap_or_default().trim());
     let prefix = PathBuf::from(lines.next().unwrap_or_default().trim());
     Ok(Environment { prefix, site })
+}
+
+/// The backend `kernels` loads with this toolchain's torch: cuda for a CUDA build of torch,
+/// else cpu (`None` for noarch projects, which have no torch here).
+pub fn kernels_backend(toolchain: &Toolchain) -> Option<Backend> {
+    let torch = toolchain.torch.as_ref()?;
+    Some(match torch.info.cuda {
+        Some(_) => Backend::Cuda,
+        None => Backend::Cpu,
+    })
+}
+
+/// The same interpreter path. Not resolved through links: a venv's `bin/python` links to the
+/// base interpreter that every venv of it shares.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    std::path::absolute(a).ok() == std::path::absolute(b).ok()
 }

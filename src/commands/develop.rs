@@ -8,12 +8,12 @@ use std::time::Instant;
 use super::print;
 use super::settings::select_settings;
 use crate::cli::DevelopArgs;
-use crate::config::Backend;
+use crate::develop::{kernels_backend, same_file};
 use crate::error::{Error, Result};
 use crate::orchestrator::{BuildError, BuildSettings, Builder, Prepared, dry_run_text};
 use crate::package::BuiltVariant;
 use crate::report::{Printer, Reporter};
-use crate::toolchain::{Toolchain, find_python};
+use crate::toolchain::find_python;
 
 /// Run `kbuild develop`.
 pub fn run(project_dir: &Path, args: DevelopArgs, printer: &Printer) -> Result<()> {
@@ -111,20 +111,4 @@ fn keep_one_variant(
         plan.variants.retain(|v| k == i && v.name == variant);
     }
     Ok(Choice { variant, python })
-}
-
-/// The backend `kernels` loads with this toolchain's torch: cuda for a CUDA build of torch,
-/// else cpu (`None` for noarch projects, which have no torch here).
-fn kernels_backend(toolchain: &Toolchain) -> Option<Backend> {
-    let torch = toolchain.torch.as_ref()?;
-    Some(match torch.info.cuda {
-        Some(_) => Backend::Cuda,
-        None => Backend::Cpu,
-    })
-}
-
-/// The same interpreter path. Not resolved through links: a venv's `bin/python` links to the
-/// base interpreter that every venv of it shares.
-fn same_file(a: &Path, b: &Path) -> bool {
-    std::path::absolute(a).ok() == std::path::absolute(b).ok()
 }
