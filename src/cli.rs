@@ -101,6 +101,15 @@ pub enum Command {
     Check(CheckArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
+    /// Rewrite an edition-less (v4) build.toml as edition 5, keeping its comments and order.
+    ///
+    /// Adds `edition = 5` to `[general]`, after `version`, as HF's `kernel-builder update-build`
+    /// does; every other line stays as written (kernel-builder re-prints the whole file). The
+    /// new file is read back and written only if it is the same project. Prints the changed
+    /// lines. An edition-5 file is refused, except by `--check`.
+    ///
+    /// In CI: `kbuild update-config --check` exits 1 while build.toml still needs updating.
+    UpdateConfig(UpdateConfigArgs),
     /// Print the build variants `kbuild build` would produce, selected as it selects them.
     ListVariants(ListVariantsArgs),
     /// Upload build/ to a Hub kernel repository.
@@ -419,6 +428,19 @@ pub struct ToolchainRemoveArgs {
 #[derive(Debug, Args)]
 pub struct CheckConfigArgs {
     /// Print the parsed configuration as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateConfigArgs {
+    /// Print what would change; write nothing.
+    #[arg(long, conflicts_with = "check")]
+    pub dry_run: bool,
+    /// Write nothing; exit 1 if build.toml needs updating, 0 if it is already edition 5.
+    #[arg(long)]
+    pub check: bool,
+    /// Print the manifest, its status and the changed lines as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }

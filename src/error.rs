@@ -14,6 +14,7 @@ use crate::package::PackageError;
 use crate::pep517::Pep517Error;
 use crate::publish::PublishError;
 use crate::scaffold::ScaffoldError;
+use crate::update_config::UpdateError;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]
@@ -41,6 +42,11 @@ pub enum Error {
     Clean(Box<CleanError>),
     #[error(transparent)]
     Pep517(Box<Pep517Error>),
+    #[error(transparent)]
+    UpdateConfig(Box<UpdateError>),
+    /// `kbuild update-config --check` found a v4 build.toml.
+    #[error("`{}` is v4 (no `edition`) and needs updating to edition 5", path.display())]
+    ConfigOutdated { path: std::path::PathBuf },
     /// `kbuild hash` found variants whose files do not match their digest.
     #[error("{count} variant(s) do not match the digest in their metadata.json")]
     DigestMismatch { count: usize },
@@ -81,6 +87,10 @@ impl Hint for Error {
             Error::Scaffold(e) => e.hint(),
             Error::Clean(e) => e.hint(),
             Error::Pep517(e) => e.hint(),
+            Error::UpdateConfig(e) => e.hint(),
+            Error::ConfigOutdated { .. } => {
+                Some("run `kbuild update-config` and commit the new build.toml".into())
+            }
             Error::DigestMismatch { .. } => Some(
                 "rebuild, or run `kbuild hash --write` if the files changed on purpose".into(),
             ),
@@ -115,6 +125,7 @@ from_boxed! {
     Scaffold => ScaffoldError,
     Clean => CleanError,
     Pep517 => Pep517Error,
+    UpdateConfig => UpdateError,
 }
 
 /// What a failed command reports: on stderr as text, under `--json` as

@@ -31,3 +31,4 @@ pub mod report;
 pub mod scaffold;
 pub mod schedule;
 pub mod toolchain;
+pub mod update_config;

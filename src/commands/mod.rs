@@ -13,6 +13,7 @@ pub mod pack;
 pub mod publish;
 pub mod settings;
 pub mod toolchain;
+pub mod update_config;
 pub mod wheel;
 
 use std::process::ExitCode;
@@ -61,6 +62,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             return check_config::run(&project, &args, verbosity, &printer);
         }
+        Command::UpdateConfig(args) => update_config::run(&project, &args)?,
         Command::Publish(args) => {
             let printer = Printer::new(verbosity, args.json);
             return publish::run(&cli.global, &args, &printer);
@@ -95,6 +97,7 @@ pub fn wants_json(cli: &Cli) -> bool {
         Command::Pack(args) => args.json,
         Command::ListVariants(args) => args.json,
         Command::CheckConfig(args) => args.json,
+        Command::UpdateConfig(args) => args.json,
         Command::Publish(args) => args.json,
         Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
         Command::Clean(args) => args.json,
