@@ -108,7 +108,9 @@ pub enum Command {
     /// new file is read back and written only if it is the same project. Prints the changed
     /// lines. An edition-5 file is refused, except by `--check`.
     ///
-    /// In CI: `kbuild update-config --check` exits 1 while build.toml still needs updating.
+    /// Example: `kbuild update-config --dry-run` shows the change, `kbuild update-config` writes
+    /// it, `kbuild check-config` confirms. In CI, `kbuild update-config --check` exits 1 while
+    /// build.toml still needs updating.
     UpdateConfig(UpdateConfigArgs),
     /// Print the build variants `kbuild build` would produce, selected as it selects them.
     ListVariants(ListVariantsArgs),

@@ -133,11 +133,9 @@ pub fn update_config(project_dir: &Path, mode: UpdateMode) -> Result<ConfigUpdat
     })?;
     same_project(&project, &new, project_dir)?;
     let status = if mode == UpdateMode::Write {
-        crate::files::write_atomic(&path, new.as_bytes()).map_err(|source| {
-            UpdateError::Write {
-                path: path.clone(),
-                source,
-            }
+        crate::files::write_atomic(&path, new.as_bytes()).map_err(|source| UpdateError::Write {
+            path: path.clone(),
+            source,
         })?;
         UpdateStatus::Updated
     } else {
@@ -170,7 +168,9 @@ fn read(path: &Path) -> Result<String, UpdateError> {
 /// `text` with `edition = 5` in `[general]`, right after `version` (at the end of `[general]`
 /// when it has no `version`; at the end of an inline `general = { ... }`).
 pub fn add_edition(text: &str) -> Result<String, String> {
-    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| e.to_string())?;
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| e.to_string())?;
     match doc.get_mut("general") {
         Some(Item::Table(general)) => {
             let keys: Vec<String> = general.iter().map(|(k, _)| k.to_string()).collect();
@@ -255,7 +255,10 @@ mod tests {
         let new = add_edition(old).unwrap();
         assert_eq!(
             new,
-            old.replace("version = 1 # major\n", "version = 1 # major\nedition = 5\n")
+            old.replace(
+                "version = 1 # major\n",
+                "version = 1 # major\nedition = 5\n"
+            )
         );
         assert_eq!(
             diff_lines(old, &new),
@@ -270,6 +273,9 @@ mod tests {
     #[test]
     fn inline_general_gets_edition_at_its_end() {
         let new = add_edition("general = { name = \"x\", version = 1 }\n").unwrap();
-        assert_eq!(new, "general = { name = \"x\", version = 1 , edition = 5 }\n");
+        assert_eq!(
+            new,
+            "general = { name = \"x\", version = 1 , edition = 5 }\n"
+        );
     }
 }

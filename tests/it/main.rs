@@ -48,4 +48,5 @@ mod stable_abi;
 mod stdout_closed;
 mod toolchain_install;
 mod torch_probe;
+mod update_config;
 mod wheel_install;
