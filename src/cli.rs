@@ -77,11 +77,14 @@ pub enum Command {
     /// Build, then make the variant importable in a virtual environment under its package name.
     ///
     /// Like `maturin develop`: afterwards `import <package>` (a kernel's own `pytest tests/`)
-    /// runs the fresh build. A `.pth` in the environment points at build/.kbuild/develop, which
-    /// links to build/<variant>: later `kbuild build`s are picked up without running develop
-    /// again. The environment is `--python`'s, else the active one (`VIRTUAL_ENV`), else ./.venv.
-    /// The variant is selected as `build` selects (`--backend`, `--torch`, `--variant`,
-    /// kbuild.lock); when several remain, the one built with that environment's Python.
+    /// runs the fresh build. A `.pth` in the environment points at a directory of that
+    /// environment's own under build/.kbuild/develop, which links to build/<variant>: later
+    /// `kbuild build`s are picked up without running develop again, and a develop into another
+    /// environment never changes what this one imports. The environment is `--python`'s, else
+    /// the active one (`VIRTUAL_ENV`), else ./.venv. The variant is selected as `build` selects
+    /// (`--backend`, `--torch`, `--variant`, kbuild.lock); when several remain, the one built
+    /// with that environment's Python, then the backend `kernels` loads with its torch (cuda
+    /// for a CUDA torch, else cpu). It is chosen and printed before anything is built.
     Develop(DevelopArgs),
     /// Write each built variant as `<name>-<variant>.tar.gz` into dist/.
     ///
@@ -101,6 +104,17 @@ pub enum Command {
     Check(CheckArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
+    /// Rewrite an edition-less (v4) build.toml as edition 5, keeping its comments and order.
+    ///
+    /// Adds `edition = 5` to `[general]`, after `version`, as HF's `kernel-builder update-build`
+    /// does; every other line stays as written (kernel-builder re-prints the whole file). The
+    /// new file is read back and written only if it is the same project. Prints the changed
+    /// lines. An edition-5 file is refused, except by `--check`.
+    ///
+    /// Example: `kbuild update-config --dry-run` shows the change, `kbuild update-config` writes
+    /// it, `kbuild check-config` confirms. In CI, `kbuild update-config --check` exits 1 while
+    /// build.toml still needs updating.
+    UpdateConfig(UpdateConfigArgs),
     /// Print the build variants `kbuild build` would produce, selected as it selects them.
     ListVariants(ListVariantsArgs),
     /// Upload build/ to a Hub kernel repository.
@@ -131,6 +145,13 @@ pub enum Command {
     /// in build/ that kbuild did not write are kept and named. The next build compiles
     /// everything again; a `kbuild develop` link works again after the next build.
     Clean(CleanArgs),
+    /// Write pyproject.toml so that `pip install .` builds the kernel with `kbuild wheel`.
+    ///
+    /// The `[build-system]` names a PEP 517 backend kept in the project (`kbuild_backend.py`,
+    /// through `backend-path`, `requires = []`): pip needs nothing from an index, finds kbuild
+    /// on PATH (or `$KBUILD`) and builds against the torch of the environment it installs into.
+    /// `pip install . -C backend=cpu` chooses the backend [default: the one `kernels` loads].
+    CreatePyproject(CreatePyprojectArgs),
     /// Recompute the digest of built variants as `kernels` verifies it, and compare.
     ///
     /// The digest in metadata.json lists every file of the variant with its hash; `kernels`
@@ -304,6 +325,9 @@ pub struct DevelopArgs {
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+    /// Print the selected variant's plan without building or linking anything.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -318,6 +342,12 @@ pub enum ToolchainCommand {
     ///
     /// Example: kbuild toolchain install --torch 2.14 --with kernels==0.17.2
     Install(ToolchainInstallArgs),
+    /// Make an environment you already have (the active venv) a toolchain, without a download.
+    ///
+    /// Its torch, CUDA and nvidia packages are pinned in kbuild.lock as `install` pins them
+    /// (another machine's `kbuild toolchain install` installs the same versions); here builds
+    /// use the environment itself. Example: kbuild toolchain add --python .venv/bin/python
+    Add(ToolchainAddArgs),
     /// List the installed toolchains.
     List(ToolchainListArgs),
     /// Delete an installed toolchain (its kbuild.lock entry stays).
@@ -391,6 +421,24 @@ pub struct PackArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CreatePyprojectArgs {
+    /// Replace an existing pyproject.toml and kbuild_backend.py.
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolchainAddArgs {
+    /// The environment's interpreter [default: $KBUILD_PYTHON, the active venv, ./.venv,
+    /// python3].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Do not write kbuild.lock.
+    #[arg(long)]
+    pub no_lock: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct ToolchainRemoveArgs {
     /// Toolchain name, e.g. `torch2.14-cu130` (see `kbuild toolchain list`).
     pub name: String,
@@ -399,6 +447,19 @@ pub struct ToolchainRemoveArgs {
 #[derive(Debug, Args)]
 pub struct CheckConfigArgs {
     /// Print the parsed configuration as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateConfigArgs {
+    /// Print what would change; write nothing.
+    #[arg(long, conflicts_with = "check")]
+    pub dry_run: bool,
+    /// Write nothing; exit 1 if build.toml needs updating, 0 if it is already edition 5.
+    #[arg(long)]
+    pub check: bool,
+    /// Print the manifest, its status and the changed lines as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }

@@ -1,19 +1,23 @@
 //! `kbuild develop`: make a built variant importable under its package name in a Python
 //! environment, so that `import <package>` (a kernel's own tests) runs the fresh build.
 //!
-//! The environment gets one `.pth` naming a directory in the build's work area,
-//! `<out>/.kbuild/develop/`, which holds a single symbolic link `<package>` to the variant
-//! directory `<out>/<variant>/`. A rebuild renames a new variant into that same path, so it is
-//! picked up without running `develop` again; a `develop` for another variant swaps the link
-//! atomically (a new link renamed over the old one).
+//! The environment gets one `.pth` naming a directory of its own in the build's work area,
+//! `<out>/.kbuild/develop/<env>/` (`<env>` names the environment's `sys.prefix` by a hash), which
+//! holds a single symbolic link `<package>` to the variant directory `<out>/<variant>/`. A
+//! rebuild renames a new variant into that same path, so it is picked up without running
+//! `develop` again; a `develop` for another variant in the same environment swaps the link
+//! atomically (a new link renamed over the old one). Each environment has its own link, so a
+//! `develop` into one never changes what another imports.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::config::Backend;
 use crate::hint::Hint;
 use crate::package::BuiltVariant;
 use crate::process::{self, CommandFailure, CommandSpec};
+use crate::toolchain::Toolchain;
 
 /// Why a variant could not be made importable.
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +74,8 @@ pub struct Developed {
 
 /// Make `variant` importable as its package in the environment of `python`.
 pub fn develop(variant: &BuiltVariant, python: &Path) -> Result<Developed, DevelopError> {
-    let site = site_packages(python)?;
+    let env = environment(python)?;
+    let site = env.site;
     let package = variant.kernel_name.replace('-', "_");
     for shadow in [site.join(&package), site.join(format!("{package}.py"))] {
         if std::fs::symlink_metadata(&shadow).is_ok() {
@@ -86,11 +91,11 @@ pub fn develop(variant: &BuiltVariant, python: &Path) -> Result<Developed, Devel
     };
     let out_dir = variant.dir.parent().unwrap_or(Path::new("."));
     let out_dir = std::path::absolute(out_dir).map_err(io(out_dir))?;
-    let dir = out_dir.join(".kbuild").join("develop");
+    let dir = out_dir.join(".kbuild/develop").join(env_key(&env.prefix));
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let link = dir.join(&package);
     // Relative, so that the link survives moving the whole build directory.
-    let target = Path::new("../..").join(&variant.name);
+    let target = Path::new("../../..").join(&variant.name);
     let tmp = dir.join(format!(".{package}.{}.tmp", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(&target, &tmp).map_err(io(&tmp))?;
@@ -109,14 +114,28 @@ pub fn develop(variant: &BuiltVariant, python: &Path) -> Result<Developed, Devel
     })
 }
 
-/// The environment's `purelib`, after checking it is a virtual environment.
-fn site_packages(python: &Path) -> Result<PathBuf, DevelopError> {
+/// A virtual environment: its `sys.prefix` and `purelib`.
+struct Environment {
+    prefix: PathBuf,
+    site: PathBuf,
+}
+
+/// The name of an environment's directory of links: 16 hex digits of the SHA-256 of its prefix.
+fn env_key(prefix: &Path) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(prefix.as_os_str().as_encoded_bytes());
+    hex::encode(&digest[..8])
+}
+
+/// The environment of `python`, after checking it is a virtual environment.
+fn environment(python: &Path) -> Result<Environment, DevelopError> {
     let mut spec = CommandSpec::new(python);
     spec.args([
         "-c",
         "import sys, sysconfig\n\
          print(sys.prefix != sys.base_prefix)\n\
-         print(sysconfig.get_paths()['purelib'])",
+         print(sysconfig.get_paths()['purelib'])\n\
+         print(sys.prefix)",
     ]);
     let out = process::run(&spec).map_err(|source| DevelopError::Python {
         python: python.to_path_buf(),
@@ -129,5 +148,23 @@ fn site_packages(python: &Path) -> Result<PathBuf, DevelopError> {
             python: python.to_path_buf(),
         });
     }
-    Ok(PathBuf::from(lines.next().unwrap_or_default().trim()))
+    let site = PathBuf::from(lines.next().unwrap_or_default().trim());
+    let prefix = PathBuf::from(lines.next().unwrap_or_default().trim());
+    Ok(Environment { prefix, site })
+}
+
+/// The backend `kernels` loads with this toolchain's torch: cuda for a CUDA build of torch,
+/// else cpu (`None` for noarch projects, which have no torch here).
+pub fn kernels_backend(toolchain: &Toolchain) -> Option<Backend> {
+    let torch = toolchain.torch.as_ref()?;
+    Some(match torch.info.cuda {
+        Some(_) => Backend::Cuda,
+        None => Backend::Cpu,
+    })
+}
+
+/// The same interpreter path. Not resolved through links: a venv's `bin/python` links to the
+/// base interpreter that every venv of it shares.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    std::path::absolute(a).ok() == std::path::absolute(b).ok()
 }

@@ -11,8 +11,10 @@ use crate::hint::Hint;
 use crate::managed::InstallError;
 use crate::orchestrator::BuildError;
 use crate::package::PackageError;
+use crate::pep517::Pep517Error;
 use crate::publish::PublishError;
 use crate::scaffold::ScaffoldError;
+use crate::update_config::UpdateError;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]
@@ -38,6 +40,13 @@ pub enum Error {
     Scaffold(Box<ScaffoldError>),
     #[error(transparent)]
     Clean(Box<CleanError>),
+    #[error(transparent)]
+    Pep517(Box<Pep517Error>),
+    #[error(transparent)]
+    UpdateConfig(Box<UpdateError>),
+    /// `kbuild update-config --check` found a v4 build.toml.
+    #[error("`{}` is v4 (no `edition`) and needs updating to edition 5", path.display())]
+    ConfigOutdated { path: std::path::PathBuf },
     /// `kbuild hash` found variants whose files do not match their digest.
     #[error("{count} variant(s) do not match the digest in their metadata.json")]
     DigestMismatch { count: usize },
@@ -77,6 +86,11 @@ impl Hint for Error {
             Error::Toolchains(e) => e.hint(),
             Error::Scaffold(e) => e.hint(),
             Error::Clean(e) => e.hint(),
+            Error::Pep517(e) => e.hint(),
+            Error::UpdateConfig(e) => e.hint(),
+            Error::ConfigOutdated { .. } => {
+                Some("run `kbuild update-config` and commit the new build.toml".into())
+            }
             Error::DigestMismatch { .. } => Some(
                 "rebuild, or run `kbuild hash --write` if the files changed on purpose".into(),
             ),
@@ -110,6 +124,8 @@ from_boxed! {
     Toolchains => InstallError,
     Scaffold => ScaffoldError,
     Clean => CleanError,
+    Pep517 => Pep517Error,
+    UpdateConfig => UpdateError,
 }
 
 /// What a failed command reports: on stderr as text, under `--json` as

@@ -5,6 +5,7 @@ pub mod check;
 pub mod check_config;
 pub mod clean;
 pub mod completions;
+pub mod create_pyproject;
 pub mod develop;
 pub mod hash;
 pub mod init;
@@ -13,6 +14,7 @@ pub mod pack;
 pub mod publish;
 pub mod settings;
 pub mod toolchain;
+pub mod update_config;
 pub mod wheel;
 
 use std::process::ExitCode;
@@ -61,6 +63,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             return check_config::run(&project, &args, verbosity, &printer);
         }
+        Command::UpdateConfig(args) => update_config::run(&project, &args)?,
         Command::Publish(args) => {
             let printer = Printer::new(verbosity, args.json);
             return publish::run(&cli.global, &args, &printer);
@@ -71,6 +74,9 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         }
         Command::Clean(args) => clean::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::Hash(args) => hash::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::CreatePyproject(args) => {
+            create_pyproject::run(&project, &args, &Printer::new(verbosity, false))?
+        }
         Command::Init(args) => init::run(&given, &args, &Printer::new(verbosity, args.json))?,
         Command::Completions(args) => completions::run(&args)?,
     }
@@ -86,12 +92,13 @@ pub fn wants_json(cli: &Cli) -> bool {
         Command::Pack(args) => args.json,
         Command::ListVariants(args) => args.json,
         Command::CheckConfig(args) => args.json,
+        Command::UpdateConfig(args) => args.json,
         Command::Publish(args) => args.json,
         Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
         Command::Clean(args) => args.json,
         Command::Hash(args) => args.json,
         Command::Init(args) => args.json,
-        Command::Develop(_) | Command::Completions(_) => false,
+        Command::Develop(_) | Command::Completions(_) | Command::CreatePyproject(_) => false,
     }
 }
 

@@ -1,20 +1,24 @@
-//! `kbuild toolchain install|list|remove`: managed torch + CUDA environments from PyPI.
+//! `kbuild toolchain install|add|list|remove`: managed torch + CUDA environments from PyPI, or
+//! one the user has.
 
 use std::path::Path;
 
 use super::print_json;
-use crate::cli::{ToolchainCommand, ToolchainInstallArgs};
+use crate::cli::{ToolchainAddArgs, ToolchainCommand, ToolchainInstallArgs};
 use crate::error::Result;
 use crate::managed::{
     self, InstallError, InstallRequest, LOCK_FILE, LockFile, ToolchainSpec, toolchains_dir,
 };
+use crate::orchestrator::BuildError;
 use crate::report::{Printer, Reporter};
+use crate::toolchain::find_python;
 
 /// Run `kbuild toolchain …`.
 pub fn run(project_dir: &Path, command: ToolchainCommand, printer: &Printer) -> Result<()> {
     let root = toolchains_dir()?;
     match command {
         ToolchainCommand::Install(args) => install(project_dir, &root, &args, printer),
+        ToolchainCommand::Add(args) => add(project_dir, &root, &args, printer),
         ToolchainCommand::List(args) => {
             let installed = managed::installed(&root)?;
             if args.json {
@@ -90,6 +94,24 @@ fn install(
         lock.upsert(installed.managed.record);
     }
     if !args.no_lock && project_dir.join("build.toml").is_file() {
+        let path = lock.write(project_dir)?;
+        printer.stage("Locked", &path.display().to_string());
+    }
+    Ok(())
+}
+
+/// Register an existing environment as a toolchain and pin it in kbuild.lock when the directory
+/// is a project.
+fn add(project_dir: &Path, root: &Path, args: &ToolchainAddArgs, printer: &Printer) -> Result<()> {
+    let python = find_python(args.python.as_deref(), project_dir).map_err(BuildError::from)?;
+    let added = managed::add(root, &python.path)?;
+    printer.stage(
+        "Added",
+        &format!("{} ({})", added.record.name, added.python.display()),
+    );
+    if !args.no_lock && project_dir.join("build.toml").is_file() {
+        let mut lock = LockFile::read(project_dir)?.unwrap_or_default();
+        lock.upsert(added.record);
         let path = lock.write(project_dir)?;
         printer.stage("Locked", &path.display().to_string());
     }

@@ -145,6 +145,7 @@ pub fn install(
         index_url: request.index_url.clone(),
         requested: request.requested.clone(),
         packages: pinned_subset(&String::from_utf8_lossy(&freeze.stdout), &request.requested),
+        python: None,
     };
     write_toml(&dir.join(MARKER), &record)?;
     Ok(Installed {
@@ -309,7 +310,7 @@ impl Installer {
 
 /// From `pip freeze` output: the lines for torch, triton, the CUDA packages and everything
 /// requested, sorted. The rest (numpy, filelock, …) follows from these and stays unpinned.
-fn pinned_subset(freeze: &str, requested: &[String]) -> Vec<String> {
+pub(super) fn pinned_subset(freeze: &str, requested: &[String]) -> Vec<String> {
     let wanted: Vec<String> = requested
         .iter()
         .map(|r| requirement_name(r))

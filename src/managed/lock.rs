@@ -45,6 +45,10 @@ pub struct LockedToolchain {
     pub requested: Vec<String>,
     /// `name==version` of torch, the CUDA packages and the requested ones, as installed.
     pub packages: Vec<String>,
+    /// Only in the marker of a toolchain `toolchain add` registered: the interpreter of the
+    /// environment it names (never in kbuild.lock, which is the same on every machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<PathBuf>,
 }
 
 /// The whole `kbuild.lock`.
@@ -80,8 +84,13 @@ impl LockFile {
         }
     }
 
-    /// Replace (or add) the entry named like `entry`; entries stay sorted by name.
+    /// Replace (or add) the entry named like `entry`, without an interpreter; entries stay
+    /// sorted by name.
     pub fn upsert(&mut self, entry: LockedToolchain) {
+        let entry = LockedToolchain {
+            python: None,
+            ..entry
+        };
         self.toolchains.retain(|t| t.name != entry.name);
         self.toolchains.push(entry);
         self.toolchains.sort_by(|a, b| a.name.cmp(&b.name));
@@ -172,6 +181,7 @@ mod tests {
             index_url: None,
             requested: vec![format!("torch=={torch}.*")],
             packages: vec![format!("torch=={torch}.0")],
+            python: None,
         }
     }
 

@@ -3,10 +3,12 @@
 //! `python3 -m venv` and pip) and pinned in the project's `kbuild.lock`. A build for several
 //! torch versions finds its Pythons here.
 
+mod add;
 mod install;
 mod lock;
 mod spec;
 
+pub use add::add;
 pub use install::{InstallRequest, Installed, install};
 pub use lock::{LOCK_FILE, LockFile, LockedToolchain};
 pub use spec::{Compute, ToolchainSpec, major_minor};
@@ -69,6 +71,8 @@ pub enum InstallError {
     NothingToInstall { path: PathBuf },
     #[error("toolchain `{name}` is not installed (installed: {installed})")]
     NotInstalled { name: String, installed: String },
+    #[error("toolchain `{name}` is installed in `{}` already", dir.display())]
+    AlreadyInstalled { name: String, dir: PathBuf },
     #[error("several toolchains have torch {torch}: {names}")]
     AmbiguousTorch { torch: String, names: String },
 }
@@ -116,6 +120,9 @@ impl Hint for InstallError {
                     "install it: `kbuild toolchain install` (from kbuild.lock) or `--torch`; `{name}` names it"
                 )
             }
+            InstallError::AlreadyInstalled { name, .. } => {
+                format!("use it as it is, or remove it first (`kbuild toolchain remove {name}`)")
+            }
             InstallError::AmbiguousTorch { .. } => {
                 "remove the ones you do not want (`kbuild toolchain remove NAME`) or keep one \
                  entry per torch in kbuild.lock"
@@ -156,7 +163,7 @@ impl Managed {
         }
         Some(lock::read_entry(&marker).map(|record| Managed {
             dir: dir.to_path_buf(),
-            python: dir.join("bin/python"),
+            python: add::python_of(dir, &record),
             record,
         }))
     }

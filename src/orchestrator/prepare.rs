@@ -45,13 +45,17 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
     let facts = FactCache::open(&out_dir.join(".kbuild/toolchain.json"));
     let mut toolchains = Vec::new();
     for choice in choose_toolchains(&project.root, &settings.toolchain, &settings.torch)? {
-        toolchains.push(discover_toolchain(
-            &project,
-            &choice,
-            &settings.backends,
-            &facts,
-            reporter,
-        )?);
+        let toolchain =
+            discover_toolchain(&project, &choice, &settings.backends, &facts, reporter)?;
+        // The lock decides which torch builds: every command that selects says so alike.
+        if let (true, Some(torch)) = (choice.locked, &toolchain.torch) {
+            let (version, python) = (&torch.info.version, torch.python.path.display());
+            reporter.stage(
+                "Locked",
+                &format!("torch {version} (kbuild.lock): {python}"),
+            );
+        }
+        toolchains.push(toolchain);
     }
     let nvcc = nvcc_mode(settings, &toolchains, reporter);
     let plan_settings = PlanSettings {

@@ -112,8 +112,16 @@ fn develop_installs_the_locked_variant_into_the_locked_toolchains_environment() 
         ])
         .current_dir(locked.cache.path()));
     assert!(check.status.success(), "relu does not import");
-    // The develop link names the package; the variant it points at is the locked torch's.
-    let link = locked.project.path().join("build/.kbuild/develop/relu");
+    // The develop link names the package, in the directory of the locked toolchain's
+    // environment; the variant it points at is the locked torch's.
+    let links = locked.project.path().join("build/.kbuild/develop");
+    let [env] = std::fs::read_dir(&links)
+        .unwrap()
+        .flatten()
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap();
+    let link = env.path().join("relu");
     let target = std::fs::read_link(&link).unwrap();
     assert!(
         target.ends_with("torch215-cxx11-cpu-x86_64-linux"),
@@ -142,4 +150,99 @@ fn develop_with_several_variants_selected_names_them_before_building_anything() 
     );
     assert!(!locked.project.path().join("build").join(&all[0]).exists());
     assert!(!locked.site.join("kbuild_develop_relu.pth").exists());
+}
+
+#[test]
+fn with_a_lock_build_list_variants_and_develop_print_and_select_the_same_toolchain() {
+    let locked = Locked::new();
+    let missing = Path::new("/nonexistent/python");
+    let python = locked.python.display().to_string();
+    let variant = "torch215-cxx11-cpu-x86_64-linux";
+    for args in [
+        &["list-variants", "--backend", "cpu"][..],
+        &["build", "--backend", "cpu", "--dry-run"],
+        &[
+            "develop",
+            "--backend",
+            "cpu",
+            "--dry-run",
+            "--python",
+            &python,
+        ],
+    ] {
+        let out = run(locked.kbuild(missing).args(args));
+        assert!(out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = stderr.lines().find(|l| l.contains("Locked torch 2.15"));
+        let said = said.unwrap_or_else(|| panic!("{args:?} does not say: {stderr}"));
+        assert!(
+            said.ends_with(&format!("(kbuild.lock): {python}")),
+            "{said}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(variant),
+            "{args:?} selects another variant:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn toolchain_add_locks_the_active_venvs_torch_without_a_download_and_builds_use_it() {
+    let project = fixture("relu-v5");
+    let cache = tempfile::tempdir().unwrap();
+    let (venv_python, _) = venv_seeing_toolchain(&cache.path().join("myvenv"));
+    let out = run(kbuild(project.path())
+        .env("KBUILD_CACHE_DIR", cache.path())
+        .env("PIP_NO_INDEX", "1")
+        .env("UV_OFFLINE", "1")
+        .args(["toolchain", "add", "--python"])
+        .arg(&venv_python));
+    assert!(out.status.success(), "toolchain add failed");
+    let lock = std::fs::read_to_string(project.path().join("kbuild.lock")).unwrap();
+    let torch = run(Command::new(python()).args([
+        "-c",
+        "import importlib.metadata as m, torch; print(m.version('torch'), torch.version.cuda)",
+    ]));
+    let torch = String::from_utf8_lossy(&torch.stdout);
+    let (version, cuda) = torch.trim().split_once(' ').unwrap();
+    let name = format!("torch2.15-cu{}", cuda.replace('.', ""));
+    assert!(lock.contains(&format!("name = \"{name}\"")), "{lock}");
+    assert!(lock.contains(&format!("\"torch=={version}\"")), "{lock}");
+    assert!(
+        !lock.contains("python"),
+        "the lock names this machine's venv: {lock}"
+    );
+    assert!(
+        !cache
+            .path()
+            .join("toolchains")
+            .join(&name)
+            .join("bin")
+            .exists()
+    );
+
+    // A plain list-variants now selects the added venv, whatever the default Python is.
+    let out = run(kbuild(project.path())
+        .env("KBUILD_CACHE_DIR", cache.path())
+        .env("KBUILD_PYTHON", "/nonexistent/python")
+        .args(["list-variants", "--backend", "cpu", "--json"]));
+    assert!(out.status.success(), "the added toolchain is not used");
+    let listed = stdout_json(&out);
+    let python = std::path::absolute(&venv_python).unwrap();
+    assert_eq!(
+        listed["toolchains"][0]["python"],
+        python.display().to_string()
+    );
+
+    // `toolchain install` from the lock finds it installed: nothing to download.
+    let out = run(kbuild(project.path())
+        .env("KBUILD_CACHE_DIR", cache.path())
+        .env("PIP_NO_INDEX", "1")
+        .args(["toolchain", "install"]));
+    assert!(
+        out.status.success(),
+        "install from the lock wanted a download"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Fresh"));
 }
