@@ -226,7 +226,11 @@ pub struct SelectArgs {
     pub torch: Vec<String>,
     /// Only these variants (repeatable), e.g. one per CI job; `kbuild list-variants` names them.
     #[arg(long = "variant", value_name = "NAME")]
-    pub variants: Vec<String>,
+    pub variants: Vec<String>,    /// Build only these CUDA capabilities (comma-separated, e.g. `9.0`), or `native` for the
+    /// GPUs of this machine; kernels that none of them runs are skipped [default: the project's
+    /// whole matrix].
+    #[arg(long, value_name = "LIST|native", env = "KBUILD_CUDA_CAPABILITIES")]
+    pub cuda_capabilities: Option<crate::plan::CudaCapabilities>,
 }
 
 #[derive(Debug, Args)]
@@ -434,6 +438,9 @@ pub struct PublishArgs {
     /// Publish a build made from a dirty git tree.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Publish variants built for part of the CUDA matrix (`--cuda-capabilities`).
+    #[arg(long)]
+    pub allow_partial: bool,
     /// Publish without running `kbuild check`'s rules first.
     #[arg(long)]
     pub skip_check: bool,

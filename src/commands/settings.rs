@@ -64,6 +64,7 @@ pub fn select_settings(
         unique_id: None,
         torch: select.torch.clone(),
         variants: select.variants.clone(),
+        cuda_capabilities: select.cuda_capabilities.clone().unwrap_or_default(),
         compiler_launcher: None,
         outputs: Outputs::default(),
         manylinux: Some(DEFAULT_MANYLINUX.into()),

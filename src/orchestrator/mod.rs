@@ -234,6 +234,7 @@ impl<'r> Builder<'r> {
                 check_interrupted()?;
                 let metadata = package::metadata_for(project, variant, fresh::kernel_git(plan));
                 let install = package::install_variant(variant, &plan.out_dir, metadata)?;
+                package::record_partial(&plan.out_dir, variant)?;
                 let written = install.outcome == Installed::Written;
                 let mut report = variant_report(variant, &plan.out_dir, written, self.reporter);
                 if let Some(dir) = &outputs.wheel_dir {

@@ -9,6 +9,7 @@ mod generate;
 mod inspect;
 mod metadata;
 pub mod name;
+mod partial;
 mod rehash;
 mod stage;
 pub mod tree;
@@ -23,6 +24,7 @@ pub use metadata::{
     BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, KernelDependencyEntry,
     Metadata, Provenance,
 };
+pub use partial::{NarrowVariants, PartialVariant, check_partial, record_partial};
 pub use rehash::{HashCheck, HashStatus, hash_variants};
 pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
 pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};

@@ -35,6 +35,9 @@ struct Shared<'a> {
     defines: Vec<(String, Option<String>)>,
     /// `-I` dirs of every unit before its own `include`: HF's target-wide `csrc`.
     include_dirs: Vec<PathBuf>,
+    /// `--cuda-capabilities` left part of the matrix out: CUDA objects are named after their
+    /// capabilities, so the whole matrix's objects stay cached beside them.
+    narrowed: bool,
     system_include_dirs: Vec<PathBuf>,
 }
 
@@ -55,7 +58,7 @@ pub(super) fn fill_compiled_variant(
     let archs = match nvcc {
         Some(nvcc) => {
             bounds::check_cuda(project, nvcc)?;
-            cuda_archs(project, nvcc)?
+            cuda_archs(project, nvcc, settings.cuda_capabilities.as_deref())?
         }
         None => VariantArchs::default(),
     };
@@ -80,6 +83,7 @@ pub(super) fn fill_compiled_variant(
         defines: defines(bindings, torch, variant)?,
         include_dirs: extension_include_dirs(project),
         system_include_dirs,
+        narrowed: archs.matrix_archs.is_some(),
     };
     let compile = compile_jobs(&shared, &units, nvcc, settings);
     let mut link = link_job(&shared, &compile, nvcc, work);
@@ -91,6 +95,7 @@ pub(super) fn fill_compiled_variant(
     variant.dtypes = archs.dtypes;
     variant.archs = archs.archs;
     variant.ptx = archs.ptx;
+    variant.matrix_archs = archs.matrix_archs;
     Ok(archs.notes)
 }
 
@@ -346,11 +351,26 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
     job.flags
         .extend(unit.cuda_flags.iter().filter(known).cloned());
     job.gencodes = unit.gencodes.clone();
+    if shared.narrowed {
+        job.object = job.object.with_extension(format!("{}.o", gencode_tag(&job.gencodes)));
+        job.depfile = job.object.with_extension("d");
+    }
     job.nvcc_threads = threads_per_job.min(job.gencodes.len().max(1) as u32);
     job.compiler = nvcc.path.clone();
     job.host_compiler = Some(shared.cxx_path.clone());
     job.compiler_id = format!("{} | host {}", nvcc.id, shared.cxx_id);
     job
+}
+
+/// `sm80-sm90a-sm120ptx`: the capabilities of an object, in its file name.
+fn gencode_tag(gencodes: &[Gencode]) -> String {
+    let one = |g: &Gencode| {
+        let c = g.capability;
+        let suffix = c.suffix.map(String::from).unwrap_or_default();
+        let ptx = if g.ptx { "ptx" } else { "" };
+        format!("sm{}{}{suffix}{ptx}", c.major, c.minor)
+    };
+    gencodes.iter().map(one).collect::<Vec<_>>().join("-")
 }
 
 /// `-static-global-template-stub=true|false` (nvcc 12.8 and later).

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Gencode, PlanError};
+use super::{Gencode, PlanError, capabilities};
 use crate::config::{Backend, Capability, DType, Kernel, Project};
 use crate::toolchain::Nvcc;
 
@@ -91,10 +91,18 @@ pub(super) struct VariantArchs {
     pub ptx: Option<Capability>,
     /// One line for the user when capabilities were left out or kernels skipped.
     pub notes: Vec<String>,
+    /// With `--cuda-capabilities`: the `archs` of the whole matrix, which this variant holds
+    /// only part of; `None` when it holds the whole matrix.
+    pub matrix_archs: Option<Vec<String>>,
 }
 
-/// The capabilities of every CUDA kernel of `project` for this nvcc.
-pub(super) fn cuda_archs(project: &Project, nvcc: &Nvcc) -> Result<VariantArchs, PlanError> {
+/// The capabilities of every CUDA kernel of `project` for this nvcc, narrowed to `selected`
+/// (`--cuda-capabilities`) when given.
+pub(super) fn cuda_archs(
+    project: &Project,
+    nvcc: &Nvcc,
+    selected: Option<&[Capability]>,
+) -> Result<VariantArchs, PlanError> {
     let kernels: Vec<&Kernel> = project
         .kernels
         .iter()
@@ -125,6 +133,9 @@ pub(super) fn cuda_archs(project: &Project, nvcc: &Nvcc) -> Result<VariantArchs,
     } else {
         kbuild_rule(project, &built, nvcc, &nvcc_version, &mut out)?;
     }
+    if let Some(selected) = selected {
+        narrow_to_selection(&mut out, selected)?;
+    }
     let all: BTreeSet<Capability> = out
         .per_kernel
         .values()
@@ -150,6 +161,52 @@ pub(super) fn cuda_archs(project: &Project, nvcc: &Nvcc) -> Result<VariantArchs,
         .map(|g| g.capability)
         .max();
     Ok(out)
+}
+
+/// Keep of each kernel only the gencodes that serve `selected`, skip (with a note) the kernels
+/// none of whose serves it, as kernel-builder's loose intersection skips them; remember the
+/// whole matrix's `archs` when anything was left out.
+fn narrow_to_selection(out: &mut VariantArchs, selected: &[Capability]) -> Result<(), PlanError> {
+    let all_archs: BTreeSet<String> = out.per_kernel.values().flatten().map(arch_string).collect();
+    let mut skipped = Vec::new();
+    let mut kept = BTreeMap::new();
+    for (name, gencodes) in &out.per_kernel {
+        match capabilities::narrow(gencodes, selected) {
+            narrowed if narrowed.is_empty() => {
+                skipped.push(format!("`{name}` ({})", join_gencodes(gencodes)))
+            }
+            narrowed => {
+                kept.insert(name.clone(), narrowed);
+            }
+        }
+    }
+    if kept.is_empty() && !out.per_kernel.is_empty() {
+        return Err(PlanError::SelectionMissesEveryKernel {
+            selected: capabilities::join(selected),
+            kernels: skipped.join(", "),
+        });
+    }
+    if !skipped.is_empty() {
+        out.notes.push(format!(
+            "kernels skipped because none of their capabilities runs on `--cuda-capabilities {}`: {}",
+            capabilities::join(selected),
+            skipped.join(", ")
+        ));
+    }
+    out.per_kernel = kept;
+    let archs: BTreeSet<String> = out.per_kernel.values().flatten().map(arch_string).collect();
+    if archs != all_archs {
+        out.matrix_archs = Some(all_archs.into_iter().collect());
+    }
+    Ok(())
+}
+
+fn join_gencodes(gencodes: &[Gencode]) -> String {
+    gencodes
+        .iter()
+        .map(arch_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `9.0`, or `12.1+PTX` when the PTX is embedded too (kernel-builder's notation).
@@ -244,7 +301,7 @@ fn hf_rule(
 /// (build.toml cannot write it): `X.Ya`/`X.Yf` survives when `X.Y` is a target, and takes that
 /// target; every other target takes the newest listed capability of its major that is not newer
 /// than it (SASS runs on newer minors of its major only).
-fn loose_intersection(listed: &[Capability], targets: &[Capability]) -> Vec<Capability> {
+pub(super) fn loose_intersection(listed: &[Capability], targets: &[Capability]) -> Vec<Capability> {
     let mut open: Vec<Capability> = targets.to_vec();
     let mut out: BTreeSet<Capability> = BTreeSet::new();
     for cap in listed.iter().filter(|c| c.suffix.is_some()) {
