@@ -226,7 +226,8 @@ pub struct SelectArgs {
     pub torch: Vec<String>,
     /// Only these variants (repeatable), e.g. one per CI job; `kbuild list-variants` names them.
     #[arg(long = "variant", value_name = "NAME")]
-    pub variants: Vec<String>,    /// Build only these CUDA capabilities (comma-separated, e.g. `9.0`), or `native` for the
+    pub variants: Vec<String>,
+    /// Build only these CUDA capabilities (comma-separated, e.g. `9.0`), or `native` for the
     /// GPUs of this machine; kernels that none of them runs are skipped [default: the project's
     /// whole matrix].
     #[arg(long, value_name = "LIST|native", env = "KBUILD_CUDA_CAPABILITIES")]

@@ -162,6 +162,8 @@ impl<'r> Builder<'r> {
         let settings = CompileSettings {
             jobs: budget.jobs,
             cache_dir: first.work_dir.join("cache"),
+            kbuild_cache: self.settings.toolchain.deps.cache_dir.clone(),
+            nvcc_env: compile::nvcc_env_flags(),
             launcher: self.settings.compiler_launcher.clone(),
             jobserver: self.jobserver(&jobs, prepared.nvcc),
             order,
@@ -262,6 +264,7 @@ impl<'r> Builder<'r> {
         let places = fresh::Places {
             work_dir: &first.work_dir,
             cache_dir: &cache_dir,
+            kbuild_cache: self.settings.toolchain.deps.cache_dir.as_deref(),
         };
         let build_began = SystemTime::now()
             .checked_sub(started.elapsed())

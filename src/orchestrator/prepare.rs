@@ -60,6 +60,7 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
         },
         manylinux: settings.manylinux.clone(),
         cuda_capabilities: cuda_capabilities(settings, &toolchains)?,
+        cxx_flags: settings.cxx_flags.clone(),
     };
     let mut plans = Vec::new();
     for toolchain in &toolchains {

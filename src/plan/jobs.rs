@@ -38,6 +38,8 @@ struct Shared<'a> {
     /// `--cuda-capabilities` left part of the matrix out: CUDA objects are named after their
     /// capabilities, so the whole matrix's objects stay cached beside them.
     narrowed: bool,
+    /// `CXXFLAGS` of the environment, after each unit's own host flags.
+    env_cxx_flags: &'a [String],
     system_include_dirs: Vec<PathBuf>,
 }
 
@@ -84,6 +86,7 @@ pub(super) fn fill_compiled_variant(
         include_dirs: extension_include_dirs(project),
         system_include_dirs,
         narrowed: archs.matrix_archs.is_some(),
+        env_cxx_flags: &settings.cxx_flags,
     };
     let compile = compile_jobs(&shared, &units, nvcc, settings);
     let mut link = link_job(&shared, &compile, nvcc, work);
@@ -301,6 +304,7 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
         flags.push("-fno-gnu-unique".to_string());
     }
     flags.extend(unit.cxx_flags.iter().cloned());
+    flags.extend(shared.env_cxx_flags.iter().cloned());
     CompileJob {
         label: format!("{} [{}]", unit.src.display(), variant.backend),
         lang: unit.lang,
@@ -352,7 +356,9 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
         .extend(unit.cuda_flags.iter().filter(known).cloned());
     job.gencodes = unit.gencodes.clone();
     if shared.narrowed {
-        job.object = job.object.with_extension(format!("{}.o", gencode_tag(&job.gencodes)));
+        job.object = job
+            .object
+            .with_extension(format!("{}.o", gencode_tag(&job.gencodes)));
         job.depfile = job.object.with_extension("d");
     }
     job.nvcc_threads = threads_per_job.min(job.gencodes.len().max(1) as u32);

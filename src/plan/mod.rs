@@ -171,6 +171,8 @@ pub struct PlanSettings {
     /// `--cuda-capabilities`, resolved (`native` looked up): the capabilities to build; `None`
     /// for the project's whole matrix.
     pub cuda_capabilities: Option<Vec<Capability>>,
+    /// `CXXFLAGS`: after each unit's own host flags, so they win (`-O0 -g`).
+    pub cxx_flags: Vec<String>,
 }
 
 /// Why a plan cannot be made.

@@ -36,6 +36,8 @@ impl Project {
         let settings = CompileSettings {
             jobs: 2,
             cache_dir: self.root().join("cache"),
+            kbuild_cache: None,
+            nvcc_env: Vec::new(),
             launcher: None,
             jobserver: None,
             order: Vec::new(),

@@ -17,6 +17,8 @@ fn settings(root: &Path, jobs: usize) -> CompileSettings {
     CompileSettings {
         jobs,
         cache_dir: root.join("cache"),
+        kbuild_cache: None,
+        nvcc_env: Vec::new(),
         launcher: None,
         jobserver: None,
         order: Vec::new(),

@@ -59,6 +59,8 @@ fn settings(root: &Path, nvcc_steps: bool, jobserver: Option<Arc<Jobserver>>) ->
     CompileSettings {
         jobs: 2,
         cache_dir: root.join("cache"),
+        kbuild_cache: None,
+        nvcc_env: Vec::new(),
         launcher: None,
         jobserver,
         order: Vec::new(),
