@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
-use super::Gencode;
 use super::PlanError;
 use crate::config::{Capability, ParseCapabilityError};
 use crate::process::{CommandSpec, run};
@@ -93,20 +92,6 @@ fn parse_compute_caps(text: &str) -> Result<Vec<Capability>, PlanError> {
     Ok(caps.into_iter().collect())
 }
 
-/// The gencodes of a kernel that serve `selected`: for each selected capability, what
-/// kernel-builder's loose intersection takes from the kernel's own (an `X.Ya` build for `X.Y`,
-/// else the newest of the same major not newer than it: SASS runs on newer minors of its
-/// major). A gencode keeps its PTX. Empty: the kernel serves none of the selection.
-pub(super) fn narrow(gencodes: &[Gencode], selected: &[Capability]) -> Vec<Gencode> {
-    let own: Vec<Capability> = gencodes.iter().map(|g| g.capability).collect();
-    let kept = super::matrix::loose_intersection(&own, selected);
-    gencodes
-        .iter()
-        .filter(|g| kept.contains(&g.capability))
-        .cloned()
-        .collect()
-}
-
 /// `8.0, 9.0`.
 pub(super) fn join(caps: &[Capability]) -> String {
     caps.iter()
@@ -121,13 +106,6 @@ mod tests {
 
     fn cap(s: &str) -> Capability {
         s.parse().unwrap()
-    }
-
-    fn gencode(s: &str, ptx: bool) -> Gencode {
-        Gencode {
-            capability: cap(s),
-            ptx,
-        }
     }
 
     #[test]
@@ -153,20 +131,5 @@ mod tests {
             parse_compute_caps("[N/A]\n"),
             Err(PlanError::NoGpu { .. })
         ));
-    }
-
-    #[test]
-    fn narrowing_keeps_what_runs_on_the_selected_gpus() {
-        let all = [
-            gencode("7.5", false),
-            gencode("8.0", false),
-            gencode("9.0a", false),
-            gencode("12.0", true),
-        ];
-        // An 8.6 GPU runs 8.0's SASS; a 9.0 GPU takes the 9.0a build.
-        let got = narrow(&all, &[cap("8.6"), cap("9.0")]);
-        assert_eq!(got, [gencode("8.0", false), gencode("9.0a", false)]);
-        assert_eq!(narrow(&all, &[cap("12.0")]), [gencode("12.0", true)]);
-        assert!(narrow(&all, &[cap("10.0")]).is_empty());
     }
 }

@@ -171,7 +171,7 @@ fn narrow_to_selection(out: &mut VariantArchs, selected: &[Capability]) -> Resul
     let mut skipped = Vec::new();
     let mut kept = BTreeMap::new();
     for (name, gencodes) in &out.per_kernel {
-        match capabilities::narrow(gencodes, selected) {
+        match narrow(gencodes, selected) {
             narrowed if narrowed.is_empty() => {
                 skipped.push(format!("`{name}` ({})", join_gencodes(gencodes)))
             }
@@ -301,7 +301,7 @@ fn hf_rule(
 /// (build.toml cannot write it): `X.Ya`/`X.Yf` survives when `X.Y` is a target, and takes that
 /// target; every other target takes the newest listed capability of its major that is not newer
 /// than it (SASS runs on newer minors of its major only).
-pub(super) fn loose_intersection(listed: &[Capability], targets: &[Capability]) -> Vec<Capability> {
+fn loose_intersection(listed: &[Capability], targets: &[Capability]) -> Vec<Capability> {
     let mut open: Vec<Capability> = targets.to_vec();
     let mut out: BTreeSet<Capability> = BTreeSet::new();
     for cap in listed.iter().filter(|c| c.suffix.is_some()) {
@@ -384,6 +384,20 @@ fn kbuild_rule(
     Ok(())
 }
 
+/// The gencodes of a kernel that serve `selected`: for each selected capability, what
+/// kernel-builder's loose intersection takes from the kernel's own (an `X.Ya` build for `X.Y`,
+/// else the newest of the same major not newer than it: SASS runs on newer minors of its
+/// major). A gencode keeps its PTX. Empty: the kernel serves none of the selection.
+fn narrow(gencodes: &[Gencode], selected: &[Capability]) -> Vec<Gencode> {
+    let own: Vec<Capability> = gencodes.iter().map(|g| g.capability).collect();
+    let kept = loose_intersection(&own, selected);
+    gencodes
+        .iter()
+        .filter(|g| kept.contains(&g.capability))
+        .cloned()
+        .collect()
+}
+
 fn join(caps: &[Capability]) -> String {
     caps.iter()
         .map(ToString::to_string)
@@ -439,5 +453,27 @@ mod tests {
             shown(&hf_default_capabilities((12, 6))),
             "7.0 7.2 7.5 8.0 8.6 8.7 8.9 9.0"
         );
+    }
+
+    fn gencode(s: &str, ptx: bool) -> Gencode {
+        Gencode {
+            capability: Capability::parse_shape(s).unwrap(),
+            ptx,
+        }
+    }
+
+    #[test]
+    fn narrowing_keeps_what_runs_on_the_selected_gpus() {
+        let all = [
+            gencode("7.5", false),
+            gencode("8.0", false),
+            gencode("9.0a", false),
+            gencode("12.0", true),
+        ];
+        // An 8.6 GPU runs 8.0's SASS; a 9.0 GPU takes the 9.0a build.
+        let got = narrow(&all, &caps("8.6 9.0"));
+        assert_eq!(got, [gencode("8.0", false), gencode("9.0a", false)]);
+        assert_eq!(narrow(&all, &caps("12.0")), [gencode("12.0", true)]);
+        assert!(narrow(&all, &caps("10.0")).is_empty());
     }
 }
