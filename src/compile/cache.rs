@@ -5,6 +5,13 @@
 //! Paths under kbuild's own cache directory (`KBUILD_CACHE_DIR`: fetched CUTLASS trees, managed
 //! toolchains) are written in the key as `$KBUILD_CACHE_DIR/…`: the same headers and compilers
 //! under another cache directory compile the same objects, so moving it rebuilds nothing.
+//!
+//! The op namespace (`-DTORCH_EXTENSION_NAME=<id>`, new with every commit) is keyed only for
+//! the objects that can see it: the key writes the define without its value, and the manifest
+//! records the value and the first file the object was built from that spells the name. An
+//! object none of whose files spells it compiles to the same code whatever the id, so a new
+//! commit reuses it; one that spells it (the bindings, through `TORCH_LIBRARY_EXPAND`)
+//! compiles again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +25,10 @@ use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 
 /// Bump when the manifest format or the key's meaning changes: old entries then miss.
-const MANIFEST_VERSION: u32 = 2;
+const MANIFEST_VERSION: u32 = 3;
+
+/// The define that carries the op namespace, keyed without its value (see the module docs).
+const NAMESPACE_DEFINE: &str = "TORCH_EXTENSION_NAME";
 
 /// How paths under kbuild's cache directory are written in the key.
 const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";
@@ -36,6 +46,11 @@ pub(crate) struct Manifest {
     object_hash: String,
     /// The source first, then every header: absolute paths with their content hashes.
     deps: Vec<Dep>,
+    /// The op namespace the object was compiled with (`TORCH_EXTENSION_NAME`'s value).
+    namespace: Option<String>,
+    /// The first of `deps` that spells `TORCH_EXTENSION_NAME`; `None`: the object is the same
+    /// under any op namespace.
+    spelled_in: Option<PathBuf>,
     /// Hash over all of the above: the cache key of this object.
     key: String,
 }
@@ -51,13 +66,25 @@ struct Dep {
 pub(crate) struct Argv {
     pub(crate) words: Vec<String>,
     pub(crate) hash: String,
+    /// The value of `-DTORCH_EXTENSION_NAME=…`, which `words` and `hash` leave out.
+    pub(crate) namespace: Option<String>,
 }
 
 /// Whether an object can be reused, and if not, why (shown with `-v`).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Freshness {
     Fresh,
+    /// Reused although something changed, for the reason given (shown with `-v`).
+    FreshBecause(String),
     Stale(String),
+}
+
+/// What the cache knows of one file: its content hash and whether it spells the namespace
+/// define.
+#[derive(Clone)]
+struct FileFacts {
+    hash: String,
+    spells_namespace: bool,
 }
 
 /// Manifests live in one directory; file hashes are remembered for the length of one build so
@@ -66,7 +93,7 @@ pub(crate) struct Cache {
     dir: PathBuf,
     /// kbuild's cache directory, whose paths the key writes as [`CACHE_DIR_ALIAS`].
     kbuild_cache: Option<PathBuf>,
-    hashes: Mutex<HashMap<PathBuf, Option<String>>>,
+    hashes: Mutex<HashMap<PathBuf, Option<FileFacts>>>,
 }
 
 impl Cache {
@@ -97,8 +124,9 @@ impl Cache {
     /// The command line as the key sees it: the output paths, which differ between the
     /// temporary names a compile writes to and the final ones, normalized out; nvcc's
     /// `--threads N` and `--jobserver`, which change how fast the object is made, not what it
-    /// is (another `-j` must not recompile), left out; kbuild's cache directory aliased; and for
-    /// nvcc the `NVCC_PREPEND_FLAGS` / `NVCC_APPEND_FLAGS` it reads from the environment.
+    /// is (another `-j` must not recompile), left out; `-DTORCH_EXTENSION_NAME=<id>` without its
+    /// value (kept in [`Argv::namespace`]); kbuild's cache directory aliased; and for nvcc the
+    /// `NVCC_PREPEND_FLAGS` / `NVCC_APPEND_FLAGS` it reads from the environment.
     pub(crate) fn argv(
         &self,
         job: &CompileJob,
@@ -107,6 +135,8 @@ impl Cache {
     ) -> Argv {
         let text = |p: &std::ffi::OsStr| self.alias_text(&p.to_string_lossy());
         let mut words = vec![text(spec.program.as_os_str())];
+        let mut namespace = None;
+        let define = format!("-D{NAMESPACE_DEFINE}=");
         let mut args = spec.args.iter();
         while let Some(arg) = args.next() {
             let arg = arg.as_os_str();
@@ -118,6 +148,9 @@ impl Cache {
                 words.push("<object>".into());
             } else if arg == job.depfile.as_os_str() {
                 words.push("<depfile>".into());
+            } else if let Some(id) = arg.to_str().and_then(|a| a.strip_prefix(&define)) {
+                namespace = Some(id.to_string());
+                words.push(format!("{define}<op namespace>"));
             } else {
                 words.push(text(arg));
             }
@@ -137,7 +170,11 @@ impl Cache {
             h.update(word.as_bytes());
         }
         let hash = hex::encode(h.finalize());
-        Argv { words, hash }
+        Argv {
+            words,
+            hash,
+            namespace,
+        }
     }
 
     /// `text` with every occurrence of kbuild's cache directory written as the alias (it
@@ -161,14 +198,18 @@ impl Cache {
             .join(format!("{}-{name}.json", &hex::encode(digest)[..16]))
     }
 
-    /// Content hash of a file, remembered for this build; `None` when it cannot be read.
-    fn file_hash(&self, path: &Path) -> Option<String> {
+    /// Content hash of a file and whether it spells the namespace define, remembered for this
+    /// build; `None` when it cannot be read.
+    fn file_facts(&self, path: &Path) -> Option<FileFacts> {
         if let Some(known) = lock(&self.hashes).get(path) {
             return known.clone();
         }
-        let hash = hash_file(path).ok();
-        lock(&self.hashes).insert(path.to_path_buf(), hash.clone());
-        hash
+        let facts = std::fs::read(path).ok().map(|bytes| FileFacts {
+            hash: hex::encode(Sha256::digest(&bytes)),
+            spells_namespace: spells(&bytes, NAMESPACE_DEFINE),
+        });
+        lock(&self.hashes).insert(path.to_path_buf(), facts.clone());
+        facts
     }
 
     /// Can the object of `job` be reused as is?
@@ -196,14 +237,14 @@ impl Cache {
         }
         for dep in &m.deps {
             let path = self.unalias(&dep.path);
-            if self.file_hash(&path).as_deref() != Some(dep.hash.as_str()) {
+            if self.file_facts(&path).map(|f| f.hash).as_deref() != Some(dep.hash.as_str()) {
                 return Freshness::Stale(format!("`{}` changed", path.display()));
             }
         }
-        if key(&m.compiler_id, &m.argv_hash, &m.deps) != m.key {
+        if key(&m) != m.key {
             return stale("cache entry inconsistent");
         }
-        Freshness::Fresh
+        namespace_freshness(&m, argv, |p| self.unalias(p))
     }
 
     /// The files the object of `job` was last built from (source first), as its manifest
@@ -226,22 +267,25 @@ impl Cache {
         started: SystemTime,
     ) -> std::io::Result<Option<Manifest>> {
         let mut entries = Vec::with_capacity(deps.len());
+        let mut spelled_in = None;
         for path in deps {
             let modified = std::fs::metadata(path).and_then(|m| m.modified());
             match modified {
                 Ok(t) if t <= started => {}
                 _ => return Ok(None),
             }
-            let Some(hash) = self.file_hash(path) else {
+            let Some(facts) = self.file_facts(path) else {
                 return Ok(None);
             };
+            if facts.spells_namespace && spelled_in.is_none() {
+                spelled_in = Some(self.alias(path));
+            }
             entries.push(Dep {
                 path: self.alias(path),
-                hash,
+                hash: facts.hash,
             });
         }
-        let key = key(&job.compiler_id, &argv.hash, &entries);
-        Ok(Some(Manifest {
+        let mut manifest = Manifest {
             version: MANIFEST_VERSION,
             label: job.label.clone(),
             compiler_id: job.compiler_id.clone(),
@@ -249,8 +293,12 @@ impl Cache {
             argv: argv.words.clone(),
             object_hash: hash_file(&job.object)?,
             deps: entries,
-            key,
-        }))
+            namespace: argv.namespace.clone(),
+            spelled_in,
+            key: String::new(),
+        };
+        manifest.key = key(&manifest);
+        Ok(Some(manifest))
     }
 
     /// Write (atomically) or, with `None`, remove the manifest of `job`.
@@ -308,13 +356,59 @@ fn flags_changed(before: &[String], now: &[String]) -> String {
     }
 }
 
-fn key(compiler_id: &str, argv_hash: &str, deps: &[Dep]) -> String {
+/// Whether an object whose files and flags are unchanged can be reused under the op namespace
+/// of `argv`: always when none of its files spells `TORCH_EXTENSION_NAME` (the define cannot
+/// change its code; nvcc's `.note.nv.tkinfo` keeps the old value as a record of the command
+/// line, nothing the code reads), else only under the namespace it was compiled with.
+fn namespace_freshness(
+    m: &Manifest,
+    argv: &Argv,
+    unalias: impl Fn(&Path) -> PathBuf,
+) -> Freshness {
+    let (Some(before), Some(now)) = (&m.namespace, &argv.namespace) else {
+        return match m.namespace == argv.namespace {
+            true => Freshness::Fresh,
+            false => Freshness::Stale(format!("`{NAMESPACE_DEFINE}` added or removed")),
+        };
+    };
+    if before == now {
+        return Freshness::Fresh;
+    }
+    match &m.spelled_in {
+        Some(path) => Freshness::Stale(format!(
+            "the op namespace changed (`{before}` -> `{now}`) and `{}` spells `{NAMESPACE_DEFINE}`",
+            unalias(path).display()
+        )),
+        None => Freshness::FreshBecause(format!(
+            "no file it is built from spells `{NAMESPACE_DEFINE}`, so the new op namespace \
+             `{now}` (was `{before}`) does not change it"
+        )),
+    }
+}
+
+/// Does `text` hold `word` anywhere (code, comment or string: a cheap over-approximation of
+/// whether the preprocessor can expand it)?
+fn spells(text: &[u8], word: &str) -> bool {
+    match std::str::from_utf8(text) {
+        Ok(text) => text.contains(word),
+        Err(_) => text.windows(word.len()).any(|w| w == word.as_bytes()),
+    }
+}
+
+fn key(m: &Manifest) -> String {
     let mut h = Sha256::new();
-    for part in [compiler_id, argv_hash] {
+    let spelled = m.spelled_in.as_deref().map(|p| p.to_string_lossy());
+    let parts = [
+        m.compiler_id.as_str(),
+        m.argv_hash.as_str(),
+        m.namespace.as_deref().unwrap_or(""),
+        spelled.as_deref().unwrap_or(""),
+    ];
+    for part in parts {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
-    for dep in deps {
+    for dep in &m.deps {
         let path = dep.path.as_os_str().as_encoded_bytes();
         h.update((path.len() as u64).to_le_bytes());
         h.update(path);

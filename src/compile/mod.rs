@@ -250,6 +250,10 @@ fn compile_one(
             reporter.verbose(&format!("fresh `{}`", job.label));
             return Ok(UnitOutcome::Cached);
         }
+        Freshness::FreshBecause(why) => {
+            reporter.verbose(&format!("fresh `{}`: {why}", job.label));
+            return Ok(UnitOutcome::Cached);
+        }
         Freshness::Stale(why) => reporter.verbose(&format!("compile `{}`: {why}", job.label)),
     }
 

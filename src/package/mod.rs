@@ -37,7 +37,7 @@ pub fn write_headers(variant: &VariantPlan) -> Result<(), PackageError> {
     let dir = &variant.generated_include;
     write_if_changed(
         &dir.join("registration.h"),
-        registration_h(variant)?.as_bytes(),
+        registration_h()?.as_bytes(),
     )?;
     write_if_changed(&dir.join("kbuild_dtypes.h"), dtypes_h(variant)?.as_bytes())?;
     Ok(())

@@ -157,7 +157,8 @@ fn units_of<'a>(
 /// The defines every unit of the variant gets, as HF's CMake gives them to the whole extension
 /// target: torch's, the backend's, the stable-ABI target, `NDEBUG` and `TORCH_EXTENSION_NAME`.
 /// Every kernel unit sees the op namespace too (kernels may register ops or name the module
-/// with it), so a new namespace (a new commit) recompiles every unit, not only the bindings.
+/// with it); the object cache recompiles for a new namespace (a new commit) only the units
+/// whose files spell it.
 fn defines(
     bindings: &Bindings,
     torch: &TorchEnv,

@@ -60,7 +60,7 @@ fn cpu_variant() -> VariantPlan {
 
 #[test]
 fn registration_header_snapshot() {
-    insta::assert_snapshot!(package::registration_h(&cuda_variant()).unwrap());
+    insta::assert_snapshot!(package::registration_h().unwrap());
 }
 
 #[test]

@@ -33,6 +33,7 @@ mod init;
 mod matrix_build;
 mod matrix_real;
 mod module_graph;
+mod namespace_cache;
 mod noop_fast_path;
 mod nvcc_steps;
 mod plan_output;
