@@ -360,11 +360,7 @@ fn flags_changed(before: &[String], now: &[String]) -> String {
 /// of `argv`: always when none of its files spells `TORCH_EXTENSION_NAME` (the define cannot
 /// change its code; nvcc's `.note.nv.tkinfo` keeps the old value as a record of the command
 /// line, nothing the code reads), else only under the namespace it was compiled with.
-fn namespace_freshness(
-    m: &Manifest,
-    argv: &Argv,
-    unalias: impl Fn(&Path) -> PathBuf,
-) -> Freshness {
+fn namespace_freshness(m: &Manifest, argv: &Argv, unalias: impl Fn(&Path) -> PathBuf) -> Freshness {
     let (Some(before), Some(now)) = (&m.namespace, &argv.namespace) else {
         return match m.namespace == argv.namespace {
             true => Freshness::Fresh,

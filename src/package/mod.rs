@@ -35,10 +35,7 @@ use crate::plan::VariantPlan;
 /// Write the generated headers a variant's sources include (before compiling).
 pub fn write_headers(variant: &VariantPlan) -> Result<(), PackageError> {
     let dir = &variant.generated_include;
-    write_if_changed(
-        &dir.join("registration.h"),
-        registration_h()?.as_bytes(),
-    )?;
+    write_if_changed(&dir.join("registration.h"), registration_h()?.as_bytes())?;
     write_if_changed(&dir.join("kbuild_dtypes.h"), dtypes_h(variant)?.as_bytes())?;
     Ok(())
 }

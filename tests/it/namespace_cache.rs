@@ -86,8 +86,16 @@ fn a_unit_that_starts_spelling_the_namespace_recompiles_with_each_new_one() {
     assert_eq!(cc.take_compiled(), ["a.cpp", "b.cpp"], "first build only");
 
     // Through a header it includes: the header is what spells it.
-    write(root, "include/name.h", "const char *n = STR(TORCH_EXTENSION_NAME);\n");
-    write(root, "a.cpp", "#include \"name.h\"\nint a() { return 1; }\n");
+    write(
+        root,
+        "include/name.h",
+        "const char *n = STR(TORCH_EXTENSION_NAME);\n",
+    );
+    write(
+        root,
+        "a.cpp",
+        "#include \"name.h\"\nint a() { return 1; }\n",
+    );
     compile_all(&jobs(root, &cc, "_p_2"), &settings(root), &rec).unwrap();
     assert_eq!(cc.take_compiled(), ["a.cpp"]);
     compile_all(&jobs(root, &cc, "_p_3"), &settings(root), &rec).unwrap();
@@ -191,7 +199,10 @@ fn a_commit_that_changes_no_source_recompiles_only_the_bindings_and_loads_the_ne
     git(root, &["commit", "-q", "-am", "guard"]);
     let (compiled, _) = build(root);
     assert_eq!(compiled.len(), 2, "{compiled:?}");
-    git(root, &["commit", "-q", "--allow-empty", "-m", "nothing again"]);
+    git(
+        root,
+        &["commit", "-q", "--allow-empty", "-m", "nothing again"],
+    );
     let (compiled, third) = build(root);
     assert_eq!(compiled.len(), 2, "{compiled:?}");
     assert_loads_under(root, &third);
