@@ -256,6 +256,11 @@ pub struct SelectArgs {
     /// Only these variants (repeatable), e.g. one per CI job; `kbuild list-variants` names them.
     #[arg(long = "variant", value_name = "NAME", value_hint = ValueHint::Other)]
     pub variants: Vec<String>,
+    /// Build only these CUDA capabilities (comma-separated, e.g. `9.0`), or `native` for the
+    /// GPUs of this machine; kernels that none of them runs are skipped [default: the project's
+    /// whole matrix].
+    #[arg(long, value_name = "LIST|native", env = "KBUILD_CUDA_CAPABILITIES")]
+    pub cuda_capabilities: Option<crate::plan::CudaCapabilities>,
 }
 
 #[derive(Debug, Args)]
@@ -512,6 +517,9 @@ pub struct PublishArgs {
     /// Publish a build made from a dirty git tree.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Publish variants built for part of the CUDA matrix (`--cuda-capabilities`).
+    #[arg(long)]
+    pub allow_partial: bool,
     /// Publish without running `kbuild check`'s rules first.
     #[arg(long)]
     pub skip_check: bool,

@@ -96,6 +96,7 @@ pub fn resolve(
         create_pr: args.create_pr,
         dry_run: args.dry_run,
         allow_dirty: args.allow_dirty,
+        allow_partial: args.allow_partial,
         // A stand-in binary (not ELF) has no ABI to evaluate; what publish verifies still holds.
         check: (!args.skip_check).then(|| crate::check::CheckOptions {
             manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),

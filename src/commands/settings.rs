@@ -37,8 +37,10 @@ pub fn settings(project_dir: &Path, build: &BuildArgs) -> BuildSettings {
 }
 
 /// What `build`, `develop` and `list-variants` resolve alike: the toolchain, the selection
-/// and the budget (`--memory` or `KBUILD_MEMORY`, else what the machine has), whose scheduling levers come from the environment (`KBUILD_SCHEDULE=fifo`,
-/// `KBUILD_NVCC_STEPS=0`, `KBUILD_JOBSERVER=1`; the benchmark sets them one at a time).
+/// and the budget (`--memory` or `KBUILD_MEMORY`, else what the machine has), whose scheduling
+/// levers come from the environment (`KBUILD_SCHEDULE=fifo`, `KBUILD_NVCC_STEPS=0`,
+/// `KBUILD_JOBSERVER=1`; the benchmark sets them one at a time), and `CXXFLAGS`, added to every
+/// unit's host compile (a debug or `-g` build).
 pub fn select_settings(
     project_dir: &Path,
     toolchain: &ToolchainArgs,
@@ -72,6 +74,8 @@ pub fn select_settings(
         unique_id: None,
         torch: select.torch.clone(),
         variants: select.variants.clone(),
+        cuda_capabilities: select.cuda_capabilities.clone().unwrap_or_default(),
+        cxx_flags: shlex::split(&env("CXXFLAGS")).unwrap_or_default(),
         compiler_launcher: None,
         outputs: Outputs::default(),
         manylinux: Some(DEFAULT_MANYLINUX.into()),

@@ -1,6 +1,17 @@
 //! The object cache: one JSON manifest per object records what the object was built from
 //! (compiler, normalized command line, and the content hash of the source and every header).
 //! An object is fresh when the manifest, the object and every recorded dependency still match.
+//!
+//! Paths under kbuild's own cache directory (`KBUILD_CACHE_DIR`: fetched CUTLASS trees, managed
+//! toolchains) are written in the key as `$KBUILD_CACHE_DIR/…`: the same headers and compilers
+//! under another cache directory compile the same objects, so moving it rebuilds nothing.
+//!
+//! The op namespace (`-DTORCH_EXTENSION_NAME=<id>`, new with every commit) is keyed only for
+//! the objects that can see it: the key writes the define without its value, and the manifest
+//! records the value and the first file the object was built from that spells the name. An
+//! object none of whose files spells it compiles to the same code whatever the id, so a new
+//! commit reuses it; one that spells it (the bindings, through `TORCH_LIBRARY_EXPAND`)
+//! compiles again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +25,13 @@ use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 
 /// Bump when the manifest format or the key's meaning changes: old entries then miss.
-const MANIFEST_VERSION: u32 = 1;
+const MANIFEST_VERSION: u32 = 3;
+
+/// The define that carries the op namespace, keyed without its value (see the module docs).
+const NAMESPACE_DEFINE: &str = "TORCH_EXTENSION_NAME";
+
+/// How paths under kbuild's cache directory are written in the key.
+const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";
 
 /// What one object was built from.
 #[derive(Debug, Serialize, Deserialize)]
@@ -24,38 +41,148 @@ pub(crate) struct Manifest {
     compiler_id: String,
     /// Hash of the command line with the object and depfile paths normalized out.
     argv_hash: String,
+    /// That command line, word by word: `-v` names the words that changed.
+    argv: Vec<String>,
     object_hash: String,
     /// The source first, then every header: absolute paths with their content hashes.
     deps: Vec<Dep>,
+    /// The op namespace the object was compiled with (`TORCH_EXTENSION_NAME`'s value).
+    namespace: Option<String>,
+    /// The first of `deps` that spells `TORCH_EXTENSION_NAME`; `None`: the object is the same
+    /// under any op namespace.
+    spelled_in: Option<PathBuf>,
     /// Hash over all of the above: the cache key of this object.
     key: String,
 }
 
+/// A file the object was built from; `path` is written with the cache directory aliased.
 #[derive(Debug, Serialize, Deserialize)]
 struct Dep {
     path: PathBuf,
     hash: String,
 }
 
+/// A compile's command line as the key sees it (see [`Cache::argv`]).
+pub(crate) struct Argv {
+    pub(crate) words: Vec<String>,
+    pub(crate) hash: String,
+    /// The value of `-DTORCH_EXTENSION_NAME=…`, which `words` and `hash` leave out.
+    pub(crate) namespace: Option<String>,
+}
+
 /// Whether an object can be reused, and if not, why (shown with `-v`).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Freshness {
     Fresh,
+    /// Reused although something changed, for the reason given (shown with `-v`).
+    FreshBecause(String),
     Stale(String),
+}
+
+/// What the cache knows of one file: its content hash and whether it spells the namespace
+/// define.
+#[derive(Clone)]
+struct FileFacts {
+    hash: String,
+    spells_namespace: bool,
 }
 
 /// Manifests live in one directory; file hashes are remembered for the length of one build so
 /// the headers shared by every unit (torch's thousands) are read once.
 pub(crate) struct Cache {
     dir: PathBuf,
-    hashes: Mutex<HashMap<PathBuf, Option<String>>>,
+    /// kbuild's cache directory, whose paths the key writes as [`CACHE_DIR_ALIAS`].
+    kbuild_cache: Option<PathBuf>,
+    hashes: Mutex<HashMap<PathBuf, Option<FileFacts>>>,
 }
 
 impl Cache {
-    pub(crate) fn new(dir: &Path) -> Self {
+    pub(crate) fn new(dir: &Path, kbuild_cache: Option<&Path>) -> Self {
         Cache {
             dir: dir.to_path_buf(),
+            kbuild_cache: kbuild_cache.map(|d| std::path::absolute(d).unwrap_or(d.to_path_buf())),
             hashes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `path` with kbuild's cache directory written as [`CACHE_DIR_ALIAS`].
+    fn alias(&self, path: &Path) -> PathBuf {
+        match self.kbuild_cache.as_deref().map(|c| path.strip_prefix(c)) {
+            Some(Ok(rest)) => Path::new(CACHE_DIR_ALIAS).join(rest),
+            _ => path.to_path_buf(),
+        }
+    }
+
+    /// An aliased path as it is on this machine now.
+    fn unalias(&self, path: &Path) -> PathBuf {
+        match (path.strip_prefix(CACHE_DIR_ALIAS), &self.kbuild_cache) {
+            (Ok(rest), Some(cache)) => cache.join(rest),
+            _ => path.to_path_buf(),
+        }
+    }
+
+    /// The command line as the key sees it: the output paths, which differ between the
+    /// temporary names a compile writes to and the final ones, normalized out; nvcc's
+    /// `--threads N`, `--jobserver` and `--split-compile=N`, which change how fast the object is
+    /// made, not what it is (another `-j` must not recompile), left out; `-DTORCH_EXTENSION_NAME=<id>` without its
+    /// value (kept in [`Argv::namespace`]); kbuild's cache directory aliased; and for nvcc the
+    /// `NVCC_PREPEND_FLAGS` / `NVCC_APPEND_FLAGS` it reads from the environment.
+    pub(crate) fn argv(
+        &self,
+        job: &CompileJob,
+        spec: &CommandSpec,
+        nvcc_env: &[(String, String)],
+    ) -> Argv {
+        let text = |p: &std::ffi::OsStr| self.alias_text(&p.to_string_lossy());
+        let mut words = vec![text(spec.program.as_os_str())];
+        let mut namespace = None;
+        let define = format!("-D{NAMESPACE_DEFINE}=");
+        let mut args = spec.args.iter();
+        while let Some(arg) = args.next() {
+            let arg = arg.as_os_str();
+            if arg == "--threads" {
+                args.next();
+            } else if arg == "--jobserver" || is_split_compile(arg) {
+                continue;
+            } else if arg == job.object.as_os_str() {
+                words.push("<object>".into());
+            } else if arg == job.depfile.as_os_str() {
+                words.push("<depfile>".into());
+            } else if let Some(id) = arg.to_str().and_then(|a| a.strip_prefix(&define)) {
+                namespace = Some(id.to_string());
+                words.push(format!("{define}<op namespace>"));
+            } else {
+                words.push(text(arg));
+            }
+        }
+        for (k, v) in &spec.env {
+            words.push(format!("{}={}", k.to_string_lossy(), text(v)));
+        }
+        if let Some(cwd) = &spec.cwd {
+            words.push(format!("cwd={}", text(cwd.as_os_str())));
+        }
+        if job.lang == crate::plan::Lang::Cuda {
+            words.extend(nvcc_env.iter().map(|(k, v)| format!("{k}={v}")));
+        }
+        let mut h = Sha256::new();
+        for word in &words {
+            h.update((word.len() as u64).to_le_bytes());
+            h.update(word.as_bytes());
+        }
+        let hash = hex::encode(h.finalize());
+        Argv {
+            words,
+            hash,
+            namespace,
+        }
+    }
+
+    /// `text` with every occurrence of kbuild's cache directory written as the alias (it
+    /// appears inside words too: `-I/…`, `--options-file=/…`).
+    fn alias_text(&self, text: &str) -> String {
+        match self.kbuild_cache.as_deref().and_then(Path::to_str) {
+            Some(cache) if !cache.is_empty() => text.replace(cache, CACHE_DIR_ALIAS),
+            _ => text.to_string(),
         }
     }
 
@@ -71,18 +198,22 @@ impl Cache {
             .join(format!("{}-{name}.json", &hex::encode(digest)[..16]))
     }
 
-    /// Content hash of a file, remembered for this build; `None` when it cannot be read.
-    fn file_hash(&self, path: &Path) -> Option<String> {
+    /// Content hash of a file and whether it spells the namespace define, remembered for this
+    /// build; `None` when it cannot be read.
+    fn file_facts(&self, path: &Path) -> Option<FileFacts> {
         if let Some(known) = lock(&self.hashes).get(path) {
             return known.clone();
         }
-        let hash = hash_file(path).ok();
-        lock(&self.hashes).insert(path.to_path_buf(), hash.clone());
-        hash
+        let facts = std::fs::read(path).ok().map(|bytes| FileFacts {
+            hash: hex::encode(Sha256::digest(&bytes)),
+            spells_namespace: spells(&bytes, NAMESPACE_DEFINE),
+        });
+        lock(&self.hashes).insert(path.to_path_buf(), facts.clone());
+        facts
     }
 
     /// Can the object of `job` be reused as is?
-    pub(crate) fn check(&self, job: &CompileJob, argv_hash: &str) -> Freshness {
+    pub(crate) fn check(&self, job: &CompileJob, argv: &Argv) -> Freshness {
         let stale = |why: &str| Freshness::Stale(why.to_string());
         let Ok(text) = std::fs::read(self.manifest_path(job)) else {
             return stale("not built before");
@@ -96,8 +227,8 @@ impl Cache {
         if m.compiler_id != job.compiler_id {
             return stale("compiler changed");
         }
-        if m.argv_hash != argv_hash {
-            return stale("flags changed");
+        if m.argv_hash != argv.hash {
+            return Freshness::Stale(flags_changed(&m.argv, &argv.words));
         }
         match hash_file(&job.object) {
             Ok(h) if h == m.object_hash => {}
@@ -105,14 +236,15 @@ impl Cache {
             Err(_) => return stale("object file missing"),
         }
         for dep in &m.deps {
-            if self.file_hash(&dep.path).as_deref() != Some(dep.hash.as_str()) {
-                return Freshness::Stale(format!("`{}` changed", dep.path.display()));
+            let path = self.unalias(&dep.path);
+            if self.file_facts(&path).map(|f| f.hash).as_deref() != Some(dep.hash.as_str()) {
+                return Freshness::Stale(format!("`{}` changed", path.display()));
             }
         }
-        if key(&m.compiler_id, &m.argv_hash, &m.deps) != m.key {
+        if key(&m) != m.key {
             return stale("cache entry inconsistent");
         }
-        Freshness::Fresh
+        namespace_freshness(&m, argv, |p| self.unalias(p))
     }
 
     /// The files the object of `job` was last built from (source first), as its manifest
@@ -120,7 +252,8 @@ impl Cache {
     pub(crate) fn recorded_dependencies(&self, job: &CompileJob) -> Option<Vec<PathBuf>> {
         let text = std::fs::read(self.manifest_path(job)).ok()?;
         let m = serde_json::from_slice::<Manifest>(&text).ok()?;
-        (m.version == MANIFEST_VERSION).then(|| m.deps.into_iter().map(|d| d.path).collect())
+        (m.version == MANIFEST_VERSION)
+            .then(|| m.deps.into_iter().map(|d| self.unalias(&d.path)).collect())
     }
 
     /// Build the manifest for an object just compiled from `deps` (source first). `None` when a
@@ -129,35 +262,43 @@ impl Cache {
     pub(crate) fn manifest(
         &self,
         job: &CompileJob,
-        argv_hash: &str,
+        argv: &Argv,
         deps: &[PathBuf],
         started: SystemTime,
     ) -> std::io::Result<Option<Manifest>> {
         let mut entries = Vec::with_capacity(deps.len());
+        let mut spelled_in = None;
         for path in deps {
             let modified = std::fs::metadata(path).and_then(|m| m.modified());
             match modified {
                 Ok(t) if t <= started => {}
                 _ => return Ok(None),
             }
-            let Some(hash) = self.file_hash(path) else {
+            let Some(facts) = self.file_facts(path) else {
                 return Ok(None);
             };
+            if facts.spells_namespace && spelled_in.is_none() {
+                spelled_in = Some(self.alias(path));
+            }
             entries.push(Dep {
-                path: path.clone(),
-                hash,
+                path: self.alias(path),
+                hash: facts.hash,
             });
         }
-        let key = key(&job.compiler_id, argv_hash, &entries);
-        Ok(Some(Manifest {
+        let mut manifest = Manifest {
             version: MANIFEST_VERSION,
             label: job.label.clone(),
             compiler_id: job.compiler_id.clone(),
-            argv_hash: argv_hash.to_string(),
+            argv_hash: argv.hash.clone(),
+            argv: argv.words.clone(),
             object_hash: hash_file(&job.object)?,
             deps: entries,
-            key,
-        }))
+            namespace: argv.namespace.clone(),
+            spelled_in,
+            key: String::new(),
+        };
+        manifest.key = key(&manifest);
+        Ok(Some(manifest))
     }
 
     /// Write (atomically) or, with `None`, remove the manifest of `job`.
@@ -178,55 +319,98 @@ impl Cache {
     }
 }
 
-/// Hash of everything on the command line but the output paths, which differ between the
-/// temporary names a compile writes to and the final ones, and nvcc's `--threads N` and
-/// `--jobserver`, which change how fast the object is made, not what it is (another `-j` must
-/// not recompile).
 /// nvcc's `--split-compile=N`: how many threads a device pass uses, a matter of speed that
 /// leaves the code the same (`tests/it/split_compile.rs` compares the cubins).
 fn is_split_compile(arg: &std::ffi::OsStr) -> bool {
     arg.as_encoded_bytes().starts_with(b"--split-compile=")
 }
 
-pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
-    let mut h = Sha256::new();
-    let mut field = |bytes: &[u8]| {
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-    };
-    field(spec.program.as_os_str().as_encoded_bytes());
-    let mut args = spec.args.iter();
-    while let Some(arg) = args.next() {
-        let arg = arg.as_os_str();
-        if arg == "--threads" {
-            args.next();
-        } else if arg == "--jobserver" || is_split_compile(arg) {
-            continue;
-        } else if arg == job.object.as_os_str() {
-            field(b"<object>");
-        } else if arg == job.depfile.as_os_str() {
-            field(b"<depfile>");
-        } else {
-            field(arg.as_encoded_bytes());
-        }
-    }
-    for (k, v) in &spec.env {
-        field(k.as_encoded_bytes());
-        field(v.as_encoded_bytes());
-    }
-    if let Some(cwd) = &spec.cwd {
-        field(cwd.as_os_str().as_encoded_bytes());
-    }
-    hex::encode(h.finalize())
+/// The flags nvcc itself reads from the environment (`NVCC_PREPEND_FLAGS`,
+/// `NVCC_APPEND_FLAGS`, e.g. `-lineinfo`), set and not empty: they change its objects.
+pub fn nvcc_env_flags() -> Vec<(String, String)> {
+    ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
+            Some((name.to_string(), value))
+        })
+        .collect()
 }
 
-fn key(compiler_id: &str, argv_hash: &str, deps: &[Dep]) -> String {
+/// `flags changed: \`-lineinfo\` added, \`-O3\` removed`: the words of the command line that
+/// differ (as sets: a word that only moved is not named).
+fn flags_changed(before: &[String], now: &[String]) -> String {
+    let added: Vec<&String> = now.iter().filter(|w| !before.contains(w)).collect();
+    let removed: Vec<&String> = before.iter().filter(|w| !now.contains(w)).collect();
+    let list = |words: &[&String]| {
+        words
+            .iter()
+            .map(|w| format!("`{w}`"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut parts = Vec::new();
+    if !added.is_empty() {
+        parts.push(format!("{} added", list(&added)));
+    }
+    if !removed.is_empty() {
+        parts.push(format!("{} removed", list(&removed)));
+    }
+    match parts.is_empty() {
+        true => "flags changed (their order)".into(),
+        false => format!("flags changed: {}", parts.join(", ")),
+    }
+}
+
+/// Whether an object whose files and flags are unchanged can be reused under the op namespace
+/// of `argv`: always when none of its files spells `TORCH_EXTENSION_NAME` (the define cannot
+/// change its code; nvcc's `.note.nv.tkinfo` keeps the old value as a record of the command
+/// line, nothing the code reads), else only under the namespace it was compiled with.
+fn namespace_freshness(m: &Manifest, argv: &Argv, unalias: impl Fn(&Path) -> PathBuf) -> Freshness {
+    let (Some(before), Some(now)) = (&m.namespace, &argv.namespace) else {
+        return match m.namespace == argv.namespace {
+            true => Freshness::Fresh,
+            false => Freshness::Stale(format!("`{NAMESPACE_DEFINE}` added or removed")),
+        };
+    };
+    if before == now {
+        return Freshness::Fresh;
+    }
+    match &m.spelled_in {
+        Some(path) => Freshness::Stale(format!(
+            "the op namespace changed (`{before}` -> `{now}`) and `{}` spells `{NAMESPACE_DEFINE}`",
+            unalias(path).display()
+        )),
+        None => Freshness::FreshBecause(format!(
+            "no file it is built from spells `{NAMESPACE_DEFINE}`, so the new op namespace \
+             `{now}` (was `{before}`) does not change it"
+        )),
+    }
+}
+
+/// Does `text` hold `word` anywhere (code, comment or string: a cheap over-approximation of
+/// whether the preprocessor can expand it)?
+fn spells(text: &[u8], word: &str) -> bool {
+    match std::str::from_utf8(text) {
+        Ok(text) => text.contains(word),
+        Err(_) => text.windows(word.len()).any(|w| w == word.as_bytes()),
+    }
+}
+
+fn key(m: &Manifest) -> String {
     let mut h = Sha256::new();
-    for part in [compiler_id, argv_hash] {
+    let spelled = m.spelled_in.as_deref().map(|p| p.to_string_lossy());
+    let parts = [
+        m.compiler_id.as_str(),
+        m.argv_hash.as_str(),
+        m.namespace.as_deref().unwrap_or(""),
+        spelled.as_deref().unwrap_or(""),
+    ];
+    for part in parts {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
-    for dep in deps {
+    for dep in &m.deps {
         let path = dep.path.as_os_str().as_encoded_bytes();
         h.update((path.len() as u64).to_le_bytes());
         h.update(path);

@@ -12,6 +12,7 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+pub use cache::nvcc_env_flags;
 pub use command::command_for;
 pub use depfile::{parse_depfile, scan_includes};
 
@@ -35,6 +36,12 @@ pub struct CompileSettings {
     pub jobs: usize,
     /// Where the object cache keeps its manifests (`<work_dir>/cache`).
     pub cache_dir: PathBuf,
+    /// kbuild's cache directory (`KBUILD_CACHE_DIR`): paths under it are keyed relative to it,
+    /// so another cache directory with the same contents compiles nothing.
+    pub kbuild_cache: Option<PathBuf>,
+    /// `NVCC_PREPEND_FLAGS` / `NVCC_APPEND_FLAGS` as the environment sets them ([`nvcc_env_flags`]):
+    /// nvcc reads them itself, so they are part of every CUDA object's key.
+    pub nvcc_env: Vec<(String, String)>,
     /// Program every compiler runs under (`sccache`, `ccache`). Not part of the object cache's
     /// key: it must not change what the compiler produces, and switching it on should not
     /// rebuild what kbuild already has.
@@ -192,7 +199,7 @@ pub fn compile_all(
     settings: &CompileSettings,
     reporter: &dyn Reporter,
 ) -> Result<CompileSummary, CompileError> {
-    let cache = Cache::new(&settings.cache_dir);
+    let cache = Cache::new(&settings.cache_dir, settings.kbuild_cache.as_deref());
     let schedule = Schedule {
         jobs: settings.jobs,
         jobserver: settings.jobserver.as_deref(),
@@ -219,9 +226,14 @@ pub fn compile_all(
 }
 
 /// Every file the objects of `jobs` were last built from (sources and headers, as the object
-/// cache in `cache_dir` records them); `None` when an object has no cache entry.
-pub fn recorded_dependencies(jobs: &[CompileJob], cache_dir: &Path) -> Option<Vec<PathBuf>> {
-    let cache = Cache::new(cache_dir);
+/// cache in `cache_dir` records them, under `kbuild_cache` as it is now); `None` when an object
+/// has no cache entry.
+pub fn recorded_dependencies(
+    jobs: &[CompileJob],
+    cache_dir: &Path,
+    kbuild_cache: Option<&Path>,
+) -> Option<Vec<PathBuf>> {
+    let cache = Cache::new(cache_dir, kbuild_cache);
     let mut all = Vec::new();
     for job in jobs {
         all.extend(cache.recorded_dependencies(job)?);
@@ -237,10 +249,14 @@ fn compile_one(
     cancel: &Cancel,
 ) -> Result<UnitOutcome, JobError<CompileError>> {
     let launcher = settings.launcher.as_deref();
-    let argv_hash = cache::argv_hash(job, &command_for(job));
-    match cache.check(job, &argv_hash) {
+    let argv = cache.argv(job, &command_for(job), &settings.nvcc_env);
+    match cache.check(job, &argv) {
         Freshness::Fresh => {
             reporter.verbose(&format!("fresh `{}`", job.label));
+            return Ok(UnitOutcome::Cached);
+        }
+        Freshness::FreshBecause(why) => {
+            reporter.verbose(&format!("fresh `{}`: {why}", job.label));
             return Ok(UnitOutcome::Cached);
         }
         Freshness::Stale(why) => reporter.verbose(&format!("compile `{}`: {why}", job.label)),
@@ -292,7 +308,7 @@ fn compile_one(
     rename(&tmp.depfile, &job.depfile)?;
     rename(&tmp.object, &job.object)?;
     let manifest = cache
-        .manifest(job, &argv_hash, &deps, started)
+        .manifest(job, &argv, &deps, started)
         .map_err(|e| io_error(&job.object, e))?;
     if manifest.is_none() {
         reporter.verbose(&format!(

@@ -99,6 +99,8 @@ pub(super) fn forget(work_dir: &Path) -> std::io::Result<()> {
 pub(super) struct Places<'a> {
     pub work_dir: &'a Path,
     pub cache_dir: &'a Path,
+    /// kbuild's cache directory, as the object cache aliases it.
+    pub kbuild_cache: Option<&'a Path>,
 }
 
 /// Record the build that just succeeded. Nothing is recorded (`false`) when an input changed
@@ -117,8 +119,11 @@ pub(super) fn record(
     for plan in plans {
         for variant in &plan.variants {
             inputs.extend(variant.python_files.iter().map(|(src, _)| src.clone()));
-            let Some(deps) = compile::recorded_dependencies(&variant.compile, places.cache_dir)
-            else {
+            let Some(deps) = compile::recorded_dependencies(
+                &variant.compile,
+                places.cache_dir,
+                places.kbuild_cache,
+            ) else {
                 return Ok(false);
             };
             inputs.extend(deps);

@@ -172,6 +172,8 @@ impl<'r> Builder<'r> {
         let settings = CompileSettings {
             jobs: budget.jobs,
             cache_dir: first.work_dir.join("cache"),
+            kbuild_cache: self.settings.toolchain.deps.cache_dir.clone(),
+            nvcc_env: compile::nvcc_env_flags(),
             launcher: self.settings.compiler_launcher.clone(),
             jobserver: self.jobserver(&jobs, prepared.nvcc),
             order: prepared.order.clone(),
@@ -284,6 +286,7 @@ impl<'r> Builder<'r> {
                 check_interrupted()?;
                 let metadata = package::metadata_for(project, variant, fresh::kernel_git(plan));
                 let install = package::install_variant(variant, &plan.out_dir, metadata)?;
+                package::record_partial(&plan.out_dir, variant)?;
                 let written = install.outcome == Installed::Written;
                 let mut report = variant_report(variant, &plan.out_dir, written, self.reporter);
                 if let Some(dir) = &outputs.wheel_dir {
@@ -311,6 +314,7 @@ impl<'r> Builder<'r> {
         let places = fresh::Places {
             work_dir: &first.work_dir,
             cache_dir: &cache_dir,
+            kbuild_cache: self.settings.toolchain.deps.cache_dir.as_deref(),
         };
         let build_began = SystemTime::now()
             .checked_sub(started.elapsed())

@@ -67,6 +67,8 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
             ..settings.budget
         },
         manylinux: settings.manylinux.clone(),
+        cuda_capabilities: cuda_capabilities(settings, &toolchains)?,
+        cxx_flags: settings.cxx_flags.clone(),
     };
     let mut plans = Vec::new();
     for toolchain in &toolchains {
@@ -119,6 +121,20 @@ pub(super) fn variant_tag(name: &str) -> String {
         .filter(|p| !p.starts_with("cxx"))
         .collect();
     kept.join("-")
+}
+
+/// `--cuda-capabilities` resolved; `native` asks for this machine's GPUs only when a CUDA
+/// variant may be built (a `--backend cpu` build needs no GPU).
+fn cuda_capabilities(
+    settings: &BuildSettings,
+    toolchains: &[Toolchain],
+) -> Result<Option<Vec<config::Capability>>, BuildError> {
+    let cuda_selected =
+        settings.backends.is_empty() || settings.backends.iter().any(|b| b == "cuda");
+    if !cuda_selected || toolchains.iter().all(|t| t.nvcc.is_none()) {
+        return Ok(None);
+    }
+    Ok(settings.cuda_capabilities.resolve()?)
 }
 
 /// Load build.toml and report its warnings (with their hints); config errors surface before

@@ -23,6 +23,10 @@ pub struct BuildSettings {
     pub torch: Vec<String>,
     /// `--variant`: build only these; empty means all.
     pub variants: Vec<String>,
+    /// `--cuda-capabilities`: what CUDA variants hold (`native` not looked up yet).
+    pub cuda_capabilities: crate::plan::CudaCapabilities,
+    /// `CXXFLAGS`: added to every unit's host compiler flags (and to nvcc's `-Xcompiler`).
+    pub cxx_flags: Vec<String>,
     /// Runs every compiler (`sccache`); not part of the object cache's key.
     pub compiler_launcher: Option<PathBuf>,
     /// What to write besides `build/<variant>/`.

@@ -26,13 +26,10 @@ fn render(name: &str, template: &str, ctx: minijinja::Value) -> Result<String, P
         })
 }
 
-/// `registration.h`: HF-compatible op registration macros.
-pub fn registration_h(variant: &VariantPlan) -> Result<String, PackageError> {
-    render(
-        "registration.h",
-        REGISTRATION_H,
-        context! { id => &variant.id },
-    )
+/// `registration.h`: HF-compatible op registration macros. The same for every variant and op
+/// namespace, so a new commit does not change a header every binding unit includes.
+pub fn registration_h() -> Result<String, PackageError> {
+    render("registration.h", REGISTRATION_H, context! {})
 }
 
 #[derive(Serialize)]

@@ -9,6 +9,7 @@ mod generate;
 mod inspect;
 mod metadata;
 pub mod name;
+mod partial;
 mod rehash;
 mod stage;
 pub mod tree;
@@ -23,6 +24,7 @@ pub use metadata::{
     BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, KernelDependencyEntry,
     Metadata, Provenance,
 };
+pub use partial::{NarrowVariants, PartialVariant, check_partial, record_partial};
 pub use rehash::{HashCheck, HashStatus, hash_variants};
 pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
 pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};
@@ -33,10 +35,7 @@ use crate::plan::VariantPlan;
 /// Write the generated headers a variant's sources include (before compiling).
 pub fn write_headers(variant: &VariantPlan) -> Result<(), PackageError> {
     let dir = &variant.generated_include;
-    write_if_changed(
-        &dir.join("registration.h"),
-        registration_h(variant)?.as_bytes(),
-    )?;
+    write_if_changed(&dir.join("registration.h"), registration_h()?.as_bytes())?;
     write_if_changed(&dir.join("kbuild_dtypes.h"), dtypes_h(variant)?.as_bytes())?;
     Ok(())
 }

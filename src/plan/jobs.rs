@@ -35,6 +35,11 @@ struct Shared<'a> {
     defines: Vec<(String, Option<String>)>,
     /// `-I` dirs of every unit before its own `include`: HF's target-wide `csrc`.
     include_dirs: Vec<PathBuf>,
+    /// `--cuda-capabilities` left part of the matrix out: CUDA objects are named after their
+    /// capabilities, so the whole matrix's objects stay cached beside them.
+    narrowed: bool,
+    /// `CXXFLAGS` of the environment, after each unit's own host flags.
+    env_cxx_flags: &'a [String],
     system_include_dirs: Vec<PathBuf>,
 }
 
@@ -55,7 +60,7 @@ pub(super) fn fill_compiled_variant(
     let archs = match nvcc {
         Some(nvcc) => {
             bounds::check_cuda(project, nvcc)?;
-            cuda_archs(project, nvcc)?
+            cuda_archs(project, nvcc, settings.cuda_capabilities.as_deref())?
         }
         None => VariantArchs::default(),
     };
@@ -80,6 +85,8 @@ pub(super) fn fill_compiled_variant(
         defines: defines(bindings, torch, variant)?,
         include_dirs: extension_include_dirs(project),
         system_include_dirs,
+        narrowed: archs.matrix_archs.is_some(),
+        env_cxx_flags: &settings.cxx_flags,
     };
     let compile = compile_jobs(&shared, &units, nvcc, settings);
     let mut link = link_job(&shared, &compile, nvcc, work);
@@ -91,6 +98,7 @@ pub(super) fn fill_compiled_variant(
     variant.dtypes = archs.dtypes;
     variant.archs = archs.archs;
     variant.ptx = archs.ptx;
+    variant.matrix_archs = archs.matrix_archs;
     Ok(archs.notes)
 }
 
@@ -149,7 +157,8 @@ fn units_of<'a>(
 /// The defines every unit of the variant gets, as HF's CMake gives them to the whole extension
 /// target: torch's, the backend's, the stable-ABI target, `NDEBUG` and `TORCH_EXTENSION_NAME`.
 /// Every kernel unit sees the op namespace too (kernels may register ops or name the module
-/// with it), so a new namespace (a new commit) recompiles every unit, not only the bindings.
+/// with it); the object cache recompiles for a new namespace (a new commit) only the units
+/// whose files spell it.
 fn defines(
     bindings: &Bindings,
     torch: &TorchEnv,
@@ -296,6 +305,7 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
         flags.push("-fno-gnu-unique".to_string());
     }
     flags.extend(unit.cxx_flags.iter().cloned());
+    flags.extend(shared.env_cxx_flags.iter().cloned());
     CompileJob {
         label: format!("{} [{}]", unit.src.display(), variant.backend),
         lang: unit.lang,
@@ -347,11 +357,28 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
     job.flags
         .extend(unit.cuda_flags.iter().filter(known).cloned());
     job.gencodes = unit.gencodes.clone();
+    if shared.narrowed {
+        job.object = job
+            .object
+            .with_extension(format!("{}.o", gencode_tag(&job.gencodes)));
+        job.depfile = job.object.with_extension("d");
+    }
     job.nvcc_threads = threads_per_job.min(job.gencodes.len().max(1) as u32);
     job.compiler = nvcc.path.clone();
     job.host_compiler = Some(shared.cxx_path.clone());
     job.compiler_id = format!("{} | host {}", nvcc.id, shared.cxx_id);
     job
+}
+
+/// `sm80-sm90a-sm120ptx`: the capabilities of an object, in its file name.
+fn gencode_tag(gencodes: &[Gencode]) -> String {
+    let one = |g: &Gencode| {
+        let c = g.capability;
+        let suffix = c.suffix.map(String::from).unwrap_or_default();
+        let ptx = if g.ptx { "ptx" } else { "" };
+        format!("sm{}{}{suffix}{ptx}", c.major, c.minor)
+    };
+    gencodes.iter().map(one).collect::<Vec<_>>().join("-")
 }
 
 /// `-static-global-template-stub=true|false` (nvcc 12.8 and later).

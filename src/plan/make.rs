@@ -125,6 +125,7 @@ fn empty_variant(
         dtypes: BTreeMap::new(),
         archs: Vec::new(),
         ptx: None,
+        matrix_archs: None,
         generated_include: vwork.join("include"),
         obj_dir: vwork.join("obj"),
         compile: Vec::new(),

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Gencode, PlanError};
+use super::{Gencode, PlanError, capabilities};
 use crate::config::{Backend, Capability, DType, Kernel, Project};
 use crate::toolchain::Nvcc;
 
@@ -91,10 +91,18 @@ pub(super) struct VariantArchs {
     pub ptx: Option<Capability>,
     /// One line for the user when capabilities were left out or kernels skipped.
     pub notes: Vec<String>,
+    /// With `--cuda-capabilities`: the `archs` of the whole matrix, which this variant holds
+    /// only part of; `None` when it holds the whole matrix.
+    pub matrix_archs: Option<Vec<String>>,
 }
 
-/// The capabilities of every CUDA kernel of `project` for this nvcc.
-pub(super) fn cuda_archs(project: &Project, nvcc: &Nvcc) -> Result<VariantArchs, PlanError> {
+/// The capabilities of every CUDA kernel of `project` for this nvcc, narrowed to `selected`
+/// (`--cuda-capabilities`) when given.
+pub(super) fn cuda_archs(
+    project: &Project,
+    nvcc: &Nvcc,
+    selected: Option<&[Capability]>,
+) -> Result<VariantArchs, PlanError> {
     let kernels: Vec<&Kernel> = project
         .kernels
         .iter()
@@ -125,6 +133,9 @@ pub(super) fn cuda_archs(project: &Project, nvcc: &Nvcc) -> Result<VariantArchs,
     } else {
         kbuild_rule(project, &built, nvcc, &nvcc_version, &mut out)?;
     }
+    if let Some(selected) = selected {
+        narrow_to_selection(&mut out, selected)?;
+    }
     let all: BTreeSet<Capability> = out
         .per_kernel
         .values()
@@ -150,6 +161,52 @@ pub(super) fn cuda_archs(project: &Project, nvcc: &Nvcc) -> Result<VariantArchs,
         .map(|g| g.capability)
         .max();
     Ok(out)
+}
+
+/// Keep of each kernel only the gencodes that serve `selected`, skip (with a note) the kernels
+/// none of whose serves it, as kernel-builder's loose intersection skips them; remember the
+/// whole matrix's `archs` when anything was left out.
+fn narrow_to_selection(out: &mut VariantArchs, selected: &[Capability]) -> Result<(), PlanError> {
+    let all_archs: BTreeSet<String> = out.per_kernel.values().flatten().map(arch_string).collect();
+    let mut skipped = Vec::new();
+    let mut kept = BTreeMap::new();
+    for (name, gencodes) in &out.per_kernel {
+        match narrow(gencodes, selected) {
+            narrowed if narrowed.is_empty() => {
+                skipped.push(format!("`{name}` ({})", join_gencodes(gencodes)))
+            }
+            narrowed => {
+                kept.insert(name.clone(), narrowed);
+            }
+        }
+    }
+    if kept.is_empty() && !out.per_kernel.is_empty() {
+        return Err(PlanError::SelectionMissesEveryKernel {
+            selected: capabilities::join(selected),
+            kernels: skipped.join(", "),
+        });
+    }
+    if !skipped.is_empty() {
+        out.notes.push(format!(
+            "kernels skipped because none of their capabilities runs on `--cuda-capabilities {}`: {}",
+            capabilities::join(selected),
+            skipped.join(", ")
+        ));
+    }
+    out.per_kernel = kept;
+    let archs: BTreeSet<String> = out.per_kernel.values().flatten().map(arch_string).collect();
+    if archs != all_archs {
+        out.matrix_archs = Some(all_archs.into_iter().collect());
+    }
+    Ok(())
+}
+
+fn join_gencodes(gencodes: &[Gencode]) -> String {
+    gencodes
+        .iter()
+        .map(arch_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `9.0`, or `12.1+PTX` when the PTX is embedded too (kernel-builder's notation).
@@ -327,6 +384,20 @@ fn kbuild_rule(
     Ok(())
 }
 
+/// The gencodes of a kernel that serve `selected`: for each selected capability, what
+/// kernel-builder's loose intersection takes from the kernel's own (an `X.Ya` build for `X.Y`,
+/// else the newest of the same major not newer than it: SASS runs on newer minors of its
+/// major). A gencode keeps its PTX. Empty: the kernel serves none of the selection.
+fn narrow(gencodes: &[Gencode], selected: &[Capability]) -> Vec<Gencode> {
+    let own: Vec<Capability> = gencodes.iter().map(|g| g.capability).collect();
+    let kept = loose_intersection(&own, selected);
+    gencodes
+        .iter()
+        .filter(|g| kept.contains(&g.capability))
+        .cloned()
+        .collect()
+}
+
 fn join(caps: &[Capability]) -> String {
     caps.iter()
         .map(ToString::to_string)
@@ -382,5 +453,27 @@ mod tests {
             shown(&hf_default_capabilities((12, 6))),
             "7.0 7.2 7.5 8.0 8.6 8.7 8.9 9.0"
         );
+    }
+
+    fn gencode(s: &str, ptx: bool) -> Gencode {
+        Gencode {
+            capability: Capability::parse_shape(s).unwrap(),
+            ptx,
+        }
+    }
+
+    #[test]
+    fn narrowing_keeps_what_runs_on_the_selected_gpus() {
+        let all = [
+            gencode("7.5", false),
+            gencode("8.0", false),
+            gencode("9.0a", false),
+            gencode("12.0", true),
+        ];
+        // An 8.6 GPU runs 8.0's SASS; a 9.0 GPU takes the 9.0a build.
+        let got = narrow(&all, &caps("8.6 9.0"));
+        assert_eq!(got, [gencode("8.0", false), gencode("9.0a", false)]);
+        assert_eq!(narrow(&all, &caps("12.0")), [gencode("12.0", true)]);
+        assert!(narrow(&all, &caps("10.0")).is_empty());
     }
 }

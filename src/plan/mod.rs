@@ -65,6 +65,11 @@ pub struct VariantPlan {
     pub archs: Vec<String>,
     /// The newest capability whose PTX is embedded.
     pub ptx: Option<Capability>,
+    /// With `--cuda-capabilities`: the `archs` of the project's whole matrix, of which this
+    /// variant holds only `archs`; `None` when it holds the whole matrix (publish refuses a
+    /// partial variant unless `--allow-partial`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matrix_archs: Option<Vec<String>>,
     /// Directory with generated headers (`registration.h`, `kbuild_dtypes.h`), on every include path.
     pub generated_include: PathBuf,
     /// Object files are written here.
@@ -168,6 +173,11 @@ pub struct PlanSettings {
     pub budget: JobBudget,
     /// The manylinux policy extensions are linked to meet (`None`: as linked).
     pub manylinux: Option<String>,
+    /// `--cuda-capabilities`, resolved (`native` looked up): the capabilities to build; `None`
+    /// for the project's whole matrix.
+    pub cuda_capabilities: Option<Vec<Capability>>,
+    /// `CXXFLAGS`: after each unit's own host flags, so they win (`-O0 -g`).
+    pub cxx_flags: Vec<String>,
 }
 
 /// Why a plan cannot be made.
@@ -214,6 +224,14 @@ pub enum PlanError {
         key: &'static str,
         table: &'static str,
     },
+    /// `--cuda-capabilities native` on a machine whose GPUs cannot be listed.
+    #[error("`--cuda-capabilities native`: no GPU found on this machine: {why}")]
+    NoGpu { why: String },
+    /// `--cuda-capabilities` that no CUDA kernel of the project runs on.
+    #[error(
+        "`--cuda-capabilities {selected}`: no CUDA kernel of build.toml runs there (kernels: {kernels})"
+    )]
+    SelectionMissesEveryKernel { selected: String, kernels: String },
     #[error("`[tvm-ffi]` kernels are not built by kbuild: it builds Torch extensions")]
     TvmFfiUnsupported,
     #[error("nothing to build: no backend of build.toml can be built here ({reasons})")]
@@ -270,6 +288,16 @@ impl Hint for PlanError {
                 bound,
                 ..
             } => bounds::install_hint(what, *bound_side, bound),
+            PlanError::NoGpu { .. } => {
+                "`native` asks the NVIDIA driver's `nvidia-smi`: install the driver, or name the \
+                 capabilities, e.g. `--cuda-capabilities 9.0` (`KBUILD_CUDA_CAPABILITIES=9.0`)"
+                    .into()
+            }
+            PlanError::SelectionMissesEveryKernel { .. } => {
+                "select a capability one of the kernels builds for, or leave out \
+                 `--cuda-capabilities` to build the whole matrix"
+                    .into()
+            }
             PlanError::TvmFfiUnsupported => {
                 "build this kernel with HF's kernel-builder, or port it to `[torch]`".into()
             }
@@ -331,12 +359,14 @@ fn location_prefix(version: &crate::config::Version) -> String {
 }
 
 mod bounds;
+mod capabilities;
 mod jobs;
 mod make;
 mod matrix;
 mod select;
 mod source;
 
+pub use capabilities::{CudaCapabilities, native_capabilities};
 pub use make::{make_plan, variant_name};
 pub use matrix::hf_default_capabilities;
 pub use select::{Selection, select_backends};

@@ -23,7 +23,9 @@ pub struct SourceIdentity {
 }
 
 /// In a git checkout: the HEAD commit, dirty when tracked files under the project changed;
-/// elsewhere a hash of build.toml, the sources and the Python files.
+/// elsewhere a hash of build.toml and the compiled sources. The Python files are left out: the
+/// hash names the op namespace compiled into every unit, and an edit of Python alone must not
+/// recompile them (the variant's digest still tells two such variants apart).
 pub fn source_identity(project: &Project) -> Result<SourceIdentity, PlanError> {
     if let Some((commit, dirty)) = git_state(&project.root) {
         return Ok(SourceIdentity {
@@ -41,7 +43,6 @@ pub fn source_identity(project: &Project) -> Result<SourceIdentity, PlanError> {
     if let Framework::Torch(torch) = &project.framework {
         files.extend(torch.src.iter().map(|p| project.root.join(p)));
     }
-    files.extend(python_files(project)?.into_iter().map(|(src, _)| src));
     for file in files {
         hasher.update(
             file.strip_prefix(&project.root)

@@ -50,6 +50,9 @@ pub enum PublishError {
     StaleBuild { built: u32, configured: u32 },
     #[error("refusing to publish a build from a dirty git tree: {}", variants.join(", "))]
     Dirty { variants: Vec<String> },
+    /// Variants built with `--cuda-capabilities`, without `--allow-partial`.
+    #[error(transparent)]
+    Narrow(#[from] crate::package::NarrowVariants),
     #[error(
         "no Hub token found (looked at `HF_TOKEN`, `HF_TOKEN_PATH` and the token file under `HF_HOME`)"
     )]
@@ -150,6 +153,7 @@ impl Hint for PublishError {
             Verify { source, .. } => source.hint()?,
             VersionMismatch { .. } => "rebuild every variant from the same build.toml with `kbuild build`".into(),
             StaleBuild { .. } => "rebuild with `kbuild build`, or pass `--branch` to publish this build elsewhere".into(),
+            Narrow(source) => source.hint()?,
             Dirty { .. } => "commit your changes and rebuild, or pass `--allow-dirty` to publish anyway".into(),
             NoToken => "set `HF_TOKEN` to a token with write access (https://huggingface.co/settings/tokens), or run `hf auth login`".into(),
             Unauthorized { token_sent: true, .. } => "the token was rejected (expired or revoked?): set `HF_TOKEN` to a valid token with write access".into(),

@@ -79,6 +79,8 @@ fn verify(s: &PublishSettings, reporter: &dyn Reporter) -> Result<LocalBuild, Pu
     if let Some(opts) = &s.check {
         check_rules(&build, opts)?;
     }
+    let names = build.variants.iter().map(|v| v.name.as_str());
+    crate::package::check_partial(&s.build_dir, names, s.allow_partial)?;
     let dirty: Vec<String> = build
         .variants
         .iter()

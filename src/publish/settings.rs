@@ -31,6 +31,8 @@ pub struct PublishSettings {
     pub create_pr: bool,
     pub dry_run: bool,
     pub allow_dirty: bool,
+    /// Publish variants built for part of the CUDA matrix (`--cuda-capabilities`).
+    pub allow_partial: bool,
     /// The `kbuild check` rules run before anything is uploaded; `None` (`--skip-check`) runs
     /// none beyond the verification every publish does.
     pub check: Option<crate::check::CheckOptions>,

@@ -617,6 +617,8 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
             memory: None,
             jobs: 1,
             cache_dir: root.join("cache"),
+            kbuild_cache: None,
+            nvcc_env: Vec::new(),
             launcher: None,
             jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
             order: Vec::new(),

@@ -37,6 +37,8 @@ impl Project {
             memory: None,
             jobs: 2,
             cache_dir: self.root().join("cache"),
+            kbuild_cache: None,
+            nvcc_env: Vec::new(),
             launcher: None,
             jobserver: None,
             order: Vec::new(),

@@ -15,6 +15,8 @@ fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
         memory: None,
         jobs: 2,
         cache_dir: root.join("cache"),
+        kbuild_cache: None,
+        nvcc_env: Vec::new(),
         launcher: None,
         jobserver: None,
         order: Vec::new(),

@@ -18,6 +18,8 @@ fn settings(root: &Path, jobs: usize) -> CompileSettings {
         memory: None,
         jobs,
         cache_dir: root.join("cache"),
+        kbuild_cache: None,
+        nvcc_env: Vec::new(),
         launcher: None,
         jobserver: None,
         order: Vec::new(),

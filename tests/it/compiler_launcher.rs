@@ -15,6 +15,8 @@ fn settings(root: &Path, launcher: Option<PathBuf>) -> CompileSettings {
         memory: None,
         jobs: 2,
         cache_dir: root.join("cache"),
+        kbuild_cache: None,
+        nvcc_env: Vec::new(),
         launcher,
         jobserver: None,
         order: Vec::new(),

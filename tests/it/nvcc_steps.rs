@@ -61,6 +61,8 @@ fn settings(root: &Path, nvcc_steps: bool, jobserver: Option<Arc<Jobserver>>) ->
         memory: None,
         jobs: 2,
         cache_dir: root.join("cache"),
+        kbuild_cache: None,
+        nvcc_env: Vec::new(),
         launcher: None,
         jobserver,
         order: Vec::new(),

@@ -95,6 +95,8 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
         let settings = CompileSettings {
             jobs: 4,
             cache_dir: root.join("cache"),
+            kbuild_cache: None,
+            nvcc_env: Vec::new(),
             launcher: None,
             jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
             order: Vec::new(),

@@ -1,0 +1,135 @@
+//! The CUDA capabilities one build is asked for (`--cuda-capabilities LIST|native`,
+//! `KBUILD_CUDA_CAPABILITIES`): parsing the request, finding this machine's GPUs for
+//! `native`, and narrowing each kernel's capabilities to the request as kernel-builder's loose
+//! intersection does.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use super::PlanError;
+use crate::config::{Capability, ParseCapabilityError};
+use crate::process::{CommandSpec, run};
+
+/// Which CUDA capabilities a build compiles, before `native` is looked up.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CudaCapabilities {
+    /// The project's whole matrix (build.toml, else kernel-builder's default set).
+    #[default]
+    All,
+    /// The capabilities of the GPUs of this machine.
+    Native,
+    /// These capabilities (kept sorted, no duplicates).
+    List(Vec<Capability>),
+}
+
+impl FromStr for CudaCapabilities {
+    type Err = ParseCapabilityError;
+
+    /// `native`, `all`, or a comma-separated list such as `8.0,9.0a`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "native" => return Ok(CudaCapabilities::Native),
+            "all" | "" => return Ok(CudaCapabilities::All),
+            _ => {}
+        }
+        let mut caps = BTreeSet::new();
+        for item in s.split([',', ';', ' ']).filter(|i| !i.is_empty()) {
+            caps.insert(item.parse::<Capability>()?);
+        }
+        Ok(CudaCapabilities::List(caps.into_iter().collect()))
+    }
+}
+
+impl fmt::Display for CudaCapabilities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CudaCapabilities::All => f.write_str("all"),
+            CudaCapabilities::Native => f.write_str("native"),
+            CudaCapabilities::List(caps) => f.write_str(&join(caps)),
+        }
+    }
+}
+
+impl CudaCapabilities {
+    /// The capabilities to build, `None` for the whole matrix; `native` asks `nvidia-smi` (no
+    /// torch import, no CUDA context) for the GPUs of this machine.
+    pub fn resolve(&self) -> Result<Option<Vec<Capability>>, PlanError> {
+        match self {
+            CudaCapabilities::All => Ok(None),
+            CudaCapabilities::List(caps) => Ok(Some(caps.clone())),
+            CudaCapabilities::Native => native_capabilities().map(Some),
+        }
+    }
+}
+
+/// The compute capabilities of this machine's GPUs, oldest first, from
+/// `nvidia-smi --query-gpu=compute_cap --format=csv,noheader` (the driver's tool: it needs no
+/// torch and no CUDA toolkit).
+pub fn native_capabilities() -> Result<Vec<Capability>, PlanError> {
+    let mut spec = CommandSpec::new("nvidia-smi");
+    spec.args(["--query-gpu=compute_cap", "--format=csv,noheader"]);
+    let out = run(&spec).map_err(|e| PlanError::NoGpu {
+        why: e.to_string().lines().next().unwrap_or_default().to_string(),
+    })?;
+    parse_compute_caps(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// One `major.minor` per line, one line per GPU.
+fn parse_compute_caps(text: &str) -> Result<Vec<Capability>, PlanError> {
+    let mut caps = BTreeSet::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let cap = Capability::parse_shape(line).map_err(|_| PlanError::NoGpu {
+            why: format!("`nvidia-smi` printed `{line}`, not a compute capability"),
+        })?;
+        caps.insert(cap);
+    }
+    if caps.is_empty() {
+        return Err(PlanError::NoGpu {
+            why: "`nvidia-smi` lists no GPU".into(),
+        });
+    }
+    Ok(caps.into_iter().collect())
+}
+
+/// `8.0, 9.0`.
+pub(super) fn join(caps: &[Capability]) -> String {
+    caps.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(s: &str) -> Capability {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn cuda_capabilities_parse_native_all_and_lists() {
+        assert_eq!("native".parse(), Ok(CudaCapabilities::Native));
+        assert_eq!("all".parse(), Ok(CudaCapabilities::All));
+        assert_eq!(
+            "9.0,8.0 8.0".parse(),
+            Ok(CudaCapabilities::List(vec![cap("8.0"), cap("9.0")]))
+        );
+        assert!("sm_90".parse::<CudaCapabilities>().is_err());
+    }
+
+    #[test]
+    fn nvidia_smi_output_gives_each_gpus_capability_once() {
+        let got = parse_compute_caps("9.0\n8.6\n9.0\n").unwrap();
+        assert_eq!(join(&got), "8.6, 9.0");
+        assert!(matches!(
+            parse_compute_caps(""),
+            Err(PlanError::NoGpu { .. })
+        ));
+        assert!(matches!(
+            parse_compute_caps("[N/A]\n"),
+            Err(PlanError::NoGpu { .. })
+        ));
+    }
+}
