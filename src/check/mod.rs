@@ -80,6 +80,8 @@ pub struct CheckOptions {
     /// Skip the extension rules for a `.so` that is not an ELF shared object (publish's
     /// default: the ABI cannot be evaluated there, and the digest already pins the file).
     pub lenient: bool,
+    /// The cap on what an artifact or wheel may unpack to.
+    pub unpack: package::UnpackLimits,
 }
 
 /// Check a build directory, a variant directory, an artifact (`.tar.gz`) or a wheel (`.whl`).
@@ -99,10 +101,12 @@ pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>,
         source,
     })?;
     if name.ends_with(".tar.gz") {
-        return Ok(vec![match package::unpack_artifact(path, staging.path()) {
-            Ok(v) => VariantCheck::of(&v, opts),
-            Err(e) => unreadable(&name, &e),
-        }]);
+        return Ok(vec![
+            match package::unpack_artifact(path, staging.path(), opts.unpack) {
+                Ok(v) => VariantCheck::of(&v, opts),
+                Err(e) => unreadable(&name, &e),
+            },
+        ]);
     }
     if name.ends_with(".whl") {
         let file = package::open_regular(path).map_err(PackageError::from)?;
@@ -210,10 +214,20 @@ fn unreadable(name: &str, e: &PackageError) -> VariantCheck {
                 .to_string_lossy()
                 .into_owned(),
         ),
+        PackageError::TooLarge { .. }
+        | PackageError::Damaged { .. }
+        | PackageError::Artifact { .. }
+        | PackageError::Wheel { .. } => ("archive", format!("{name}/")),
         _ => ("layout", format!("{name}/")),
     };
-    let message = e
-        .to_string()
+    // The causes too: "cannot unpack `x`: it is damaged" says little without "unexpected EOF".
+    let mut message = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        message.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    let message = message
         .replace('\n', " ")
         .split_whitespace()
         .collect::<Vec<_>>()

@@ -12,6 +12,7 @@ pub mod name;
 mod rehash;
 mod stage;
 pub mod tree;
+pub mod unpack;
 mod variant;
 mod wheel;
 
@@ -25,6 +26,7 @@ pub use metadata::{
 };
 pub use rehash::{HashCheck, HashStatus, hash_variants};
 pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
+pub use unpack::UnpackLimits;
 pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};
 pub use wheel::{Wheel, write_wheel};
 

@@ -1,5 +1,6 @@
 //! kbuild's integration tests: one crate, one binary; `common` holds what they share.
 
+mod archive_limits;
 mod artifacts;
 mod build_faults;
 mod build_interrupt;
