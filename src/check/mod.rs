@@ -140,9 +140,15 @@ fn dirs_below(
         .map_err(read)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
+    // Hidden entries are kbuild's own (`.kbuild/`, and the `.stage-*`/`.old-*` a killed build
+    // leaves until the next one sweeps them), never variants.
+    let hidden = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+    };
     let mut dirs: Vec<&PathBuf> = entries
         .iter()
-        .filter(|p| p.join("metadata.json").is_file())
+        .filter(|p| !hidden(p) && p.join("metadata.json").is_file())
         .collect();
     dirs.sort();
     if dirs.is_empty() {

@@ -8,6 +8,7 @@ mod build_pipeline;
 mod build_schedule;
 mod capabilities_hf;
 mod check;
+mod check_integrity;
 mod ci_road;
 mod clean_hash;
 mod cli_help;
