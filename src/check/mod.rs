@@ -109,17 +109,12 @@ pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>,
         ]);
     }
     if name.ends_with(".whl") {
-        let file = package::open_regular(path).map_err(PackageError::from)?;
-        let mut zip = zip::ZipArchive::new(file).map_err(|source| PackageError::Zip {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        zip.extract(staging.path())
-            .map_err(|source| PackageError::Zip {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        return dirs_below(staging.path(), opts, false);
+        // A wheel that breaks its own format (an entry outside it, a RECORD that does not
+        // match) is a finding on the wheel, like an artifact that cannot be unpacked.
+        return match package::unpack_wheel(path, staging.path(), opts.unpack) {
+            Ok(()) => dirs_below(staging.path(), opts, false),
+            Err(e) => Ok(vec![unreadable(&name, &e)]),
+        };
     }
     if path.join("metadata.json").is_file() {
         return Ok(vec![check_dir(path, opts, true)]);
@@ -222,8 +217,8 @@ fn unreadable(name: &str, e: &PackageError) -> VariantCheck {
         ),
         PackageError::TooLarge { .. }
         | PackageError::Damaged { .. }
-        | PackageError::Artifact { .. }
-        | PackageError::Wheel { .. } => ("archive", format!("{name}/")),
+        | PackageError::Artifact { .. } => ("archive", format!("{name}/")),
+        PackageError::Wheel { .. } => ("wheel", format!("{name}/")),
         _ => ("layout", format!("{name}/")),
     };
     // The causes too: "cannot unpack `x`: it is damaged" says little without "unexpected EOF".

@@ -227,7 +227,7 @@ fn check_archive(archive: &Path, limits: UnpackLimits) -> Result<Checked, Packag
         } else {
             0
         };
-        let hashed = hash_entry(entry, &name, &mut budget, keep)?;
+        let hashed = hash_entry(entry, &name, &mut budget, keep, None)?;
         if rel == "metadata.json" {
             metadata = Some(hashed.kept.clone().ok_or_else(|| {
                 refuse(

@@ -15,6 +15,7 @@ pub mod tree;
 pub mod unpack;
 mod variant;
 mod wheel;
+mod wheel_read;
 
 pub use artifact::{Packed, artifact_name, pack, unpack_artifact, write_artifact};
 pub use digest::{VariantDigest, open_regular};
@@ -29,6 +30,7 @@ pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
 pub use unpack::UnpackLimits;
 pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};
 pub use wheel::{Wheel, write_wheel};
+pub use wheel_read::unpack_wheel;
 
 use crate::plan::VariantPlan;
 

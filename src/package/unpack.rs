@@ -126,13 +126,21 @@ pub struct Hashed {
     pub kept: Option<Vec<u8>>,
 }
 
-/// Read `entry` to its end in blocks, hashing it and charging every block to `budget`; its
-/// content is kept only when it is at most `keep` bytes (metadata.json, RECORD).
+/// Where an entry being hashed is also written.
+pub struct Sink<'a> {
+    pub file: &'a mut std::fs::File,
+    pub path: &'a Path,
+}
+
+/// Read `entry` to its end in blocks, hashing it, charging every block to `budget` and writing
+/// it to `sink` if given; its content is kept only when it is at most `keep` bytes
+/// (metadata.json, RECORD).
 pub fn hash_entry(
     mut entry: impl Read,
     name: &str,
     budget: &mut Budget<'_>,
     keep: usize,
+    mut sink: Option<Sink<'_>>,
 ) -> Result<Hashed, PackageError> {
     let mut sha256 = sha2::Sha256::new();
     let mut sha512 = sha2::Sha512::new();
@@ -147,6 +155,12 @@ pub fn hash_entry(
             Err(source) => return Err(damaged(budget.archive, name, source)),
         };
         budget.take(name, n as u64)?;
+        if let Some(sink) = &mut sink {
+            std::io::Write::write_all(sink.file, &buf[..n]).map_err(|source| PackageError::Io {
+                path: sink.path.to_path_buf(),
+                source,
+            })?;
+        }
         size += n as u64;
         sha256.update(&buf[..n]);
         sha512.update(&buf[..n]);
@@ -205,9 +219,9 @@ mod tests {
         let archive = Path::new("a.tar.gz");
         let limits = UnpackLimits { max_total: 1000 };
         let mut budget = Budget::new(archive, limits);
-        let small = hash_entry(&b"hello"[..], "x/a", &mut budget, 16).unwrap();
+        let small = hash_entry(&b"hello"[..], "x/a", &mut budget, 16, None).unwrap();
         assert_eq!(small.kept.as_deref(), Some(&b"hello"[..]));
-        let err = hash_entry(std::io::repeat(0).take(5000), "x/b", &mut budget, 16)
+        let err = hash_entry(std::io::repeat(0).take(5000), "x/b", &mut budget, 16, None)
             .err()
             .unwrap();
         assert!(

@@ -142,3 +142,117 @@ fn a_truncated_artifact_keeps_its_cause_in_check_and_publish() {
         redact.text(&published.stderr)
     );
 }
+
+/// A wheel of the cpu test variant, as `kbuild wheel` writes it, in `dir`.
+fn wheel(dir: &Path) -> PathBuf {
+    let (_project, build) = project_with_variant();
+    let variant = kbuild::package::BuiltVariant::read(&build.join(CPU_VARIANT)).unwrap();
+    kbuild::package::write_wheel(&variant, dir).unwrap().path
+}
+
+/// Copy `wheel` to `to`, every entry through `edit(name, bytes)` (which may change the bytes),
+/// then append `extra` entries.
+fn rewrite_wheel(
+    wheel: &Path,
+    to: &Path,
+    edit: impl Fn(&str, &mut Vec<u8>),
+    extra: &mut [(&str, &mut dyn std::io::Read)],
+) {
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
+    let mut out = zip::ZipWriter::new(std::fs::File::create(to).unwrap());
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i).unwrap();
+        let name = entry.name().unwrap().into_owned();
+        let mut bytes = Vec::new();
+        entry.read_to_end(&mut bytes).unwrap();
+        edit(&name, &mut bytes);
+        out.start_file(name.as_str(), options).unwrap();
+        std::io::Write::write_all(&mut out, &bytes).unwrap();
+    }
+    for (name, data) in extra.iter_mut() {
+        out.start_file(*name, options).unwrap();
+        std::io::copy(data, &mut out).unwrap();
+    }
+    out.finish().unwrap();
+}
+
+/// `kbuild check`'s one finding on `wheel` (the rule and message), redacted.
+fn wheel_finding(wheel: &Path, env: &[(&str, &str)]) -> String {
+    let out = check_with(wheel, env);
+    assert_eq!(out.status.code(), Some(1), "the wheel passed check");
+    Redact::new()
+        .path(wheel.parent().unwrap(), "[dist]")
+        .stdout(&out)
+}
+
+#[test]
+fn check_passes_the_wheels_kbuild_writes() {
+    let dist = tempfile::tempdir().unwrap();
+    let path = wheel(dist.path());
+    let out = check_with(&path, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The stand-in extension is no ELF: `abi` is the one finding; nothing about RECORD.
+    assert!(!text.contains("[archive]"), "{text}");
+}
+
+#[test]
+fn check_fails_a_wheel_with_an_absolute_entry() {
+    let dist = tempfile::tempdir().unwrap();
+    let good = wheel(dist.path());
+    let evil = dist.path().join("evil-1-py3-none-any.whl");
+    let mut payload: &[u8] = b"token";
+    rewrite_wheel(
+        &good,
+        &evil,
+        |_, _| {},
+        &mut [("/tmp/kbuild-wheel-escaped", &mut payload)],
+    );
+    insta::assert_snapshot!(
+        "check_fails_a_wheel_with_an_absolute_entry",
+        wheel_finding(&evil, &[])
+    );
+    assert!(!Path::new("/tmp/kbuild-wheel-escaped").exists());
+}
+
+#[test]
+fn check_fails_a_wheel_whose_file_does_not_match_record() {
+    let dist = tempfile::tempdir().unwrap();
+    let good = wheel(dist.path());
+    let evil = dist.path().join("evil-1-py3-none-any.whl");
+    // top_level.txt is no file of the variant: its digest cannot tell, only RECORD can.
+    rewrite_wheel(
+        &good,
+        &evil,
+        |name, bytes| {
+            if name.ends_with(".dist-info/top_level.txt") {
+                bytes.extend_from_slice(b"os\n");
+            }
+        },
+        &mut [],
+    );
+    insta::assert_snapshot!(
+        "check_fails_a_wheel_whose_file_does_not_match_record",
+        wheel_finding(&evil, &[])
+    );
+}
+
+#[test]
+fn check_refuses_a_wheel_unpacking_past_the_cap() {
+    let dist = tempfile::tempdir().unwrap();
+    let good = wheel(dist.path());
+    let bomb = dist.path().join("bomb-1-py3-none-any.whl");
+    let mut zeros = std::io::repeat(0).take(24 << 20);
+    rewrite_wheel(
+        &good,
+        &bomb,
+        |_, _| {},
+        &mut [("relu/bomb.bin", &mut zeros)],
+    );
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 1 << 20);
+    insta::assert_snapshot!(
+        "check_refuses_a_wheel_unpacking_past_the_cap",
+        wheel_finding(&bomb, &[("KBUILD_MAX_UNPACKED_SIZE", "8M")])
+    );
+}
