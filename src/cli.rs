@@ -434,6 +434,9 @@ pub struct PublishArgs {
     /// Publish a build made from a dirty git tree.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Publish variants built from different commits together.
+    #[arg(long)]
+    pub allow_mixed: bool,
     /// Publish without running `kbuild check`'s rules first.
     #[arg(long)]
     pub skip_check: bool,

@@ -30,6 +30,9 @@ pub struct VariantCheck {
     /// The rules that ran on it (none when it could not be read as a variant).
     pub rules: Vec<&'static str>,
     pub findings: Vec<Finding>,
+    /// The commit its provenance records, for the rule across variants (`same-commit`).
+    #[serde(skip)]
+    pub commit: Option<String>,
 }
 
 impl VariantCheck {
@@ -39,6 +42,38 @@ impl VariantCheck {
             variant: variant.name.clone(),
             rules: rules_for(variant, opts),
             findings: check_variant(variant, opts),
+            commit: variant.commit().map(str::to_string),
+        }
+    }
+}
+
+/// The rule across the variants of one build: they were all built from one commit. With more
+/// than one, each variant gets a finding naming the commits and which variants each built.
+fn same_commit(checks: &mut [VariantCheck]) {
+    let mut by_commit: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for c in checks.iter() {
+        if let Some(commit) = &c.commit {
+            by_commit
+                .entry(commit.clone())
+                .or_default()
+                .push(c.variant.clone());
+        }
+    }
+    let commits: Vec<(String, Vec<String>)> = by_commit.into_iter().collect();
+    for c in checks.iter_mut().filter(|c| c.commit.is_some()) {
+        c.rules.push("same-commit");
+        if commits.len() > 1 {
+            c.findings.push(Finding {
+                rule: "same-commit",
+                file: "metadata.json".into(),
+                message: format!(
+                    "the build mixes variants of different commits: {}",
+                    package::describe_commits(&commits)
+                ),
+                fix: "rebuild every variant from one commit with `kbuild build` (publish \
+                      refuses a mixed build unless `--allow-mixed`)"
+                    .into(),
+            });
         }
     }
 }
@@ -159,7 +194,9 @@ fn dirs_below(
             archives,
         });
     }
-    Ok(dirs.iter().map(|d| check_dir(d, opts, named)).collect())
+    let mut checks: Vec<VariantCheck> = dirs.iter().map(|d| check_dir(d, opts, named)).collect();
+    same_commit(&mut checks);
+    Ok(checks)
 }
 
 /// `named`: the directory name is the variant name (not so in a wheel, where it is the package).
@@ -180,6 +217,7 @@ fn check_dir(dir: &Path, opts: &CheckOptions, named: bool) -> VariantCheck {
             variant: name.clone(),
             rules: vec!["layout"],
             findings: missing,
+            commit: None,
         }
     } else {
         match BuiltVariant::read(dir) {
@@ -243,6 +281,7 @@ fn unreadable(name: &str, e: &PackageError) -> VariantCheck {
             message,
             fix,
         }],
+        commit: None,
     }
 }
 

@@ -106,7 +106,10 @@ pub fn resolve(
             lenient: true,
             unpack,
         }),
-        local: LocalOptions { unpack },
+        local: LocalOptions {
+            unpack,
+            allow_mixed: args.allow_mixed,
+        },
         limits: BatchLimits::from_env(env),
         retry: RetryPolicy::from_env(env),
     })

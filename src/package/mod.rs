@@ -28,7 +28,9 @@ pub use metadata::{
 pub use rehash::{HashCheck, HashStatus, hash_variants};
 pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
 pub use unpack::UnpackLimits;
-pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};
+pub use variant::{
+    BuiltVariant, Install, Installed, by_commit, describe_commits, install_variant, metadata_for,
+};
 pub use wheel::{Wheel, write_wheel};
 pub use wheel_read::unpack_wheel;
 

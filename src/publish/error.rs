@@ -48,6 +48,12 @@ pub enum PublishError {
     VersionMismatch { versions: Vec<(String, u32)> },
     #[error("the build is version {built}, but build.toml says version {configured}")]
     StaleBuild { built: u32, configured: u32 },
+    /// The variants were built from different commits of the kernel's sources.
+    #[error(
+        "refusing to publish variants built from different commits: {}",
+        crate::package::describe_commits(commits)
+    )]
+    MixedCommits { commits: Vec<(String, Vec<String>)> },
     #[error("refusing to publish a build from a dirty git tree: {}", variants.join(", "))]
     Dirty { variants: Vec<String> },
     #[error(
@@ -150,6 +156,7 @@ impl Hint for PublishError {
             Verify { source, .. } => source.hint()?,
             VersionMismatch { .. } => "rebuild every variant from the same build.toml with `kbuild build`".into(),
             StaleBuild { .. } => "rebuild with `kbuild build`, or pass `--branch` to publish this build elsewhere".into(),
+            MixedCommits { .. } => "rebuild every variant from one commit (`kbuild build` builds them all), or pass `--allow-mixed` to publish them together".into(),
             Dirty { .. } => "commit your changes and rebuild, or pass `--allow-dirty` to publish anyway".into(),
             NoToken => "set `HF_TOKEN` to a token with write access (https://huggingface.co/settings/tokens), or run `hf auth login`".into(),
             Unauthorized { token_sent: true, .. } => "the token was rejected (expired or revoked?): set `HF_TOKEN` to a valid token with write access".into(),

@@ -136,6 +136,8 @@ pub struct LocalBuild {
 pub struct LocalOptions {
     /// The cap on what one artifact may unpack to.
     pub unpack: UnpackLimits,
+    /// Publish variants built from different commits together (`--allow-mixed`).
+    pub allow_mixed: bool,
 }
 
 /// Find, verify and hash the variants under `build_dir` (all, or only `only`) and the files of
@@ -149,6 +151,10 @@ pub fn collect(
 ) -> Result<LocalBuild, PublishError> {
     let Found { available, staging } = find_variants(build_dir, opts)?;
     let variants = verify_variants(available, only)?;
+    let commits = package::by_commit(&variants);
+    if commits.len() > 1 && !opts.allow_mixed {
+        return Err(PublishError::MixedCommits { commits });
+    }
     let version = variants[0].version;
     if variants.iter().any(|v| v.version != version) {
         return Err(PublishError::VersionMismatch {

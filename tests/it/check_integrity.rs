@@ -1,10 +1,13 @@
-//! `kbuild check` on what kbuild itself leaves in a build directory: the `.stage-*` a killed
-//! build leaves is not a variant.
+//! `kbuild check` and `publish` on what a build directory may hold besides one clean build: the
+//! `.stage-*` a killed build leaves is not a variant; variants built from different commits are
+//! a `check` finding and a refused publish (unless `--allow-mixed`).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::common::hub::Hub;
 use crate::common::kbuild::{bin, copy_dir, run};
-use crate::common::variant::{CPU_VARIANT, project_with_variant};
+use crate::common::redact::Redact;
+use crate::common::variant::{CPU_VARIANT, VariantSpec, project_with_variant, write_variant};
 
 fn check_json(build: &std::path::Path) -> std::process::Output {
     run(bin()
@@ -37,4 +40,66 @@ fn a_leftover_stage_of_a_killed_build_does_not_fail_check() {
         .map(|c| c["variant"].as_str().unwrap())
         .collect();
     assert_eq!(names, [CPU_VARIANT]);
+}
+
+/// A build holding the cpu variant built at commit `aaaa…` and a torch 2.14 one at `bbbb…`:
+/// what a rebuild of one torch after a commit leaves.
+fn mixed_build() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (project, build) = project_with_variant();
+    let provenance = |c: char| {
+        json!({"provenance": {
+            "kernel-builder": {"version": "kbuild 0.1.0"},
+            "kernel": {"commit": c.to_string().repeat(40), "dirty": false},
+        }})
+    };
+    write_variant(
+        &build,
+        &VariantSpec {
+            extra_metadata: provenance('a'),
+            ..VariantSpec::default()
+        },
+    );
+    write_variant(
+        &build,
+        &VariantSpec {
+            dir_name: "torch214-cxx11-cpu-x86_64-linux",
+            extra_metadata: provenance('b'),
+            ..VariantSpec::default()
+        },
+    );
+    (project, build)
+}
+
+#[test]
+fn check_reports_variants_built_from_different_commits_as_a_rule() {
+    let (_project, build) = mixed_build();
+    let out = run(bin().arg("check").arg(&build).args(["--manylinux", "none"]));
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mixed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("[same-commit]"))
+        .collect();
+    insta::assert_snapshot!(
+        "check_reports_variants_built_from_different_commits",
+        mixed.join("\n")
+    );
+}
+
+#[test]
+fn publish_refuses_variants_built_from_different_commits_unless_allow_mixed() {
+    let (_project, build) = mixed_build();
+    let hub = Hub::start(&[]);
+    let refused = hub.publish(&build, &["--repo", "kbuild-test/mixed", "--dry-run"]);
+    assert!(!refused.ok);
+    insta::assert_snapshot!(
+        "publish_refuses_variants_built_from_different_commits",
+        Redact::new().path(&build, "[build]").text(&refused.stderr)
+    );
+    let allowed = hub.publish(
+        &build,
+        &["--repo", "kbuild-test/mixed", "--dry-run", "--allow-mixed"],
+    );
+    assert!(allowed.ok, "{}", allowed.stderr);
+    assert!(allowed.stdout.contains("torch214-cxx11-cpu-x86_64-linux"));
 }
