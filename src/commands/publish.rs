@@ -109,6 +109,7 @@ pub fn resolve(
         local: LocalOptions {
             unpack,
             allow_mixed: args.allow_mixed,
+            allow_foreign: args.allow_foreign,
         },
         limits: BatchLimits::from_env(env),
         retry: RetryPolicy::from_env(env),

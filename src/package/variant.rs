@@ -107,6 +107,14 @@ impl BuiltVariant {
             })
     }
 
+    /// Whether kbuild built it: its provenance names kbuild as the builder (kbuild writes that
+    /// into every variant it installs, and its digest pins every file beside it).
+    pub fn built_by_kbuild(&self) -> bool {
+        self.provenance
+            .as_ref()
+            .is_some_and(|p| p.builder.version.starts_with("kbuild "))
+    }
+
     /// The commit of the kernel's sources that provenance records, if any.
     pub fn commit(&self) -> Option<&str> {
         let kernel = self.provenance.as_ref()?.kernel.as_ref()?;

@@ -138,6 +138,8 @@ pub struct LocalOptions {
     pub unpack: UnpackLimits,
     /// Publish variants built from different commits together (`--allow-mixed`).
     pub allow_mixed: bool,
+    /// Publish variants kbuild did not build (`--allow-foreign`).
+    pub allow_foreign: bool,
 }
 
 /// Find, verify and hash the variants under `build_dir` (all, or only `only`) and the files of
@@ -151,6 +153,17 @@ pub fn collect(
 ) -> Result<LocalBuild, PublishError> {
     let Found { available, staging } = find_variants(build_dir, opts)?;
     let variants = verify_variants(available, only)?;
+    let foreign: Vec<String> = variants
+        .iter()
+        .filter(|v| !v.built_by_kbuild())
+        .map(|v| v.name.clone())
+        .collect();
+    if !foreign.is_empty() && !opts.allow_foreign {
+        return Err(PublishError::Foreign {
+            variants: foreign,
+            build_dir: build_dir.to_path_buf(),
+        });
+    }
     let commits = package::by_commit(&variants);
     if commits.len() > 1 && !opts.allow_mixed {
         return Err(PublishError::MixedCommits { commits });
@@ -170,12 +183,18 @@ pub fn collect(
     for v in &variants {
         let prefix = format!("build/{}/", v.name);
         for rel in &v.files {
-            files.push(LocalFile::read(format!("{prefix}{rel}"), &v.dir.join(rel))?);
+            let path = v.dir.join(rel);
+            // In what kbuild built, the digest pins every file whatever its links.
+            if !v.built_by_kbuild() {
+                tree::check_single_link(&path)?;
+            }
+            files.push(LocalFile::read(format!("{prefix}{rel}"), &path)?);
         }
         prefixes.push(prefix);
     }
     if let Some(dir) = benchmarks {
         for rel in files_below(dir)? {
+            tree::check_single_link(&dir.join(&rel))?;
             files.push(LocalFile::read(
                 format!("benchmarks/{rel}"),
                 &dir.join(&rel),

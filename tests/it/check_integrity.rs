@@ -103,3 +103,98 @@ fn publish_refuses_variants_built_from_different_commits_unless_allow_mixed() {
     assert!(allowed.ok, "{}", allowed.stderr);
     assert!(allowed.stdout.contains("torch214-cxx11-cpu-x86_64-linux"));
 }
+
+/// The cpu variant as HF's kernel-builder would have written it: its provenance names it.
+fn foreign_build() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (project, build) = project_with_variant();
+    write_variant(
+        &build,
+        &VariantSpec {
+            extra_metadata: json!({"provenance": {"kernel-builder": {"version": "0.5.0"}}}),
+            ..VariantSpec::default()
+        },
+    );
+    (project, build)
+}
+
+#[test]
+fn publish_refuses_a_variant_kbuild_did_not_build_unless_allow_foreign() {
+    let (_project, build) = foreign_build();
+    let hub = Hub::start(&[]);
+    let refused = hub.publish(&build, &["--repo", "kbuild-test/foreign", "--dry-run"]);
+    assert!(!refused.ok);
+    insta::assert_snapshot!(
+        "publish_refuses_a_variant_kbuild_did_not_build",
+        Redact::new().path(&build, "[build]").text(&refused.stderr)
+    );
+    let allowed = hub.publish(
+        &build,
+        &[
+            "--repo",
+            "kbuild-test/foreign",
+            "--dry-run",
+            "--allow-foreign",
+        ],
+    );
+    assert!(allowed.ok, "{}", allowed.stderr);
+}
+
+/// Replace `file` by a hard link to a new file `outside/name` with the same content.
+fn hard_link_out(file: &std::path::Path, outside: &std::path::Path, name: &str) {
+    let target = outside.join(name);
+    std::fs::copy(file, &target).unwrap();
+    std::fs::remove_file(file).unwrap();
+    std::fs::hard_link(&target, file).unwrap();
+}
+
+#[test]
+fn publish_refuses_a_hard_link_unless_inside_a_variant_kbuild_built() {
+    let outside = tempfile::tempdir().unwrap();
+    let hub = Hub::start(&[]);
+    let args = [
+        "--repo",
+        "kbuild-test/links",
+        "--dry-run",
+        "--allow-foreign",
+    ];
+
+    // In a variant kbuild built, the digest pins the content: the link is harmless.
+    let (_project, build) = project_with_variant();
+    hard_link_out(
+        &build.join(CPU_VARIANT).join("__init__.py"),
+        outside.path(),
+        "a",
+    );
+    let published = hub.publish(&build, &args);
+    assert!(published.ok, "{}", published.stderr);
+
+    // In a variant another tool built, it is refused.
+    let (_project, build) = foreign_build();
+    let init = build.join(CPU_VARIANT).join("__init__.py");
+    hard_link_out(&init, outside.path(), "b");
+    let refused = hub.publish(&build, &args);
+    assert!(!refused.ok);
+    let redact = Redact::new()
+        .path(&build, "[build]")
+        .path(build.parent().unwrap(), "[project]");
+    insta::assert_snapshot!(
+        "publish_refuses_a_hard_link_in_a_foreign_variant",
+        redact.text(&refused.stderr)
+    );
+
+    // In benchmarks/, a hard link to a token file is refused.
+    let (project, build) = project_with_variant();
+    let token = outside.path().join("token");
+    std::fs::write(&token, "hf_secret").unwrap();
+    std::fs::create_dir_all(project.path().join("benchmarks")).unwrap();
+    std::fs::hard_link(&token, project.path().join("benchmarks/notes.txt")).unwrap();
+    let refused = hub.publish(&build, &args);
+    assert!(!refused.ok);
+    assert!(
+        refused
+            .stderr
+            .contains("benchmarks/notes.txt` has 2 hard links"),
+        "{}",
+        refused.stderr
+    );
+}
