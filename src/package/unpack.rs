@@ -66,7 +66,7 @@ fn parse_size(text: &str) -> Option<u64> {
 
 /// `4 GiB`, `512 MiB`, `100 bytes`.
 pub fn human_cap(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{} GiB", bytes >> 30)
     } else {
         crate::files::human_size(bytes)

@@ -30,6 +30,7 @@ mod help_text;
 mod hf_parity;
 mod hub_trust;
 mod init;
+mod kill_orphans;
 mod matrix_build;
 mod matrix_real;
 mod module_graph;
