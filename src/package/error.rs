@@ -5,6 +5,18 @@ use std::path::PathBuf;
 use super::tree::TreeError;
 use crate::hint::Hint;
 
+/// The variable that raises (or lowers) the cap on what one archive may unpack to.
+pub const MAX_UNPACKED_VAR: &str = "KBUILD_MAX_UNPACKED_SIZE";
+
+/// `4 GiB`, `512 MiB`, `100 bytes`.
+fn human_cap(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
+        format!("{} GiB", bytes >> 30)
+    } else {
+        crate::files::human_size(bytes)
+    }
+}
+
 /// A packaging or variant-verification failure.
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
@@ -60,7 +72,7 @@ pub enum PackageError {
         reason: String,
     },
     /// An archive unpacks to more than the cap; nothing was written.
-    #[error("refusing `{}`: it unpacks to more than {} (the cap is passed at entry `{entry}`)", archive.display(), super::unpack::human_cap(*cap))]
+    #[error("refusing `{}`: it unpacks to more than {} (the cap is passed at entry `{entry}`)", archive.display(), human_cap(*cap))]
     TooLarge {
         archive: PathBuf,
         entry: String,
@@ -137,8 +149,7 @@ impl Hint for PackageError {
             PackageError::TooLarge { .. } => Some(format!(
                 "unpack only archives you trust; if this one is, raise the cap with \
                  `{}` (e.g. `{}=16G`)",
-                super::unpack::MAX_UNPACKED_VAR,
-                super::unpack::MAX_UNPACKED_VAR
+                MAX_UNPACKED_VAR, MAX_UNPACKED_VAR
             )),
             PackageError::Damaged { .. } => Some(
                 "the archive was cut short or corrupted (an interrupted download or copy): \

@@ -9,8 +9,7 @@ use sha2::Digest as _;
 
 use super::error::PackageError;
 
-/// The variable that raises (or lowers) the cap on what one archive may unpack to.
-pub const MAX_UNPACKED_VAR: &str = "KBUILD_MAX_UNPACKED_SIZE";
+pub use super::error::MAX_UNPACKED_VAR;
 
 /// The cap when the variable is not set: above any variant the Hub holds today (the largest
 /// CUDA extensions are under 2 GiB), far below what a bomb expands to.
@@ -62,15 +61,6 @@ fn parse_size(text: &str) -> Option<u64> {
     };
     let n: u64 = digits.trim().parse().ok()?;
     n.checked_mul(1u64 << shift).filter(|n| *n > 0)
-}
-
-/// `4 GiB`, `512 MiB`, `100 bytes`.
-pub fn human_cap(bytes: u64) -> String {
-    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
-        format!("{} GiB", bytes >> 30)
-    } else {
-        crate::files::human_size(bytes)
-    }
 }
 
 /// What one archive has unpacked so far, against its cap.
