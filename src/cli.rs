@@ -520,6 +520,12 @@ pub struct PublishArgs {
     /// Publish variants built for part of the CUDA matrix (`--cuda-capabilities`).
     #[arg(long)]
     pub allow_partial: bool,
+    /// Publish variants built from different commits together.
+    #[arg(long)]
+    pub allow_mixed: bool,
+    /// Publish variants that kbuild did not build (their metadata names another builder).
+    #[arg(long)]
+    pub allow_foreign: bool,
     /// Publish without running `kbuild check`'s rules first.
     #[arg(long)]
     pub skip_check: bool,

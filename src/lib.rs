@@ -2,7 +2,7 @@
 //!
 //! The modules follow the pipeline: config → toolchain → plan → depends → compile → link →
 //! package → publish, and `orchestrator` runs the stages in order. `process` starts every
-//! external program, `files` reads the project's files, `schedule` runs units of work in
+//! external program (`reaper` kills what is left of them if kbuild is killed), `files` reads the project's files, `schedule` runs units of work in
 //! parallel, `managed` installs toolchains and keeps kbuild.lock, `report` is the one output
 //! seam, and `commands` turns resolved settings into one library call each. See ARCHITECTURE.md.
 
@@ -28,6 +28,7 @@ pub mod plan;
 pub mod portable;
 pub mod process;
 pub mod publish;
+pub mod reaper;
 pub mod report;
 pub mod scaffold;
 pub mod schedule;

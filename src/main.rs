@@ -6,6 +6,19 @@ use clap::Parser;
 use kbuild::cli::Cli;
 
 fn main() -> ExitCode {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == kbuild::reaper::ARG)
+    {
+        return kbuild::reaper::watch();
+    }
+    kbuild::reaper::enable();
+    let code = run();
+    kbuild::reaper::done();
+    code
+}
+
+fn run() -> ExitCode {
     let cli = Cli::parse();
     let json = kbuild::commands::wants_json(&cli);
     match kbuild::commands::run(cli) {

@@ -81,6 +81,7 @@ impl CommandSpec {
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
+        join_reaped_group(&mut cmd);
         if !self.inherit_fds.is_empty() {
             let fds = self.inherit_fds.clone();
             // SAFETY: runs in the forked child before exec and only calls fcntl(2), which is
@@ -101,6 +102,35 @@ impl CommandSpec {
             }
         }
         cmd
+    }
+}
+
+/// Put the child in the watcher's group and give it a parent-death signal (see `reaper`): a
+/// `kill -9` of kbuild then leaves no compiler running. Both are best effort: where they fail,
+/// the child runs as it would have without them.
+fn join_reaped_group(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let group = crate::reaper::group();
+    // SAFETY: getpid is async-signal-safe and called before the fork, in kbuild.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: runs in the forked child before exec and only calls setpgid(2), prctl(2),
+    // getppid(2) and _exit(2), which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(pgid) = group {
+                // Fails only when the watcher is gone: the child then stays in kbuild's group.
+                libc::setpgid(0, pgid);
+            }
+            #[cfg(target_os = "linux")]
+            {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // kbuild died between the fork and the prctl: the signal will never come.
+                if libc::getppid() != parent {
+                    libc::_exit(137);
+                }
+            }
+            Ok(())
+        });
     }
 }
 
@@ -521,7 +551,8 @@ fn tree_resident(_root: i32) -> u64 {
 /// Kill `child` and all its descendants. nvcc runs cudafe++, cicc, ptxas and the host compiler
 /// as children, and they survive their parent's death; they also hold our output pipes open.
 /// The tree is frozen with SIGSTOP before it is killed so nothing forks in between. Children
-/// stay in our process group so that Ctrl-C in a terminal still reaches every compiler.
+/// are in the watcher's process group (`reaper`), not kbuild's: a terminal's Ctrl-C reaches
+/// kbuild, which cancels and comes here, and a kbuild killed outright leaves them to the watcher.
 #[cfg(target_os = "linux")]
 fn kill_tree(child: &mut Child) {
     let root = child.id() as i32;

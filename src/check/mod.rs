@@ -30,6 +30,9 @@ pub struct VariantCheck {
     /// The rules that ran on it (none when it could not be read as a variant).
     pub rules: Vec<&'static str>,
     pub findings: Vec<Finding>,
+    /// The commit its provenance records, for the rule across variants (`same-commit`).
+    #[serde(skip)]
+    pub commit: Option<String>,
 }
 
 impl VariantCheck {
@@ -39,6 +42,38 @@ impl VariantCheck {
             variant: variant.name.clone(),
             rules: rules_for(variant, opts),
             findings: check_variant(variant, opts),
+            commit: variant.commit().map(str::to_string),
+        }
+    }
+}
+
+/// The rule across the variants of one build: they were all built from one commit. With more
+/// than one, each variant gets a finding naming the commits and which variants each built.
+fn same_commit(checks: &mut [VariantCheck]) {
+    let mut by_commit: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for c in checks.iter() {
+        if let Some(commit) = &c.commit {
+            by_commit
+                .entry(commit.clone())
+                .or_default()
+                .push(c.variant.clone());
+        }
+    }
+    let commits: Vec<(String, Vec<String>)> = by_commit.into_iter().collect();
+    for c in checks.iter_mut().filter(|c| c.commit.is_some()) {
+        c.rules.push("same-commit");
+        if commits.len() > 1 {
+            c.findings.push(Finding {
+                rule: "same-commit",
+                file: "metadata.json".into(),
+                message: format!(
+                    "the build mixes variants of different commits: {}",
+                    package::describe_commits(&commits)
+                ),
+                fix: "rebuild every variant from one commit with `kbuild build` (publish \
+                      refuses a mixed build unless `--allow-mixed`)"
+                    .into(),
+            });
         }
     }
 }
@@ -80,6 +115,8 @@ pub struct CheckOptions {
     /// Skip the extension rules for a `.so` that is not an ELF shared object (publish's
     /// default: the ABI cannot be evaluated there, and the digest already pins the file).
     pub lenient: bool,
+    /// The cap on what an artifact or wheel may unpack to.
+    pub unpack: package::UnpackLimits,
 }
 
 /// Check a build directory, a variant directory, an artifact (`.tar.gz`) or a wheel (`.whl`).
@@ -99,23 +136,20 @@ pub fn check_path(path: &Path, opts: &CheckOptions) -> Result<Vec<VariantCheck>,
         source,
     })?;
     if name.ends_with(".tar.gz") {
-        return Ok(vec![match package::unpack_artifact(path, staging.path()) {
-            Ok(v) => VariantCheck::of(&v, opts),
-            Err(e) => unreadable(&name, &e),
-        }]);
+        return Ok(vec![
+            match package::unpack_artifact(path, staging.path(), opts.unpack) {
+                Ok(v) => VariantCheck::of(&v, opts),
+                Err(e) => unreadable(&name, &e),
+            },
+        ]);
     }
     if name.ends_with(".whl") {
-        let file = package::open_regular(path).map_err(PackageError::from)?;
-        let mut zip = zip::ZipArchive::new(file).map_err(|source| PackageError::Zip {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        zip.extract(staging.path())
-            .map_err(|source| PackageError::Zip {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        return dirs_below(staging.path(), opts, false);
+        // A wheel that breaks its own format (an entry outside it, a RECORD that does not
+        // match) is a finding on the wheel, like an artifact that cannot be unpacked.
+        return match package::unpack_wheel(path, staging.path(), opts.unpack) {
+            Ok(()) => dirs_below(staging.path(), opts, false),
+            Err(e) => Ok(vec![unreadable(&name, &e)]),
+        };
     }
     if path.join("metadata.json").is_file() {
         return Ok(vec![check_dir(path, opts, true)]);
@@ -136,9 +170,15 @@ fn dirs_below(
         .map_err(read)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
+    // Hidden entries are kbuild's own (`.kbuild/`, and the `.stage-*`/`.old-*` a killed build
+    // leaves until the next one sweeps them), never variants.
+    let hidden = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+    };
     let mut dirs: Vec<&PathBuf> = entries
         .iter()
-        .filter(|p| p.join("metadata.json").is_file())
+        .filter(|p| !hidden(p) && p.join("metadata.json").is_file())
         .collect();
     dirs.sort();
     if dirs.is_empty() {
@@ -154,7 +194,9 @@ fn dirs_below(
             archives,
         });
     }
-    Ok(dirs.iter().map(|d| check_dir(d, opts, named)).collect())
+    let mut checks: Vec<VariantCheck> = dirs.iter().map(|d| check_dir(d, opts, named)).collect();
+    same_commit(&mut checks);
+    Ok(checks)
 }
 
 /// `named`: the directory name is the variant name (not so in a wheel, where it is the package).
@@ -175,6 +217,7 @@ fn check_dir(dir: &Path, opts: &CheckOptions, named: bool) -> VariantCheck {
             variant: name.clone(),
             rules: vec!["layout"],
             findings: missing,
+            commit: None,
         }
     } else {
         match BuiltVariant::read(dir) {
@@ -210,10 +253,20 @@ fn unreadable(name: &str, e: &PackageError) -> VariantCheck {
                 .to_string_lossy()
                 .into_owned(),
         ),
+        PackageError::TooLarge { .. }
+        | PackageError::Damaged { .. }
+        | PackageError::Artifact { .. } => ("archive", format!("{name}/")),
+        PackageError::Wheel { .. } => ("wheel", format!("{name}/")),
         _ => ("layout", format!("{name}/")),
     };
-    let message = e
-        .to_string()
+    // The causes too: "cannot unpack `x`: it is damaged" says little without "unexpected EOF".
+    let mut message = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        message.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    let message = message
         .replace('\n', " ")
         .split_whitespace()
         .collect::<Vec<_>>()
@@ -228,6 +281,7 @@ fn unreadable(name: &str, e: &PackageError) -> VariantCheck {
             message,
             fix,
         }],
+        commit: None,
     }
 }
 

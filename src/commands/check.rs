@@ -7,6 +7,7 @@ use super::{print, print_json};
 use crate::check::{CheckOptions, check_path, human, rules_count};
 use crate::cli::CheckArgs;
 use crate::error::Result;
+use crate::package::UnpackLimits;
 use crate::report::{Printer, Reporter};
 
 /// Run `kbuild check`; exits 1 when any rule is violated.
@@ -19,6 +20,7 @@ pub fn run(project_dir: &Path, args: &CheckArgs, printer: &Printer) -> Result<Ex
         manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
         cuobjdump: args.cuobjdump.clone().or_else(find_cuobjdump),
         lenient: false,
+        unpack: UnpackLimits::from_env(|k| std::env::var(k).ok())?,
     };
     let checks = check_path(&path, &opts)?;
     if args.json {

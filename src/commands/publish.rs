@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, PublishArgs, RepoTypeArg};
 use crate::error::Result;
+use crate::package::UnpackLimits;
 use crate::publish::compare::BatchLimits;
+use crate::publish::local::LocalOptions;
 use crate::publish::retry::RetryPolicy;
 use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, publish_blocking};
 use crate::report::{Printer, Reporter};
@@ -68,6 +70,7 @@ pub fn resolve(
         .trim_end_matches('/')
         .to_string();
     let benchmarks = project.join("benchmarks");
+    let unpack = UnpackLimits::from_env(env)?;
     Ok(PublishSettings {
         endpoint,
         token: auth::resolve_token(&env_os).map_err(|(source_name, problem)| {
@@ -102,7 +105,13 @@ pub fn resolve(
             manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
             cuobjdump: None,
             lenient: true,
+            unpack,
         }),
+        local: LocalOptions {
+            unpack,
+            allow_mixed: args.allow_mixed,
+            allow_foreign: args.allow_foreign,
+        },
         limits: BatchLimits::from_env(env),
         retry: RetryPolicy::from_env(env),
     })

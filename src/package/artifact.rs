@@ -3,9 +3,10 @@
 //! one publish job.
 //!
 //! Reproducible: entries sorted, every mtime 0, uid/gid 0, mode 0644, no name or time in the gzip
-//! header. Unpacking never trusts the archive: a first pass reads every header and hashes every
-//! file in memory, refusing absolute paths, `..`, links, devices, FIFOs and files that do not
-//! match metadata.json's digest; only then does a second pass write anything.
+//! header. Unpacking never trusts the archive: a first pass reads every header and streams and
+//! hashes every file (memory stays flat whatever the entries' size), refusing absolute paths,
+//! `..`, links, devices, FIFOs, an archive that unpacks past the cap ([`UnpackLimits`]) and files
+//! that do not match metadata.json's digest; only then does a second pass write anything.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read as _, Write as _};
@@ -14,11 +15,11 @@ use std::path::{Component, Path, PathBuf};
 use base64::prelude::{BASE64_STANDARD, Engine as _};
 use flate2::Compression;
 use kernels_data::digest::DigestAlgorithm;
-use sha2::Digest as _;
 
 use super::digest::{VariantDigest, open_regular};
 use super::error::PackageError;
 use super::metadata::Metadata;
+use super::unpack::{Budget, UnpackLimits, damaged, hash_entry};
 use super::variant::BuiltVariant;
 
 /// The file name of a variant's artifact.
@@ -74,15 +75,23 @@ pub fn write_artifact(variant: &BuiltVariant, out_dir: &Path) -> Result<PathBuf,
 /// What the first pass learnt about one archive.
 struct Checked {
     variant: String,
-    /// Entry name in the archive → path relative to the variant, for every file checked.
-    files: BTreeMap<String, String>,
+    /// Entry name in the archive → path relative to the variant and size, for every file checked.
+    files: BTreeMap<String, (String, u64)>,
 }
+
+/// The most a metadata.json may hold (kbuild's are a few KiB): it is the one entry kept in memory.
+const MAX_METADATA: usize = 1 << 20;
 
 /// Unpack `archive` into `into/<variant>/` (which must not exist) and read it back verified.
 /// Nothing is written unless every entry is a regular file or directory below one top-level
-/// directory, and the files match metadata.json's digest.
-pub fn unpack_artifact(archive: &Path, into: &Path) -> Result<BuiltVariant, PackageError> {
-    let checked = check_archive(archive)?;
+/// directory, the entries together stay under `limits`, and the files match metadata.json's
+/// digest.
+pub fn unpack_artifact(
+    archive: &Path,
+    into: &Path,
+    limits: UnpackLimits,
+) -> Result<BuiltVariant, PackageError> {
+    let checked = check_archive(archive, limits)?;
     let dir = into.join(&checked.variant);
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -91,16 +100,24 @@ pub fn unpack_artifact(archive: &Path, into: &Path) -> Result<BuiltVariant, Pack
     std::fs::create_dir_all(into).map_err(io(into))?;
     std::fs::create_dir(&dir).map_err(io(&dir))?;
     let mut entries = open(archive)?;
-    for entry in entries.entries().map_err(read_err(archive))? {
-        let mut entry = entry.map_err(read_err(archive))?;
+    for entry in entries.entries().map_err(|e| damaged(archive, "", e))? {
+        let mut entry = entry.map_err(|e| damaged(archive, "", e))?;
         if entry.header().entry_type() != tar::EntryType::Regular {
             continue;
         }
-        // Only what the first pass checked is written, should the archive have changed since.
+        // Only what the first pass checked is written, and at the size it had, should the
+        // archive have changed since.
         let name = entry_name(archive, &entry)?;
-        let Some(rel) = checked.files.get(&name) else {
+        let Some((rel, size)) = checked.files.get(&name) else {
             continue;
         };
+        if entry.size() != *size {
+            return Err(PackageError::Artifact {
+                archive: archive.to_path_buf(),
+                entry: name,
+                reason: "it changed while it was being unpacked".into(),
+            });
+        }
         let dest = dir.join(rel);
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent).map_err(io(parent))?;
@@ -110,7 +127,10 @@ pub fn unpack_artifact(archive: &Path, into: &Path) -> Result<BuiltVariant, Pack
             .create_new(true)
             .open(&dest)
             .map_err(io(&dest))?;
-        std::io::copy(&mut entry, &mut file).map_err(io(&dest))?;
+        copy_entry(&mut entry, &mut file).map_err(|e| match e {
+            CopyError::Read(e) => damaged(archive, &name, e),
+            CopyError::Write(e) => io(&dest)(e),
+        })?;
     }
     // `read` hashes what was written, should the archive have changed between the passes.
     BuiltVariant::read(&dir)
@@ -123,11 +143,26 @@ fn open(
     Ok(tar::Archive::new(flate2::read::GzDecoder::new(file)))
 }
 
-fn read_err(archive: &Path) -> impl Fn(std::io::Error) -> PackageError {
-    let path = archive.to_path_buf();
-    move |source| PackageError::Read {
-        path: path.clone(),
-        source,
+/// Which side of a copy failed.
+enum CopyError {
+    Read(std::io::Error),
+    Write(std::io::Error),
+}
+
+/// Copy in blocks, so that a read error (a truncated archive) is told from a write error.
+fn copy_entry(
+    from: &mut impl std::io::Read,
+    to: &mut impl std::io::Write,
+) -> Result<(), CopyError> {
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CopyError::Read(e)),
+        };
+        to.write_all(&buf[..n]).map_err(CopyError::Write)?;
     }
 }
 
@@ -143,20 +178,22 @@ fn entry_name<R: std::io::Read>(
     })
 }
 
-/// The first pass: every header checked, every file hashed, the digest compared.
-fn check_archive(archive: &Path) -> Result<Checked, PackageError> {
+/// The first pass: every header checked, every file streamed and hashed against the cap, the
+/// digest compared.
+fn check_archive(archive: &Path, limits: UnpackLimits) -> Result<Checked, PackageError> {
     let refuse = |entry: &str, reason: &str| PackageError::Artifact {
         archive: archive.to_path_buf(),
         entry: entry.to_string(),
         reason: reason.to_string(),
     };
+    let mut budget = Budget::new(archive, limits);
     let mut top: Option<String> = None;
     let mut files = BTreeMap::new();
     let mut names = BTreeMap::new();
     let mut metadata = None;
     let mut entries = open(archive)?;
-    for entry in entries.entries().map_err(read_err(archive))? {
-        let mut entry = entry.map_err(read_err(archive))?;
+    for entry in entries.entries().map_err(|e| damaged(archive, "", e))? {
+        let entry = entry.map_err(|e| damaged(archive, "", e))?;
         let name = entry_name(archive, &entry)?;
         let kind = entry.header().entry_type();
         let parts = entry_parts(kind, &name).map_err(|reason| refuse(&name, reason))?;
@@ -183,19 +220,32 @@ fn check_archive(archive: &Path) -> Result<Checked, PackageError> {
                 "a file where the variant directory should be",
             ));
         }
-        let mut bytes = Vec::new();
-        entry.read_to_end(&mut bytes).map_err(read_err(archive))?;
+        // The declared size refuses a bomb before a byte of it is inflated.
+        budget.declare(&name, entry.size())?;
+        let keep = if rel == "metadata.json" {
+            MAX_METADATA
+        } else {
+            0
+        };
+        let hashed = hash_entry(entry, &name, &mut budget, keep, None)?;
         if rel == "metadata.json" {
-            metadata = Some(bytes.clone());
+            metadata = Some(hashed.kept.clone().ok_or_else(|| {
+                refuse(
+                    &name,
+                    &format!(
+                        "it is larger than {}",
+                        crate::files::human_size(MAX_METADATA as u64)
+                    ),
+                )
+            })?);
         }
-        let hashes = (
-            sha2::Sha256::digest(&bytes).to_vec(),
-            sha2::Sha512::digest(&bytes).to_vec(),
-        );
-        if files.insert(rel.clone(), hashes).is_some() {
+        if files
+            .insert(rel.clone(), (hashed.sha256, hashed.sha512))
+            .is_some()
+        {
             return Err(refuse(&name, "it appears twice"));
         }
-        names.insert(name, rel);
+        names.insert(name, (rel, hashed.size));
     }
     let variant = top.ok_or_else(|| refuse("", "the archive is empty"))?;
     let metadata_name = format!("{variant}/metadata.json");

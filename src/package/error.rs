@@ -5,6 +5,18 @@ use std::path::PathBuf;
 use super::tree::TreeError;
 use crate::hint::Hint;
 
+/// The variable that raises (or lowers) the cap on what one archive may unpack to.
+pub const MAX_UNPACKED_VAR: &str = "KBUILD_MAX_UNPACKED_SIZE";
+
+/// `4 GiB`, `512 MiB`, `100 bytes`.
+fn human_cap(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
+        format!("{} GiB", bytes >> 30)
+    } else {
+        crate::files::human_size(bytes)
+    }
+}
+
 /// A packaging or variant-verification failure.
 #[derive(Debug, thiserror::Error)]
 pub enum PackageError {
@@ -59,6 +71,35 @@ pub enum PackageError {
         entry: String,
         reason: String,
     },
+    /// An archive unpacks to more than the cap; nothing was written.
+    #[error("refusing `{}`: it unpacks to more than {} (the cap is passed at entry `{entry}`)", archive.display(), human_cap(*cap))]
+    TooLarge {
+        archive: PathBuf,
+        entry: String,
+        cap: u64,
+    },
+    /// An archive cannot be read to its end: truncated or corrupt.
+    #[error("cannot unpack `{}`: it is damaged or truncated{}", archive.display(), if entry.is_empty() { String::new() } else { format!(" (at entry `{entry}`)") })]
+    Damaged {
+        archive: PathBuf,
+        entry: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A wheel breaks a rule of its format (PEP 427 / PEP 376); nothing was written.
+    #[error("refusing wheel `{}`: entry `{entry}`: {reason}", wheel.display())]
+    Wheel {
+        wheel: PathBuf,
+        entry: String,
+        reason: String,
+    },
+    /// A setting from the environment that cannot be used.
+    #[error("`{name}` is `{value}`, but must be {expected}")]
+    Setting {
+        name: &'static str,
+        value: String,
+        expected: &'static str,
+    },
     /// The extension or `_ops.py` uses another op namespace than metadata `id`.
     #[error("`{}` uses op namespace `{found}`, but metadata.json says `{expected}`", path.display())]
     Namespace {
@@ -105,6 +146,24 @@ impl Hint for PackageError {
                  directory of regular files"
                     .into(),
             ),
+            PackageError::TooLarge { .. } => Some(format!(
+                "unpack only archives you trust; if this one is, raise the cap with \
+                 `{}` (e.g. `{}=16G`)",
+                MAX_UNPACKED_VAR, MAX_UNPACKED_VAR
+            )),
+            PackageError::Damaged { .. } => Some(
+                "the archive was cut short or corrupted (an interrupted download or copy): \
+                 fetch it again, or write it again with `kbuild pack`"
+                    .into(),
+            ),
+            PackageError::Wheel { .. } => Some(
+                "only check wheels written by `kbuild wheel` or another PEP 427 tool; \
+                 rebuild it with `kbuild wheel`"
+                    .into(),
+            ),
+            PackageError::Setting { name, .. } => Some(format!(
+                "set `{name}` to a size such as `8G`, or unset it for the default"
+            )),
             PackageError::Metadata { .. } | PackageError::Namespace { .. } => Some(
                 "rebuild the variant with `kbuild build`; do not edit build outputs by hand".into(),
             ),

@@ -13,8 +13,10 @@ mod partial;
 mod rehash;
 mod stage;
 pub mod tree;
+pub mod unpack;
 mod variant;
 mod wheel;
+mod wheel_read;
 
 pub use artifact::{Packed, artifact_name, pack, unpack_artifact, write_artifact};
 pub use digest::{VariantDigest, open_regular};
@@ -27,8 +29,12 @@ pub use metadata::{
 pub use partial::{NarrowVariants, PartialVariant, check_partial, record_partial};
 pub use rehash::{HashCheck, HashStatus, hash_variants};
 pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
-pub use variant::{BuiltVariant, Install, Installed, install_variant, metadata_for};
+pub use unpack::UnpackLimits;
+pub use variant::{
+    BuiltVariant, Install, Installed, by_commit, describe_commits, install_variant, metadata_for,
+};
 pub use wheel::{Wheel, write_wheel};
+pub use wheel_read::unpack_wheel;
 
 use crate::plan::VariantPlan;
 

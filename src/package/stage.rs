@@ -52,6 +52,15 @@ impl Stage {
     /// first, and a kill between the two renames leaves it in `.old-<pid>-…/<name>`, from where
     /// [`sweep_stale`] puts it back.
     pub fn commit(self) -> Result<(), PackageError> {
+        self.commit_with(exchange)
+    }
+
+    /// [`Stage::commit`] with the exchange given: tests pass one that fails as a filesystem
+    /// without `RENAME_EXCHANGE` does, to run the fallback where the real call never fails.
+    fn commit_with(
+        self,
+        exchange: impl FnOnce(&Path, &Path) -> io::Result<()>,
+    ) -> Result<(), PackageError> {
         let staged = self.dir.keep();
         let result = match exchange(&staged, &self.target) {
             // `staged` now holds the previous variant.
@@ -100,12 +109,14 @@ fn exchange(_: &Path, _: &Path) -> io::Result<()> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
-/// The kernel or the filesystem (some network and FUSE ones) has no `RENAME_EXCHANGE`.
+/// The kernel or the filesystem has no `RENAME_EXCHANGE`: older kernels (`ENOSYS`), most
+/// network and FUSE filesystems (`EINVAL`, `EOPNOTSUPP`), and overlayfs, which answers `EXDEV`
+/// for directories of a lower layer although both paths are in one directory.
 fn exchange_unsupported(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::Unsupported
         || matches!(
             e.raw_os_error(),
-            Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
+            Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP | libc::EXDEV)
         )
 }
 
@@ -234,6 +245,49 @@ mod tests {
         assert!(target.join("new.txt").exists());
         assert!(staged.join("old.txt").exists());
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
+    }
+
+    /// Replace `variant/old.txt` by a stage holding `new.txt` with the exchange failing as
+    /// `errno`; the directory's entries afterwards.
+    fn commit_without_exchange(errno: i32) -> Vec<String> {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("variant");
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join("old.txt"), "old").unwrap();
+        let stage = Stage::new(&target).unwrap();
+        std::fs::write(stage.path().join("new.txt"), "new").unwrap();
+        stage
+            .commit_with(|_, _| Err(io::Error::from_raw_os_error(errno)))
+            .unwrap();
+        assert!(target.join("new.txt").exists(), "errno {errno}");
+        assert!(!target.join("old.txt").exists(), "errno {errno}");
+        let mut left: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        left
+    }
+
+    #[test]
+    fn without_rename_exchange_the_fallback_replaces_the_variant_and_leaves_nothing_behind() {
+        for errno in [libc::EINVAL, libc::ENOSYS, libc::EOPNOTSUPP, libc::EXDEV] {
+            assert_eq!(commit_without_exchange(errno), ["variant"], "errno {errno}");
+        }
+    }
+
+    #[test]
+    fn an_exchange_failing_otherwise_leaves_the_previous_variant_in_place() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("variant");
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join("old.txt"), "old").unwrap();
+        let stage = Stage::new(&target).unwrap();
+        let err = stage
+            .commit_with(|_, _| Err(io::Error::from_raw_os_error(libc::EACCES)))
+            .unwrap_err();
+        assert!(matches!(err, PackageError::Io { .. }), "{err:?}");
+        assert!(target.join("old.txt").exists());
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub enum TreeError {
     /// The root is a regular file (or something else that is not a directory).
     #[error("`{}` is not a directory", path.display())]
     NotDirectory { path: PathBuf },
+    /// A file with other names elsewhere (a hard link): it may be any file of the machine.
+    #[error("`{}` has {links} hard links: it is also another file, maybe outside the directory", path.display())]
+    HardLink { path: PathBuf, links: u64 },
     /// A name that is not UTF-8 cannot be a path in a Hub repository.
     #[error("`{}` has a file name that is not valid UTF-8", path.display())]
     NonUtf8 { path: PathBuf },
@@ -46,6 +49,11 @@ impl Hint for TreeError {
                 Some("a directory is expected here: move the file out of the way".into())
             }
             TreeError::NonUtf8 { .. } => Some("rename the file to a UTF-8 name".into()),
+            TreeError::HardLink { .. } => Some(
+                "kbuild uploads a hard-linked file only from a variant it built: replace the link \
+                 with a copy (`cp --remove-destination`), or rebuild the variant with `kbuild build`"
+                    .into(),
+            ),
             TreeError::Read { .. } => Some("check the directory's permissions".into()),
         }
     }
@@ -121,6 +129,23 @@ pub fn check_type(path: &Path, file_type: FileType) -> Result<(), TreeError> {
             kind,
         }),
     }
+}
+
+/// Refuse `path` when it has more than one hard link: its content is also another file's, one
+/// that publishing was never asked for (a link to a token file ships the token).
+pub fn check_single_link(path: &Path) -> Result<(), TreeError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::symlink_metadata(path).map_err(|source| TreeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.is_file() && meta.nlink() > 1 {
+        return Err(TreeError::HardLink {
+            path: path.to_path_buf(),
+            links: meta.nlink(),
+        });
+    }
+    Ok(())
 }
 
 fn relative(root: &Path, path: &Path) -> Result<String, TreeError> {

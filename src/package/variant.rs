@@ -107,6 +107,20 @@ impl BuiltVariant {
             })
     }
 
+    /// Whether kbuild built it: its provenance names kbuild as the builder (kbuild writes that
+    /// into every variant it installs, and its digest pins every file beside it).
+    pub fn built_by_kbuild(&self) -> bool {
+        self.provenance
+            .as_ref()
+            .is_some_and(|p| p.builder.version.starts_with("kbuild "))
+    }
+
+    /// The commit of the kernel's sources that provenance records, if any.
+    pub fn commit(&self) -> Option<&str> {
+        let kernel = self.provenance.as_ref()?.kernel.as_ref()?;
+        Some(kernel.commit.as_str())
+    }
+
     /// `metadata` must hold a digest (both callers checked or wrote it).
     fn from_metadata(
         dir: &Path,
@@ -220,6 +234,32 @@ pub enum Installed {
 pub struct Install {
     pub variant: BuiltVariant,
     pub outcome: Installed,
+}
+
+/// The variants of `variants` by the commit they were built from (those that record one),
+/// commits in sorted order: more than one entry is a build mixed from several commits.
+pub fn by_commit(variants: &[BuiltVariant]) -> Vec<(String, Vec<String>)> {
+    let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for v in variants {
+        if let Some(commit) = v.commit() {
+            out.entry(commit.to_string())
+                .or_default()
+                .push(v.name.clone());
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// `abc1234 (torch214-…, torch215-…)` for each commit: how messages name a mixed build.
+pub fn describe_commits(commits: &[(String, Vec<String>)]) -> String {
+    commits
+        .iter()
+        .map(|(c, names)| {
+            let short = c.get(..12).unwrap_or(c);
+            format!("`{short}` ({})", names.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
 }
 
 /// Stage `build/<variant>/` (Python files, generated glue, the extension, metadata.json with

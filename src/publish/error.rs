@@ -48,6 +48,18 @@ pub enum PublishError {
     VersionMismatch { versions: Vec<(String, u32)> },
     #[error("the build is version {built}, but build.toml says version {configured}")]
     StaleBuild { built: u32, configured: u32 },
+    /// Variants whose metadata does not say kbuild built them.
+    #[error("refusing to publish variants kbuild did not build: {} (in `{}`)", variants.join(", "), build_dir.display())]
+    Foreign {
+        variants: Vec<String>,
+        build_dir: PathBuf,
+    },
+    /// The variants were built from different commits of the kernel's sources.
+    #[error(
+        "refusing to publish variants built from different commits: {}",
+        crate::package::describe_commits(commits)
+    )]
+    MixedCommits { commits: Vec<(String, Vec<String>)> },
     #[error("refusing to publish a build from a dirty git tree: {}", variants.join(", "))]
     Dirty { variants: Vec<String> },
     /// Variants built with `--cuda-capabilities`, without `--allow-partial`.
@@ -154,6 +166,8 @@ impl Hint for PublishError {
             VersionMismatch { .. } => "rebuild every variant from the same build.toml with `kbuild build`".into(),
             StaleBuild { .. } => "rebuild with `kbuild build`, or pass `--branch` to publish this build elsewhere".into(),
             Narrow(source) => source.hint()?,
+            Foreign { .. } => "build them with `kbuild build` (or remove them from the build directory), or pass `--allow-foreign` to publish variants another tool built".into(),
+            MixedCommits { .. } => "rebuild every variant from one commit (`kbuild build` builds them all), or pass `--allow-mixed` to publish them together".into(),
             Dirty { .. } => "commit your changes and rebuild, or pass `--allow-dirty` to publish anyway".into(),
             NoToken => "set `HF_TOKEN` to a token with write access (https://huggingface.co/settings/tokens), or run `hf auth login`".into(),
             Unauthorized { token_sent: true, .. } => "the token was rejected (expired or revoked?): set `HF_TOKEN` to a valid token with write access".into(),

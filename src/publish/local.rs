@@ -8,7 +8,7 @@ use sha1::Digest as _;
 
 use super::error::PublishError;
 use crate::package::tree::{self, TreeError};
-use crate::package::{self, BuiltVariant, open_regular};
+use crate::package::{self, BuiltVariant, UnpackLimits, open_regular};
 
 /// A file to publish, with its hashes.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -131,6 +131,17 @@ pub struct LocalBuild {
     pub staging: Option<tempfile::TempDir>,
 }
 
+/// How publish reads the build from disk.
+#[derive(Debug, Clone, Default)]
+pub struct LocalOptions {
+    /// The cap on what one artifact may unpack to.
+    pub unpack: UnpackLimits,
+    /// Publish variants built from different commits together (`--allow-mixed`).
+    pub allow_mixed: bool,
+    /// Publish variants kbuild did not build (`--allow-foreign`).
+    pub allow_foreign: bool,
+}
+
 /// Find, verify and hash the variants under `build_dir` (all, or only `only`) and the files of
 /// `benchmarks`, if given. `build_dir` may also be an artifact (`kbuild pack`), or hold
 /// artifacts beside variant directories: each is unpacked, verified, into a staging directory.
@@ -138,9 +149,25 @@ pub fn collect(
     build_dir: &Path,
     only: &[String],
     benchmarks: Option<&Path>,
+    opts: &LocalOptions,
 ) -> Result<LocalBuild, PublishError> {
-    let Found { available, staging } = find_variants(build_dir)?;
+    let Found { available, staging } = find_variants(build_dir, opts)?;
     let variants = verify_variants(available, only)?;
+    let foreign: Vec<String> = variants
+        .iter()
+        .filter(|v| !v.built_by_kbuild())
+        .map(|v| v.name.clone())
+        .collect();
+    if !foreign.is_empty() && !opts.allow_foreign {
+        return Err(PublishError::Foreign {
+            variants: foreign,
+            build_dir: build_dir.to_path_buf(),
+        });
+    }
+    let commits = package::by_commit(&variants);
+    if commits.len() > 1 && !opts.allow_mixed {
+        return Err(PublishError::MixedCommits { commits });
+    }
     let version = variants[0].version;
     if variants.iter().any(|v| v.version != version) {
         return Err(PublishError::VersionMismatch {
@@ -156,12 +183,18 @@ pub fn collect(
     for v in &variants {
         let prefix = format!("build/{}/", v.name);
         for rel in &v.files {
-            files.push(LocalFile::read(format!("{prefix}{rel}"), &v.dir.join(rel))?);
+            let path = v.dir.join(rel);
+            // In what kbuild built, the digest pins every file whatever its links.
+            if !v.built_by_kbuild() {
+                tree::check_single_link(&path)?;
+            }
+            files.push(LocalFile::read(format!("{prefix}{rel}"), &path)?);
         }
         prefixes.push(prefix);
     }
     if let Some(dir) = benchmarks {
         for rel in files_below(dir)? {
+            tree::check_single_link(&dir.join(&rel))?;
             files.push(LocalFile::read(
                 format!("benchmarks/{rel}"),
                 &dir.join(&rel),
@@ -189,7 +222,7 @@ struct Found {
 
 /// The variants in `build_dir`: its variant directories, and its artifacts unpacked into a
 /// staging directory.
-fn find_variants(build_dir: &Path) -> Result<Found, PublishError> {
+fn find_variants(build_dir: &Path, opts: &LocalOptions) -> Result<Found, PublishError> {
     let (mut available, archives) = if build_dir.is_file() {
         (Vec::new(), vec![build_dir.to_path_buf()])
     } else {
@@ -207,11 +240,12 @@ fn find_variants(build_dir: &Path) -> Result<Found, PublishError> {
     };
     for archive in &archives {
         let into = staging.as_ref().map_or(build_dir, |s| s.path());
-        let unpacked =
-            package::unpack_artifact(archive, into).map_err(|source| PublishError::Verify {
+        let unpacked = package::unpack_artifact(archive, into, opts.unpack).map_err(|source| {
+            PublishError::Verify {
                 variant: archive.display().to_string(),
                 source,
-            })?;
+            }
+        })?;
         if available.iter().any(|(n, _)| *n == unpacked.name) {
             return Err(PublishError::DuplicateVariant {
                 name: unpacked.name,

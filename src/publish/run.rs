@@ -67,7 +67,12 @@ pub async fn publish(
 /// the version build.toml configures.
 fn verify(s: &PublishSettings, reporter: &dyn Reporter) -> Result<LocalBuild, PublishError> {
     reporter.stage("Verifying", &s.build_dir.display().to_string());
-    let build = local::collect(&s.build_dir, &s.variants, s.benchmarks_dir.as_deref())?;
+    let build = local::collect(
+        &s.build_dir,
+        &s.variants,
+        s.benchmarks_dir.as_deref(),
+        &s.local,
+    )?;
     for v in &build.variants {
         reporter.verbose(&format!(
             "{}: {} files, op namespace `{}`, digest ok",

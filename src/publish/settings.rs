@@ -36,6 +36,8 @@ pub struct PublishSettings {
     /// The `kbuild check` rules run before anything is uploaded; `None` (`--skip-check`) runs
     /// none beyond the verification every publish does.
     pub check: Option<crate::check::CheckOptions>,
+    /// How the build is read from disk (the unpack cap for artifacts).
+    pub local: super::local::LocalOptions,
     pub limits: BatchLimits,
     /// Timeouts and retries of Hub requests.
     pub retry: RetryPolicy,

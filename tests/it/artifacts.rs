@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kbuild::package::{PackageError, unpack_artifact};
+use kbuild::package::{PackageError, UnpackLimits, unpack_artifact};
 
 use crate::common::hub::Hub;
 use crate::common::kbuild::{fixture, kbuild, run};
@@ -77,7 +77,8 @@ fn refused(evil: Entry<'_>) -> (PackageError, String) {
     entries.insert(1, evil);
     craft(&archive, &entries);
     let into = tmp.path().join("staging");
-    let err = unpack_artifact(&archive, &into).expect_err("the archive is refused");
+    let err = unpack_artifact(&archive, &into, UnpackLimits::default())
+        .expect_err("the archive is refused");
     assert!(!into.exists(), "something was written before refusing");
     assert!(!tmp.path().join("escaped").exists());
     assert!(!Path::new("/tmp/kbuild-artifact-escaped").exists());
@@ -178,7 +179,8 @@ fn unpacking_refuses_a_file_that_does_not_match_the_digest_before_writing() {
     let entries: Vec<Entry<'_>> = valid.iter().map(|(n, d)| file(n, d)).collect();
     craft(&archive, &entries);
     let into = tmp.path().join("staging");
-    let err = unpack_artifact(&archive, &into).expect_err("the archive is refused");
+    let err = unpack_artifact(&archive, &into, UnpackLimits::default())
+        .expect_err("the archive is refused");
     assert!(!into.exists(), "something was written before refusing");
     assert!(matches!(err, PackageError::Digest { .. }), "{err:?}");
     assert!(
@@ -226,7 +228,7 @@ fn pack_is_byte_for_byte_reproducible_and_unpacks_to_the_same_variant() {
     assert_eq!(sha256(&first), sha256(&second));
 
     let staging = tempfile::tempdir().unwrap();
-    let unpacked = unpack_artifact(&first, staging.path()).unwrap();
+    let unpacked = unpack_artifact(&first, staging.path(), UnpackLimits::default()).unwrap();
     let original = kbuild::package::BuiltVariant::read(&build.join(CPU_VARIANT)).unwrap();
     assert_eq!(unpacked.name, original.name);
     assert_eq!(unpacked.files, original.files);

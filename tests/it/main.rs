@@ -1,5 +1,6 @@
 //! kbuild's integration tests: one crate, one binary; `common` holds what they share.
 
+mod archive_limits;
 mod artifacts;
 mod build_faults;
 mod build_interrupt;
@@ -9,6 +10,7 @@ mod build_schedule;
 mod cache_key;
 mod capabilities_hf;
 mod check;
+mod check_integrity;
 mod ci_road;
 mod clean_hash;
 mod cli_help;
@@ -31,6 +33,7 @@ mod help_text;
 mod hf_parity;
 mod hub_trust;
 mod init;
+mod kill_orphans;
 mod matrix_build;
 mod matrix_real;
 mod module_graph;

@@ -80,6 +80,8 @@ pub fn write_variant(build_dir: &Path, spec: &VariantSpec<'_>) -> PathBuf {
         "license": "apache-2.0",
         "python-depends": [],
         "backend": {"type": spec.backend},
+        // What `kbuild build` records: publish refuses variants another builder made.
+        "provenance": {"kernel-builder": {"version": "kbuild 0.1.0"}},
     });
     if let (Some(m), Some(extra)) = (metadata.as_object_mut(), spec.extra_metadata.as_object()) {
         m.extend(extra.clone());
