@@ -552,7 +552,7 @@ def prepare_hf(args, tmp_root: Path, log: Path) -> None:
         work = copy_project(project, tmp_root / name / "kbuild-src", args.caps)
         variant, _, _ = dry_run([args.kbuild, "build", "--python", args.python, "--backend",
                                  "cuda", "--unique-id", "bench"], work, env)
-        dest = Path(args.prepare_hf).resolve() / project.root.name
+        dest = Path(args.prepare_hf).resolve() / name
         seconds = hf_build.prepare(project.root, dest, hf_build.capabilities(project.root, args.caps, variant),
                                    kernel_builder, log)
         print(f"{dest}: kernel-builder create-pyproject {seconds:.2f} s", flush=True)
@@ -568,7 +568,8 @@ def hf_builds(project: Project, args, scratch: Path, variant: dict, nvcc: Path, 
         return {}
     src = scratch / "hf-src"
     if args.hf_prepared:
-        prepared = Path(args.hf_prepared) / project.root.name
+        key = next(k for k, v in PROJECTS.items() if v is project)
+        prepared = Path(args.hf_prepared) / key
         if not (prepared / "CMakeLists.txt").exists():
             sys.exit(f"error: {prepared}/CMakeLists.txt not found\n"
                      f"hint: make it with `build_speed.py --prepare-hf {args.hf_prepared} "

@@ -1,6 +1,7 @@
 //! kbuild's integration tests: one crate, one binary; `common` holds what they share.
 
 mod artifacts;
+mod binary_size;
 mod build_faults;
 mod build_interrupt;
 mod build_pipeline;
