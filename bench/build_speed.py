@@ -363,8 +363,9 @@ load(name=a["name"], sources=a["sources"], extra_include_paths=a["includes"],
 
 
 def cuda_home(nvcc: Path, tmp: Path) -> Path:
-    """A CUDA_HOME cpp_extension can use: the nvcc's own root, or for the pip CUDA (no
-    `lib64/libcudart.so`) a shim of links into it."""
+    """A CUDA_HOME cpp_extension and CMake can use: the nvcc's own root, or for the pip CUDA
+    (libraries only as `lib/lib*.so.N`) a shim of links into it: `lib64` (also as `lib`, where
+    nvcc's own link line looks) with every library under its unversioned name too."""
     root = nvcc.parent.parent
     if (root / "lib64/libcudart.so").exists():
         return root
@@ -373,13 +374,15 @@ def cuda_home(nvcc: Path, tmp: Path) -> Path:
     for d in ("bin", "include", "nvvm"):
         if (root / d).exists() and not (shim / d).exists():
             (shim / d).symlink_to(root / d)
-    for lib in (root / "lib").glob("libcudart.so*"):
-        link = shim / "lib64" / lib.name
-        if not link.exists():
-            link.symlink_to(lib)
-    if not (shim / "lib64/libcudart.so").exists():
-        so = sorted((root / "lib").glob("libcudart.so.*"))[0]
-        (shim / "lib64/libcudart.so").symlink_to(so)
+    if not (shim / "lib").exists():
+        (shim / "lib").symlink_to("lib64")
+    for lib in sorted((root / "lib").glob("lib*")):
+        names = [lib.name]
+        if ".so." in lib.name:
+            names.append(lib.name.split(".so.")[0] + ".so")
+        for name in names:
+            if not (shim / "lib64" / name).exists():
+                (shim / "lib64" / name).symlink_to(lib)
     return shim
 
 
@@ -581,7 +584,9 @@ def hf_builds(project: Project, args, scratch: Path, variant: dict, nvcc: Path, 
                          hf_build.kernel_builder_binary(args.kernel_builder), log)
     hf_env = {**env, "CUDA_HOME": str(cuda_root), "CUDAToolkit_ROOT": str(cuda_root)}
     cmake = hf_build.cmake_binary(args.cmake)
-    return {t: hf_build.HfBuild(t, cmake, src, scratch, args.python, nvcc, args.jobs, hf_env)
+    # The root's own nvcc path, so that CMake finds the toolkit (the shim's, for the pip CUDA).
+    hf_nvcc = cuda_root / "bin" / nvcc.name
+    return {t: hf_build.HfBuild(t, cmake, src, scratch, args.python, hf_nvcc, args.jobs, hf_env)
             for t in asked}
 
 

@@ -154,6 +154,9 @@ def configure_argv(cmake: str, src: Path, build: Path, prefix: Path, python: str
             "-DCMAKE_BUILD_TYPE=Release",
             f"-DPython3_EXECUTABLE={python}",
             f"-DCMAKE_CUDA_COMPILER={nvcc}",
+            # torch's Caffe2 config still asks the legacy FindCUDA, which does not derive the
+            # root from the compiler.
+            f"-DCUDA_TOOLKIT_ROOT_DIR={nvcc.parent.parent}",
             "-DBUILD_ALL_SUPPORTED_ARCHS=ON",
             "-DCMAKE_SKIP_RPATH=ON",
             f"-DCMAKE_INSTALL_PREFIX={prefix}"]
