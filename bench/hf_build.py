@@ -15,7 +15,8 @@ HF's own build:
 
 hf-kernel-builder 0.16.2 reads the edition-less v4 format and rejects `edition = 5` and kbuild's
 own `[kbuild…]` tables: the copy drops them and gives every CUDA kernel the capabilities kbuild
-builds. The generated project can be made on one machine (`--prepare-hf DIR`) and built on
+builds; kbuild's generated `kbuild_dtypes.h` (which such a project's sources include) goes into
+the copy's `csrc`, on the include path of every unit of HF's build. The generated project can be made on one machine (`--prepare-hf DIR`) and built on
 another that has cmake and ninja but no kernel-builder (`--hf-prepared DIR`).
 """
 
@@ -100,15 +101,16 @@ def cmake_binary(given: str | None) -> str:
 
 def prepare(src: Path, dest: Path, caps: list[str] | None, kernel_builder: str | None,
             log: Path) -> float:
-    """Copy `src` (a kernel project) to `dest` in the v4 format and run `kernel-builder
-    create-pyproject` in it; the seconds create-pyproject took."""
+    """Turn `src` (a copy of a kernel project, moved to `dest`) into the v4 format and run
+    `kernel-builder create-pyproject` in it; the seconds create-pyproject took."""
     if kernel_builder is None:
         sys.exit("error: the HF tools need `kernel-builder` (hf-kernel-builder 0.16.2), or a "
                  "project generated beforehand\n"
                  "hint: run bench/install-hf-kernel-builder, pass --kernel-builder PATH, or pass "
                  "--hf-prepared DIR (made by --prepare-hf DIR on a machine that has it)")
     shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("build", ".git", "__pycache__"))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(src, dest)
     toml = dest / "build.toml"
     toml.write_text(hf_build_toml(multiline_lists_joined(toml.read_text()), caps))
     argv = [kernel_builder, "create-pyproject", "--force", "--unique-id", "bench", str(dest)]
@@ -195,3 +197,11 @@ class HfBuild:
 
     def so(self) -> Path | None:
         return installed_so(self.prefix)
+
+    def add_generated(self, include: Path) -> None:
+        """kbuild's generated headers (`kbuild_dtypes.h` of a `[kbuild.cuda-capabilities]`
+        project) into the copy's `csrc`, which HF's CMake puts on every unit's include path."""
+        (self.src / "csrc").mkdir(exist_ok=True)
+        for header in include.glob("kbuild_*.h"):
+            if not (self.src / "csrc" / header.name).exists():
+                shutil.copy2(header, self.src / "csrc" / header.name)
