@@ -362,30 +362,6 @@ load(name=a["name"], sources=a["sources"], extra_include_paths=a["includes"],
 """
 
 
-def cuda_home(nvcc: Path, tmp: Path) -> Path:
-    """A CUDA_HOME cpp_extension and CMake can use: the nvcc's own root, or for the pip CUDA
-    (libraries only as `lib/lib*.so.N`) a shim of links into it: `lib64` (also as `lib`, where
-    nvcc's own link line looks) with every library under its unversioned name too."""
-    root = nvcc.parent.parent
-    if (root / "lib64/libcudart.so").exists():
-        return root
-    shim = tmp / "cuda-home"
-    (shim / "lib64").mkdir(parents=True, exist_ok=True)
-    for d in ("bin", "include", "nvvm"):
-        if (root / d).exists() and not (shim / d).exists():
-            (shim / d).symlink_to(root / d)
-    if not (shim / "lib").exists():
-        (shim / "lib").symlink_to("lib64")
-    for lib in sorted((root / "lib").glob("lib*")):
-        names = [lib.name]
-        if ".so." in lib.name:
-            names.append(lib.name.split(".so.")[0] + ".so")
-        for name in names:
-            if not (shim / "lib64" / name).exists():
-                (shim / "lib64" / name).symlink_to(lib)
-    return shim
-
-
 def copy_project(project: Project, dest: Path, caps: list[str] | None) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     if project.copy is None:
@@ -434,9 +410,10 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
     includes = [str(gen_include)] + sorted({in_cwork(i) for j in variant["compile"]
                                             for i in j["include_dirs"]
                                             if i != variant["generated_include"]})
+    cuda_root = hf_build.cuda_home(nvcc, tmp_root)
     cenv = dict(env)
     cenv.update(MAX_JOBS=str(args.jobs), TORCH_CUDA_ARCH_LIST=arch_list,
-                CUDA_HOME=str(cuda_home(nvcc, tmp_root)))
+                CUDA_HOME=str(cuda_root))
     if args.ninja_dir:
         cenv["PATH"] = args.ninja_dir + os.pathsep + cenv["PATH"]
     if "cppext" in args.tools and shutil.which("ninja", path=cenv["PATH"]) is None:
@@ -456,7 +433,7 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
     kb, cx = Results(), Results()
     levers: dict[str, Results] = {lever: Results() for lever in args.levers}
     tools = {"kbuild": (kb, kbuild, env, work), "cppext": (cx, cppext, cenv, cwork)}
-    hf = hf_builds(project, args, scratch, variant, nvcc, cuda_home(nvcc, tmp_root), env, log)
+    hf = hf_builds(project, args, scratch, variant, nvcc, cuda_root, env, log)
     tools.update({t: (Results(), b.make, b.env, b.src) for t, b in hf.items()})
     tools = {t: v for t, v in tools.items() if t in args.tools}
     saved_costs = scratch / "costs.json"

@@ -149,6 +149,30 @@ def so_facts(so: Path, cuobjdump: Path) -> dict:
     return facts
 
 
+def cuda_home(nvcc: Path, tmp: Path) -> Path:
+    """A CUDA_HOME cpp_extension and CMake can use: the nvcc's own root, or for the pip CUDA
+    (libraries only as `lib/lib*.so.N`) a shim of links into it: `lib64` (also as `lib`, where
+    nvcc's own link line looks) with every library under its unversioned name too."""
+    root = nvcc.parent.parent
+    if (root / "lib64/libcudart.so").exists():
+        return root
+    shim = tmp / "cuda-home"
+    (shim / "lib64").mkdir(parents=True, exist_ok=True)
+    for d in ("bin", "include", "nvvm"):
+        if (root / d).exists() and not (shim / d).exists():
+            (shim / d).symlink_to(root / d)
+    if not (shim / "lib").exists():
+        (shim / "lib").symlink_to("lib64")
+    for lib in sorted((root / "lib").glob("lib*")):
+        names = [lib.name]
+        if ".so." in lib.name:
+            names.append(lib.name.split(".so.")[0] + ".so")
+        for name in names:
+            if not (shim / "lib64" / name).exists():
+                (shim / "lib64" / name).symlink_to(lib)
+    return shim
+
+
 def configure_argv(cmake: str, src: Path, build: Path, prefix: Path, python: str, nvcc: Path,
                    threads: int | None) -> list[str]:
     """CMake's configure step of HF's generated project, with Ninja."""

@@ -346,7 +346,7 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
     job.flags
         .extend(unit.cuda_flags.iter().filter(known).cloned());
     job.flags
-        .extend(fatbin_compression(nvcc.version, &unit.cuda_flags).map(String::from));
+        .extend(fatbin_compression(nvcc.version, unit.cuda_flags).map(String::from));
     job.gencodes = unit.gencodes.clone();
     job.nvcc_threads = threads_per_job.min(job.gencodes.len().max(1) as u32);
     job.compiler = nvcc.path.clone();
