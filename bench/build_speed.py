@@ -607,8 +607,10 @@ def tool_table(r: dict, cases: list[str]) -> list[str]:
         peak_kb, peak = kb.peak("cold", "tree_rss_kib"), res.peak("cold", "tree_rss_kib")
         rss = f"kbuild tree = {peak_kb / peak:.2f}x" if peak_kb and peak else ""
         lines.append(f"| {TOOL_LABELS[tool]} / kbuild | " + " | ".join(ratios) + f" | {rss} |")
+    if r.get("so"):
+        lines.append("")
     for tool, so in r.get("so", {}).items():
-        lines.append(f"\n`.so` {TOOL_LABELS[tool]}: {so['bytes'] / 2**20:.2f} MiB ({so['bytes']} B, "
+        lines.append(f"`.so` {TOOL_LABELS[tool]}: {so['bytes'] / 2**20:.2f} MiB ({so['bytes']} B, "
                      f"{so['path']}); cubins {','.join(so.get('elf', [])) or '-'}; PTX "
                      f"{','.join(so.get('ptx', [])) or '-'}")
     return lines
@@ -710,7 +712,7 @@ def merge(paths: list[str]) -> tuple[dict, str]:
             for lever, runs in p["levers"].items():
                 r["levers"].setdefault(lever, Results()).extend(Results.from_json(runs))
             r["floor"] = r["floor"] or Floor.from_json(p["floor"])
-    header = "# build speed: kbuild vs torch.utils.cpp_extension.load (ninja), merged from\n\n" + \
+    header = "# build speed, merged from\n\n" + \
         "\n".join(f"- {h}" for h in headers)
     return results, header
 
