@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Build speed, kbuild against torch.utils.cpp_extension.load (ninja), side by side.
+"""Build speed, kbuild against torch.utils.cpp_extension.load (ninja) and HF kernel-builder's
+generated CMake + Ninja project (`hf`, `hf-t4`: see bench/hf_build.py), side by side.
 
 Same machine, same run, same sources, same capabilities, same parallelism (`kbuild -j N`,
 `MAX_JOBS=N`), medians of `--runs` runs of each case:
@@ -12,7 +13,8 @@ Same machine, same run, same sources, same capabilities, same parallelism (`kbui
 
 plus the peak memory of the cold builds (the largest single process; the sampled sum over the
 process tree; and, where this script can make a memory cgroup for each build, the tree's exact
-peak from the cgroup, page cache included), and the floor: the longest single device pass (one capability) or host pass
+peak from the cgroup, page cache included), the size of each tool's extension `.so` after its
+cold build, and the floor: the longest single device pass (one capability) or host pass
 of any unit, measured alone, plus the link; kbuild's cold time is shown as a multiple of it.
 
 Only the CUDA variant is compared (cpp_extension builds one extension). kbuild builds with
@@ -31,7 +33,16 @@ the bench's previous kbuild build (an untimed warm-up build makes one when there
 since longest-first needs the last build's times; the plain `cold` case removes build/ entirely
 (a first build ever).
 
-A long run can be split: `--projects`, `--tools kbuild,cppext`, `--cases
+Projects: `ltx_kernels` (the flagship), `activations` (bench/projects), and real HF projects
+whose sources live under `--src-dir` (default `.gpuwork/src`, see bench/prepare-gpu-bench):
+`relu` (huggingface/kernels examples/kernels/relu) and `causal-conv1d` (kernels-community).
+
+HF's tools: cold = CMake configure (its time also shown alone) + `cmake --build --target
+install`; the other cases run only the build. `--prepare-hf DIR` writes the generated projects
+(for `--projects` and `--caps`) and exits; `--hf-prepared DIR` builds those instead of running
+kernel-builder, for a machine without it.
+
+A long run can be split: `--projects`, `--tools kbuild,cppext,hf,hf-t4`, `--cases
 cold,noop,touch-cu,touch-h,floor` select what runs, `--json-out` writes what was measured, and
 `--merge a.json b.json …` prints the table of several such files (runs of the same case are
 pooled before the median).
@@ -63,7 +74,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import hf_build
+from hf_build import HF_LABELS, HF_TOOLS
+
 REPO = Path(__file__).resolve().parent.parent
+
+# Each tool's name in the table.
+TOOL_LABELS = {"kbuild": "kbuild", "cppext": "cpp_extension", **HF_LABELS}
 
 
 @dataclass
@@ -72,9 +89,10 @@ class Project:
 
     name: str
     root: Path
-    copy: list[str]
+    copy: list[str] | None  # None: the whole directory
     touch_cu: str
-    touch_header: str
+    touch_header: str | None  # None: the project has no header that kernel sources share
+    external: bool = False  # its root is relative to --src-dir
 
 
 PROJECTS = {
@@ -91,6 +109,16 @@ PROJECTS = {
         ["build.toml", "activations_cuda", "torch-ext"],
         "activations_cuda/relu.cu",
         "activations_cuda/common.cuh",
+    ),
+    "relu": Project("relu (HF examples/kernels/relu)", Path("relu"), None, "relu_cuda/relu.cu",
+                    None, external=True),
+    "causal-conv1d": Project(
+        "causal-conv1d (kernels-community)",
+        Path("causal-conv1d"),
+        None,
+        "causal-conv1d/causal_conv1d_update.cu",
+        "causal-conv1d/causal_conv1d_common.h",
+        external=True,
     ),
 }
 
@@ -118,6 +146,7 @@ class Run:
     tree_rss_kib: int = 0
     # The whole tree's peak from a memory cgroup of its own (0: none could be made).
     cgroup_peak_kib: int = 0
+    configure_s: float = 0.0  # HF's cold builds: the CMake configure step's share of `seconds`
 
 
 @dataclass
@@ -421,31 +450,13 @@ load(name=a["name"], sources=a["sources"], extra_include_paths=a["includes"],
 """
 
 
-def cuda_home(nvcc: Path, tmp: Path) -> Path:
-    """A CUDA_HOME cpp_extension can use: the nvcc's own root, or for the pip CUDA (no
-    `lib64/libcudart.so`) a shim of links into it."""
-    root = nvcc.parent.parent
-    if (root / "lib64/libcudart.so").exists():
-        return root
-    shim = tmp / "cuda-home"
-    (shim / "lib64").mkdir(parents=True, exist_ok=True)
-    for d in ("bin", "include", "nvvm"):
-        if (root / d).exists() and not (shim / d).exists():
-            (shim / d).symlink_to(root / d)
-    for lib in (root / "lib").glob("libcudart.so*"):
-        link = shim / "lib64" / lib.name
-        if not link.exists():
-            link.symlink_to(lib)
-    if not (shim / "lib64/libcudart.so").exists():
-        so = sorted((root / "lib").glob("libcudart.so.*"))[0]
-        (shim / "lib64/libcudart.so").symlink_to(so)
-    return shim
-
-
 def copy_project(project: Project, dest: Path, caps: list[str] | None) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    for item in project.copy:
+    if project.copy is None:
+        shutil.copytree(project.root, dest, ignore=shutil.ignore_patterns("build", ".git"))
+    else:
+        dest.mkdir(parents=True)
+    for item in project.copy or []:
         src = project.root / item
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / item)
     if caps:
@@ -458,7 +469,8 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
     busy moment of the machine falls on both."""
     scratch = tmp_root / project.root.name
     work = copy_project(project, scratch / "kbuild-src", args.caps)
-    cwork = copy_project(project, scratch / "cppext-src", args.caps)
+    cwork = copy_project(project, scratch / "cppext-src", args.caps) \
+        if "cppext" in args.tools else work
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)
     kbuild = [args.kbuild, "build", "--python", args.python, "--backend", "cuda",
@@ -486,9 +498,10 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
     includes = [str(gen_include)] + sorted({in_cwork(i) for j in variant["compile"]
                                             for i in j["include_dirs"]
                                             if i != variant["generated_include"]})
+    cuda_root = hf_build.cuda_home(nvcc, tmp_root)
     cenv = dict(env)
     cenv.update(MAX_JOBS=str(args.jobs), TORCH_CUDA_ARCH_LIST=arch_list,
-                CUDA_HOME=str(cuda_home(nvcc, tmp_root)))
+                CUDA_HOME=str(cuda_root))
     if args.ninja_dir:
         cenv["PATH"] = args.ninja_dir + os.pathsep + cenv["PATH"]
     if "cppext" in args.tools and shutil.which("ninja", path=cenv["PATH"]) is None:
@@ -508,6 +521,8 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
     kb, cx = Results(), Results()
     levers: dict[str, Results] = {lever: Results() for lever in args.levers}
     tools = {"kbuild": (kb, kbuild, env, work), "cppext": (cx, cppext, cenv, cwork)}
+    hf = hf_builds(project, args, scratch, variant, nvcc, cuda_root, env, log)
+    tools.update({t: (Results(), b.make, b.env, b.src) for t, b in hf.items()})
     tools = {t: v for t, v in tools.items() if t in args.tools}
     saved_costs = scratch / "costs.json"
 
@@ -523,6 +538,16 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
         if tool == "kbuild":
             shutil.rmtree(work / "build", ignore_errors=True)
             return kbuild_run()
+        if tool in hf:
+            b = hf[tool]
+            if not Path(variant["generated_include"]).exists():
+                kbuild_run()  # untimed: a project with kbuild's table includes its headers
+            b.add_generated(Path(variant["generated_include"]))
+            b.clean()
+            conf = timed(b.configure, tenv, twork, log)
+            made = timed(argv, tenv, twork, log)
+            return Run(conf.seconds + made.seconds, max(conf.max_rss_kib, made.max_rss_kib),
+                       max(conf.tree_rss_kib, made.tree_rss_kib), conf.seconds)
         shutil.rmtree(build_dir, ignore_errors=True)
         build_dir.mkdir(parents=True)
         if not gen_include.exists():
@@ -562,13 +587,15 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
         if "noop" in args.cases:
             for _ in range(3 if r == 0 else 1):
                 timed_case("no-op")
+        # Tools that share a source copy (the HF tools) see one edit.
+        sources = {twork for *_rest, twork in tools.values()}
         if "touch-cu" in args.cases:
-            append_edit(work / project.touch_cu, r)
-            append_edit(cwork / project.touch_cu, r)
+            for src in sources:
+                append_edit(src / project.touch_cu, r)
             timed_case("touch .cu")
-        if "touch-h" in args.cases:
-            append_edit(work / project.touch_header, r)
-            append_edit(cwork / project.touch_header, r)
+        if "touch-h" in args.cases and project.touch_header:
+            for src in sources:
+                append_edit(src / project.touch_header, r)
             timed_case("touch .h")
 
     fl = None
@@ -576,8 +603,61 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
         if not Path(variant["generated_include"]).exists():
             kbuild_run()  # untimed: the passes include kbuild's generated headers
         fl = floor(compiles, link, variant, env, scratch, log)
+    built = {"kbuild": next(iter(sorted((work / "build").glob("torch*-cu*/**/*.so"))), None),
+             "cppext": next(iter(sorted(build_dir.glob("*.so"))), None),
+             **{t: b.so() for t, b in hf.items()}}
+    sizes = {t: hf_build.so_facts(so, nvcc.parent / "cuobjdump") for t, so in built.items()
+             if t in tools and so is not None}
     results[project.name] = {"kbuild": kb, "cppext": cx, "levers": levers, "floor": fl,
-                             "caps": arch_list, "units": len(variant["compile"])}
+                             "caps": arch_list, "units": len(variant["compile"]), "so": sizes,
+                             **{t: tools[t][0] for t in hf if t in tools}}
+
+
+def prepare_hf(args, tmp_root: Path, log: Path) -> None:
+    """`--prepare-hf DIR`: HF's generated project of each of `--projects` (capabilities as the
+    bench would build them) in DIR/<name>, for a machine without kernel-builder."""
+    kernel_builder = hf_build.kernel_builder_binary(args.kernel_builder)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    for name in args.projects.split(","):
+        project = PROJECTS[name]
+        work = copy_project(project, tmp_root / name / "kbuild-src", args.caps)
+        variant, _, _ = dry_run([args.kbuild, "build", "--python", args.python, "--backend",
+                                 "cuda", "--unique-id", "bench"], work, env)
+        dest = Path(args.prepare_hf).resolve() / name
+        copy = copy_project(project, tmp_root / name / "hf-src", None)
+        seconds = hf_build.prepare(copy, dest, hf_build.capabilities(project.root, args.caps,
+                                                                     variant), kernel_builder, log)
+        print(f"{dest}: kernel-builder create-pyproject {seconds:.2f} s", flush=True)
+    shutil.rmtree(tmp_root, ignore_errors=True)
+
+
+def hf_builds(project: Project, args, scratch: Path, variant: dict, nvcc: Path, cuda_root: Path,
+              env: dict[str, str], log: Path) -> dict[str, "hf_build.HfBuild"]:
+    """The HF tools asked for, on one copy of the project that HF's kernel-builder generated
+    (here, or beforehand with `--prepare-hf`)."""
+    asked = [t for t in HF_TOOLS if t in args.tools]
+    if not asked:
+        return {}
+    src = scratch / "hf-src"
+    if args.hf_prepared:
+        key = next(k for k, v in PROJECTS.items() if v is project)
+        prepared = Path(args.hf_prepared) / key
+        if not (prepared / "CMakeLists.txt").exists():
+            sys.exit(f"error: {prepared}/CMakeLists.txt not found\n"
+                     f"hint: make it with `build_speed.py --prepare-hf {args.hf_prepared} "
+                     f"--projects ... --caps ...` where kernel-builder is installed")
+        shutil.rmtree(src, ignore_errors=True)
+        shutil.copytree(prepared, src)
+    else:
+        hf_build.prepare(copy_project(project, scratch / "hf-copy", None), src,
+                         hf_build.capabilities(project.root, args.caps, variant),
+                         hf_build.kernel_builder_binary(args.kernel_builder), log)
+    hf_env = {**env, "CUDA_HOME": str(cuda_root), "CUDAToolkit_ROOT": str(cuda_root)}
+    cmake = hf_build.cmake_binary(args.cmake)
+    # The root's own nvcc path, so that CMake finds the toolkit (the shim's, for the pip CUDA).
+    hf_nvcc = cuda_root / "bin" / nvcc.name
+    return {t: hf_build.HfBuild(t, cmake, src, scratch, args.python, hf_nvcc, args.jobs, hf_env)
+            for t in asked}
 
 
 def fmt_s(s: float | None) -> str:
@@ -590,34 +670,56 @@ def fmt_mib(kib: int | None) -> str:
     return "-" if not kib else f"{kib / 1024:.0f} MiB"
 
 
+def tool_table(r: dict, cases: list[str]) -> list[str]:
+    """One row per tool measured (HF's cold with its configure share), then each other tool's
+    time over kbuild's, and each tool's extension size."""
+    measured = [(t, r[t]) for t in TOOL_LABELS if t in r and r[t].cases]
+    lines = ["| tool | " + " | ".join(cases)
+             + " | peak RSS (largest process / tree sampled / tree's cgroup) |",
+             "|---|" + "---|" * (len(cases) + 1)]
+    for tool, res in measured:
+        cells = [fmt_s(res.median(c)) for c in cases]
+        conf = [x.configure_s for x in res.cases.get("cold", []) if x.configure_s]
+        if conf and "cold" in cases:
+            i = cases.index("cold")
+            cells[i] += f" (configure {fmt_s(statistics.median(conf))})"
+        rss = " / ".join(fmt_mib(res.peak("cold", a))
+                         for a in ("max_rss_kib", "tree_rss_kib", "cgroup_peak_kib"))
+        lines.append(f"| {TOOL_LABELS[tool]} | " + " | ".join(cells) + f" | {rss} |")
+    kb = r["kbuild"]
+    for tool, res in measured:
+        if tool == "kbuild" or not kb.cases:
+            continue
+        ratios = []
+        for c in cases:
+            a, b = kb.median(c), res.median(c)
+            ratios.append(f"{b / a:.2f}x" if a and b else "-")
+        peak_kb, peak = kb.peak("cold", "tree_rss_kib"), res.peak("cold", "tree_rss_kib")
+        rss = f"kbuild tree = {peak_kb / peak:.2f}x" if peak_kb and peak else ""
+        lines.append(f"| {TOOL_LABELS[tool]} / kbuild | " + " | ".join(ratios) + f" | {rss} |")
+    if r.get("so"):
+        lines.append("")
+    for tool, so in r.get("so", {}).items():
+        lines.append(f"`.so` {TOOL_LABELS[tool]}: {so['bytes'] / 2**20:.2f} MiB ({so['bytes']} B, "
+                     f"{so['path']}); cubins {','.join(so.get('elf', [])) or '-'}; PTX "
+                     f"{','.join(so.get('ptx', [])) or '-'}")
+    return lines
+
+
 def report(results: dict, header: str) -> str:
     """The tables of `results` (project name → what `bench_project` measured, with `jobs`)."""
     lines = [header, ""]
     for name, r in results.items():
         kb, cx, jobs = r["kbuild"], r["cppext"], r["jobs"]
-        cases = [c for c in CASES.values() if c in kb.cases or c in cx.cases]
-        runs = sorted({len(v) for res in (kb, cx, *r["levers"].values()) for v in res.cases.values()})
+        every = [r[t] for t in TOOL_LABELS if t in r]
+        cases = [c for c in CASES.values() if any(c in res.cases for res in every)]
+        runs = sorted({len(v) for res in (*every, *r["levers"].values()) for v in res.cases.values()})
         lines.append(f"## {name}: {r['units']} units, TORCH_CUDA_ARCH_LIST={r['caps']}, "
                      f"-j{jobs}, medians of {'/'.join(map(str, runs)) or '0'} runs")
         lines.append("")
         fl: Floor | None = r["floor"]
         if cases:
-            lines.append("| tool | " + " | ".join(cases)
-                         + " | peak RSS (largest process / tree sampled / tree's cgroup) |")
-            lines.append("|---|" + "---|" * (len(cases) + 1))
-            for tool, res in (("kbuild", kb), ("cpp_extension", cx)):
-                if not res.cases:
-                    continue
-                cells = [fmt_s(res.median(c)) for c in cases]
-                rss = " / ".join(fmt_mib(res.peak("cold", a))
-                                 for a in ("max_rss_kib", "tree_rss_kib", "cgroup_peak_kib"))
-                lines.append(f"| {tool} | " + " | ".join(cells) + f" | {rss} |")
-            if kb.cases and cx.cases:
-                ratios = []
-                for c in cases:
-                    a, b = kb.median(c), cx.median(c)
-                    ratios.append(f"{b / a:.2f}x" if a and b else "-")
-                lines.append("| cpp_extension / kbuild | " + " | ".join(ratios) + " | |")
+            lines.extend(tool_table(r, cases))
         bounds = None
         if fl:
             pass_s, which = fl.longest()
@@ -660,7 +762,7 @@ def report(results: dict, header: str) -> str:
                 settings = " ".join(f"{k}={v}" for k, v in env.items())
                 lines.append(f"| {lever} | {settings} | " + " | ".join(cells) + " |")
         lines.append("")
-        all_runs = [(tool, res) for tool, res in (("kbuild", kb), ("cppext", cx))]
+        all_runs = [(tool, r[tool]) for tool in TOOL_LABELS if tool in r]
         all_runs += [(f"kbuild[{lever}]", res) for lever, res in levers.items()]
         lines.append("all runs (s): " + "; ".join(
             f"{tool} {c}: " + ", ".join(f"{x.seconds:.2f}" for x in runs)
@@ -671,7 +773,7 @@ def report(results: dict, header: str) -> str:
 
 def to_json(results: dict, header: str) -> dict:
     return {"header": header, "projects": {
-        name: {"kbuild": r["kbuild"].to_json(), "cppext": r["cppext"].to_json(),
+        name: {**{t: r[t].to_json() for t in TOOL_LABELS if t in r}, "so": r.get("so", {}),
                "levers": {k: v.to_json() for k, v in r["levers"].items()},
                "floor": r["floor"].to_json() if r["floor"] else None,
                "caps": r["caps"], "units": r["units"], "jobs": r["jobs"]}
@@ -693,12 +795,14 @@ def merge(paths: list[str]) -> tuple[dict, str]:
                 sys.exit(f"error: {path}: {name} was measured with caps {p['caps']} -j{p['jobs']}, "
                          f"another file with caps {r['caps']} -j{r['jobs']}\n"
                          "hint: merge only runs of the same settings")
-            r["kbuild"].extend(Results.from_json(p["kbuild"]))
-            r["cppext"].extend(Results.from_json(p["cppext"]))
+            for tool in TOOL_LABELS:
+                if tool in p:
+                    r.setdefault(tool, Results()).extend(Results.from_json(p[tool]))
+            r.setdefault("so", {}).update(p.get("so", {}))
             for lever, runs in p["levers"].items():
                 r["levers"].setdefault(lever, Results()).extend(Results.from_json(runs))
             r["floor"] = r["floor"] or Floor.from_json(p["floor"])
-    header = "# build speed: kbuild vs torch.utils.cpp_extension.load (ninja), merged from\n\n" + \
+    header = "# build speed, merged from\n\n" + \
         "\n".join(f"- {h}" for h in headers)
     return results, header
 
@@ -718,7 +822,18 @@ def main() -> None:
                    default=[*CASES, "floor"], help="of " + ",".join([*CASES, "floor"]))
     p.add_argument("--tools", type=lambda s: [t for t in s.split(",") if t],
                    default=["kbuild", "cppext"],
-                   help="of kbuild,cppext")
+                   help="of " + ",".join(TOOL_LABELS))
+    p.add_argument("--src-dir", default=str(REPO / ".gpuwork/src"),
+                   help="where the sources of the real HF projects (relu, causal-conv1d) are")
+    p.add_argument("--kernel-builder", default=None,
+                   help="hf-kernel-builder 0.16.2 (default: $KERNEL_BUILDER, "
+                        "/work/tools/hfkb/bin, PATH)")
+    p.add_argument("--cmake", default=None, help="cmake >= 3.26 (default: $CMAKE, PATH)")
+    p.add_argument("--prepare-hf", metavar="DIR", default=None,
+                   help="write HF's generated project of each --projects (with --caps) to DIR/<name> "
+                        "and exit")
+    p.add_argument("--hf-prepared", metavar="DIR", default=None,
+                   help="build the HF projects generated in DIR by --prepare-hf")
     p.add_argument("--levers", type=lambda s: [v for v in s.split(",") if v], default=[],
                    help="kbuild cold once per setting: of " + ",".join(LEVERS))
     p.add_argument("--json-out", default=None, help="also write the measurements here as JSON")
@@ -735,7 +850,8 @@ def main() -> None:
         print(text)
         return
     for what, given, valid in (("case", args.cases, [*CASES, "floor"]),
-                               ("tool", args.tools, ["kbuild", "cppext"]),
+                               ("tool", args.tools, list(TOOL_LABELS)),
+                               ("project", args.projects.split(","), list(PROJECTS)),
                                ("lever", args.levers, list(LEVERS))):
         if bad := [g for g in given if g not in valid]:
             sys.exit(f"error: unknown {what} `{bad[0]}`\nhint: use one of {', '.join(valid)}")
@@ -743,14 +859,20 @@ def main() -> None:
         args.cases.remove("floor")
     args.kbuild = str(Path(args.kbuild).resolve())
     args.python = str(Path(args.python).absolute())
+    for project in PROJECTS.values():
+        if project.external:
+            project.root = Path(args.src_dir).resolve() / project.root
 
     tmp_root = Path(tempfile.mkdtemp(prefix="kbuild-bench-"))
     log = tmp_root / "bench.log"
+    if args.prepare_hf:
+        prepare_hf(args, tmp_root, log)
+        return
     version = subprocess.run([args.kbuild, "--version"], capture_output=True, text=True).stdout.strip()
     torch_v = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],
                              capture_output=True, text=True).stdout.strip()
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    header = (f"# build speed: kbuild vs torch.utils.cpp_extension.load (ninja)\n\n"
+    header = (f"# build speed: {' vs '.join(TOOL_LABELS[t] for t in args.tools)}\n\n"
               f"date {time.strftime('%Y-%m-%d %H:%M')}, {platform.node()}, {os.cpu_count()} cores "
               f"({cpu}), load average at start {os.getloadavg()[0]:.1f}\n"
               f"{version}, torch {torch_v}, python {args.python}\n"

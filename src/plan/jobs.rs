@@ -356,6 +356,8 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
     let known = |f: &&String| nvcc.version >= (12, 8) || !is_template_stub_flag(f);
     job.flags
         .extend(unit.cuda_flags.iter().filter(known).cloned());
+    job.flags
+        .extend(fatbin_compression(nvcc.version, unit.cuda_flags).map(String::from));
     job.gencodes = unit.gencodes.clone();
     if shared.narrowed {
         job.object = job
@@ -379,6 +381,18 @@ fn gencode_tag(gencodes: &[Gencode]) -> String {
         format!("sm{}{}{suffix}{ptx}", c.major, c.minor)
     };
     gencodes.iter().map(one).collect::<Vec<_>>().join("-")
+}
+
+/// The fatbinary's compression: `--compress-mode=size` (a ~5x smaller `.so`, measured in
+/// bench/results) where every driver that runs the variant's CUDA decompresses it. CUDA 13 code
+/// needs driver 580 or newer, which reads every compress mode; CUDA 12 code runs on drivers from
+/// 525.60.13, but `size` needs 550.54.14, so CUDA 12 keeps nvcc's default. A kernel's own
+/// `--compress-mode` in `cuda-flags` wins. The rule: docs/binary-size.md.
+fn fatbin_compression(nvcc: (u32, u32), kernel_flags: &[String]) -> Option<&'static str> {
+    let own = kernel_flags
+        .iter()
+        .any(|f| f.starts_with("--compress-mode") || f.starts_with("-compress-mode"));
+    (nvcc.0 >= 13 && !own).then_some("--compress-mode=size")
 }
 
 /// `-static-global-template-stub=true|false` (nvcc 12.8 and later).
@@ -407,5 +421,35 @@ fn link_job(shared: &Shared, compile: &[CompileJob], nvcc: Option<&Nvcc>, work: 
         libs,
         flags: vec!["-shared".into(), "-Wl,--no-as-needed".into()],
         manylinux: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fatbin_compression;
+
+    #[test]
+    fn fatbin_is_compressed_for_size_from_cuda_13_only() {
+        assert_eq!(
+            fatbin_compression((13, 0), &[]),
+            Some("--compress-mode=size")
+        );
+        assert_eq!(
+            fatbin_compression((13, 2), &[]),
+            Some("--compress-mode=size")
+        );
+        assert_eq!(fatbin_compression((12, 9), &[]), None);
+        assert_eq!(fatbin_compression((12, 4), &[]), None);
+    }
+
+    #[test]
+    fn a_kernels_own_compress_mode_wins() {
+        for own in ["--compress-mode=none", "-compress-mode=speed"] {
+            assert_eq!(
+                fatbin_compression((13, 2), &[own.to_string()]),
+                None,
+                "{own}"
+            );
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 mod archive_limits;
 mod artifacts;
+mod binary_size;
 mod build_faults;
 mod build_interrupt;
 mod build_memory;
