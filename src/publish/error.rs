@@ -110,13 +110,19 @@ pub enum PublishError {
         #[source]
         source: Box<PublishError>,
     },
-    /// Every commit is staged, but moving the branch to them failed.
-    #[error("the build is complete on `{staging}`, but moving `{branch}` to it failed")]
-    Moving {
+    /// Every commit is staged, but landing the build on the branch failed (it is unchanged).
+    #[error("the build is complete on `{staging}`, but landing it on `{branch}` failed: `{branch}` is unchanged")]
+    Landing {
         branch: String,
         staging: String,
-        /// `branch` was deleted before the failure (it is recreated from `staging` on a re-run).
-        branch_gone: bool,
+        #[source]
+        source: Box<PublishError>,
+    },
+    /// Other publishes moved the branch every time this one tried to land.
+    #[error("`{branch}` moved {rebases} times while this build was being published: gave up")]
+    Raced {
+        branch: String,
+        rebases: usize,
         #[source]
         source: Box<PublishError>,
     },
@@ -166,8 +172,8 @@ impl Hint for PublishError {
             Partial { .. } => "each commit is atomic; re-run `kbuild publish` to upload the rest (unchanged files are skipped)".into(),
             RolledBack { source, .. } => source.hint()?,
             Staged { branch, .. } => format!("re-run `kbuild publish`: it continues from the staged commits, then moves `{branch}` in one step"),
-            Moving { branch, branch_gone: true, .. } => format!("`{branch}` is missing until the move is done: re-run `kbuild publish` to recreate it"),
-            Moving { .. } => "re-run `kbuild publish` to move the branch (the staged commits are reused)".into(),
+            Landing { .. } => "re-run `kbuild publish` to land the build (the staged commits are reused)".into(),
+            Raced { branch, .. } => format!("other publishes to `{branch}` are going on: re-run `kbuild publish` once they are done (it compares with whatever they left)"),
             BadToken { .. } => "copy the token again from https://huggingface.co/settings/tokens (it is `hf_` followed by letters and digits), or run `hf auth login`".into(),
         })
     }

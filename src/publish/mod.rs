@@ -13,6 +13,7 @@ mod commit;
 pub mod compare;
 mod error;
 pub mod hub;
+mod land;
 pub mod local;
 pub mod retry;
 mod run;

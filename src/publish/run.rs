@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::card::Card;
 use super::commit::{Message, Target, commit_plan, move_marker, restore_moved};
-use super::compare::{Changes, CommitPlan};
+use super::compare::{Changes, CommitPlan, Goal};
 use super::error::PublishError;
 use super::hub::Remote;
 use super::local::{self, LocalBuild, LocalFile};
@@ -55,9 +55,7 @@ pub async fn publish(
         return Ok(summary);
     }
     let heads = hub.ensure_repo(&compared.repo).await?;
-    summary.commits = hub
-        .commit(&build, &compared.repo.branch, heads, &plan)
-        .await?;
+    summary.commits = hub.commit(&build, &compared, heads, &plan).await?;
     report_commits(reporter, &summary.commits);
     Ok(summary)
 }
@@ -152,6 +150,10 @@ struct Compared {
     build: Changes,
     /// The card on `main`, when the branch is another.
     card: Changes,
+    /// What the branch must hold (what `build` was computed from).
+    build_goal: Goal,
+    /// What `main` must hold for the card.
+    card_goal: Goal,
 }
 
 impl Compared {
@@ -242,15 +244,28 @@ impl<'a> Session<'a> {
             Some(_) if repo.branch != "main" => self.remote.files(&repo.files_ref).await?,
             _ => main_files.clone(),
         };
-        let mut files = build.files.clone();
-        let card = if repo.branch == "main" {
-            files.push(readme);
-            Changes::default()
-        } else {
-            Changes::diff(vec![readme], &main_files, &[])
+        let mut build_goal = Goal {
+            files: build.files.clone(),
+            prefixes: build.prefixes.clone(),
         };
-        let build = Changes::diff(files, &base_files, &build.prefixes);
-        Ok(Compared { repo, build, card })
+        let card_goal = if repo.branch == "main" {
+            build_goal.files.push(readme);
+            Goal::default()
+        } else {
+            Goal {
+                files: vec![readme],
+                prefixes: Vec::new(),
+            }
+        };
+        let card = card_goal.diff(&main_files);
+        let build = build_goal.diff(&base_files);
+        Ok(Compared {
+            repo,
+            build,
+            card,
+            build_goal,
+            card_goal,
+        })
     }
 
     /// Whether the repository exists and where its branches are; a branch an earlier move lost
@@ -337,10 +352,11 @@ impl<'a> Session<'a> {
     async fn commit(
         &self,
         build: &LocalBuild,
-        branch: &str,
+        compared: &Compared,
         heads: Heads,
         plan: &PublishPlan<'_>,
     ) -> Result<Vec<CommitSummary>, PublishError> {
+        let branch = compared.repo.branch.as_str();
         let (remote, reporter, s) = (&self.remote, self.reporter, self.s);
         reporter.begin_bytes(&format!("to {}", remote.url()), plan.bytes());
         let kernel = &build.variants[0].kernel_name;
@@ -355,27 +371,31 @@ impl<'a> Session<'a> {
         if !plan.build.is_empty() {
             let target = Target {
                 branch,
-                head: heads.branch.clone().or(heads.main.clone()),
-                is_new: heads.branch.is_none(),
+                head: heads.branch.clone(),
+                main: heads.main.clone(),
             };
             let message = Message {
                 title: &title,
                 description: &description,
             };
-            commits.extend(commit_plan(remote, reporter, s, &plan.build, target, &message).await?);
+            let goal = &compared.build_goal;
+            let made = commit_plan(remote, reporter, s, &plan.build, goal, target, &message);
+            commits.extend(made.await?);
         }
         if !plan.card.is_empty() {
             let target = Target {
                 branch: "main",
-                head: heads.main,
-                is_new: false,
+                head: heads.main.clone(),
+                main: heads.main,
             };
             let title = format!("Update kernel card for {kernel}");
             let message = Message {
                 title: &title,
                 description: &description,
             };
-            commits.extend(commit_plan(remote, reporter, s, &plan.card, target, &message).await?);
+            let goal = &compared.card_goal;
+            let made = commit_plan(remote, reporter, s, &plan.card, goal, target, &message);
+            commits.extend(made.await?);
         }
         Ok(commits)
     }

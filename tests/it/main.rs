@@ -40,6 +40,7 @@ mod publish_cli;
 mod publish_e2e;
 mod publish_faults;
 mod publish_links;
+mod publish_race;
 mod publish_server;
 mod publish_verify;
 mod selection;
