@@ -123,7 +123,10 @@ pub(super) async fn restore_moved(
     // The move is done: its staging branch (named `kbuild-staging-<branch>-<base>` then) and
     // the marker have served.
     let prefix = format!("kbuild-staging-{branch}-");
-    let staged = refs.branches.iter().filter(|(n, h)| n.starts_with(&prefix) && **h == head);
+    let staged = refs
+        .branches
+        .iter()
+        .filter(|(n, h)| n.starts_with(&prefix) && **h == head);
     let staged: Vec<&String> = staged.map(|(n, _)| n).collect();
     remove_branches(remote, reporter, staged.into_iter().chain([&marker])).await;
     Ok(Some(head))

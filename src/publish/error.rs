@@ -111,7 +111,9 @@ pub enum PublishError {
         source: Box<PublishError>,
     },
     /// Every commit is staged, but landing the build on the branch failed (it is unchanged).
-    #[error("the build is complete on `{staging}`, but landing it on `{branch}` failed: `{branch}` is unchanged")]
+    #[error(
+        "the build is complete on `{staging}`, but landing it on `{branch}` failed: `{branch}` is unchanged"
+    )]
     Landing {
         branch: String,
         staging: String,

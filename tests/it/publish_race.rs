@@ -9,7 +9,7 @@ use sha1::Digest as _;
 
 use crate::common::hub::{Hub, Run, TOKEN};
 use crate::common::kbuild::{bin, run};
-use crate::common::variant::{CPU_VARIANT, VariantSpec, write_variant};
+use crate::common::variant::{CPU_VARIANT, VariantSpec, redigest, write_variant};
 
 const REPO: &str = "org/relu";
 const OTHER: &str = "torch-cpu";
@@ -24,7 +24,20 @@ fn git_oid(content: &[u8]) -> String {
     hex::encode(h.finalize())
 }
 
-/// One run's build: its variants, each with an extension that names the run, so that the
+/// A real (libc-only) shared object, so that the Hub copy can pass `kbuild check`.
+fn extension(dir: &Path) -> Vec<u8> {
+    let src = dir.join("ext.c");
+    std::fs::write(&src, "int kbuild_race_probe(void) { return 1; }\n").unwrap();
+    let so = dir.join("ext.so");
+    let out = run(std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&src));
+    assert!(out.status.success(), "cc failed");
+    std::fs::read(so).unwrap()
+}
+
+/// One run's build: its variants, each with an `__init__.py` that names the run, so that the
 /// same variant from two runs differs (two commits of the same project).
 struct Build {
     _project: tempfile::TempDir,
@@ -33,7 +46,7 @@ struct Build {
     files: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-fn build(tag: &str, variants: &[&str]) -> Build {
+fn build(tag: &str, variants: &[&str], so: &[u8]) -> Build {
     let project = tempfile::tempdir().unwrap();
     let dir = project.path().join("build");
     let mut files = BTreeMap::new();
@@ -46,10 +59,14 @@ fn build(tag: &str, variants: &[&str]) -> Build {
         let spec = VariantSpec {
             dir_name: name,
             id,
-            so: Some(format!("\x7fELF extension of run {tag}\0\0").into_bytes()),
+            so: Some(so.to_vec()),
             ..VariantSpec::default()
         };
         let variant = write_variant(&dir, &spec);
+        let init = variant.join("__init__.py");
+        let text = std::fs::read_to_string(&init).unwrap();
+        std::fs::write(&init, format!("{text}# built by run {tag}\n")).unwrap();
+        redigest(&variant);
         files.insert(name.to_string(), local_files(&variant, name));
     }
     Build {
@@ -80,7 +97,12 @@ fn branch_variants(hub: &Hub) -> BTreeMap<String, BTreeMap<String, String>> {
     assert_eq!(status, 200, "{body}");
     let tree: Value = serde_json::from_str(&body).unwrap();
     let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for e in tree.as_array().unwrap().iter().filter(|e| e["type"] == "file") {
+    for e in tree
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "file")
+    {
         let path = e["path"].as_str().unwrap().to_string();
         let variant = path.split('/').nth(1).unwrap().to_string();
         let oid = e["oid"].as_str().unwrap().to_string();
@@ -98,9 +120,9 @@ fn variants_of(i: usize) -> &'static [&'static str] {
     }
 }
 
-fn round(hub: &Hub, r: usize) {
+fn round(hub: &Hub, r: usize, so: &[u8]) {
     let builds: Vec<Build> = (0..RUNS)
-        .map(|i| build(&format!("{r}-{i}"), variants_of(i)))
+        .map(|i| build(&format!("{r}-{i}"), variants_of(i), so))
         .collect();
     let runs: Vec<Run> = std::thread::scope(|scope| {
         let handles: Vec<_> = builds
@@ -119,7 +141,11 @@ fn round(hub: &Hub, r: usize) {
     });
     for (i, run) in runs.iter().enumerate() {
         run.assert_no_token();
-        assert!(!run.stderr.contains("panicked"), "run {r}-{i}: {}", run.stderr);
+        assert!(
+            !run.stderr.contains("panicked"),
+            "run {r}-{i}: {}",
+            run.stderr
+        );
         if !run.ok {
             // A run that lost for good says so and what to do.
             assert!(
@@ -150,14 +176,12 @@ fn round(hub: &Hub, r: usize) {
 #[test]
 fn concurrent_publishes_of_one_branch_leave_each_variant_whole_from_one_successful_run() {
     let hub = Hub::start(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let so = extension(tmp.path());
     for r in 0..ROUNDS {
-        round(&hub, r);
+        round(&hub, r, &so);
     }
-    assert_eq!(
-        branch_variants(&hub).len(),
-        2,
-        "both variants end up on v1"
-    );
+    assert_eq!(branch_variants(&hub).len(), 2, "both variants end up on v1");
     // The Hub copy, as `kernels` downloads it, passes `kbuild check`.
     let copy = tempfile::tempdir().unwrap();
     hub.python(&format!(
@@ -168,7 +192,8 @@ fn concurrent_publishes_of_one_branch_leave_each_variant_whole_from_one_successf
     let check = run(bin().arg("check").arg(copy.path().join("build")));
     assert!(
         check.status.success(),
-        "kbuild check of the Hub copy failed:\n{}",
+        "kbuild check of the Hub copy failed:\n{}{}",
+        String::from_utf8_lossy(&check.stdout),
         String::from_utf8_lossy(&check.stderr)
     );
 }
