@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::commit::{Message, commit_batch, request, undo};
+use super::batch::{Message, commit_batch, request, undo};
 use super::compare::{Batch, Changes, Goal, RemoteFile};
 use super::error::PublishError;
 use super::hub::Remote;

@@ -3,11 +3,12 @@
 //! `local` finds and hashes what is published, `compare` diffs it with the branch and splits the
 //! changes into commits (plain data), `hub` talks to the Hub (`api` for metadata, hf-hub for
 //! commits, `retry` for timeouts and retries), `commit` makes a commit plan's commits (staged
-//! when there are several), `card` writes `README.md`, `run` puts them together as stages,
+//! when there are several, `land` for the last compare-and-swap step, `batch` for one commit), `card` writes `README.md`, `run` puts them together as stages,
 //! `auth` checks the token and keeps it out of every message.
 
 mod api;
 pub mod auth;
+mod batch;
 pub mod card;
 mod commit;
 pub mod compare;

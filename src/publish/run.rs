@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use super::batch::Message;
 use super::card::Card;
-use super::commit::{Message, Target, commit_plan, move_marker, restore_moved};
+use super::commit::{Target, commit_plan, move_marker, restore_moved};
 use super::compare::{Changes, CommitPlan, Goal};
 use super::error::PublishError;
 use super::hub::Remote;
