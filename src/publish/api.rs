@@ -61,7 +61,7 @@ impl Api {
             // `auth::check_token` has refused anything a header cannot carry.
             auth: token.and_then(|t| HeaderValue::from_str(&format!("Bearer {}", t.expose())).ok()),
             timeout,
-            redactor: Redactor::new(token),
+            redactor: Redactor::new(token).with_endpoint(endpoint),
         }
     }
 
@@ -70,7 +70,9 @@ impl Api {
     fn url(&self, segments: &[&str]) -> Result<Url, Failure> {
         let mut url = Url::parse(&format!("{}/api", self.endpoint)).map_err(|e| Failure {
             kind: FailureKind::Other,
-            message: format!("`{}` is not a URL: {e}", self.endpoint),
+            message: self
+                .redactor
+                .redact(&format!("`{}` is not a URL: {e}", self.endpoint)),
             retry_after: None,
         })?;
         if let Ok(mut path) = url.path_segments_mut() {

@@ -18,6 +18,8 @@ pub enum PublishError {
     NoRepo,
     #[error("`{repo}` is not a repository id")]
     InvalidRepoId { repo: String },
+    #[error("`{branch}` is not a branch name the Hub accepts: {why}")]
+    InvalidBranch { branch: String, why: &'static str },
     #[error("no build variants in `{}`", dir.display())]
     NoVariants { dir: PathBuf },
     #[error("no variant `{name}` in the build directory")]
@@ -149,6 +151,7 @@ impl Hint for PublishError {
             Runtime { .. } => "the system refused kbuild threads or file descriptors: check `ulimit -u` and `ulimit -n`".into(),
             NoRepo => "pass `--repo org/name`, or set `repo-id` under `[general.hub]` in build.toml".into(),
             InvalidRepoId { .. } => "a repository id is `org/name` (letters, digits, `-`, `_`, `.`)".into(),
+            InvalidBranch { .. } => "pass `--branch` a git branch name such as `v1` or `release/v1` (or set `branch` under `[general.hub]` in build.toml)".into(),
             NoVariants { .. } => "run `kbuild build` first, or point `--build-dir` at a build directory".into(),
             UnknownVariant { available, .. } => format!("variants here: {}", available.join(", ")),
             ReadBuild { .. } => "check that the build directory exists and is readable".into(),

@@ -76,7 +76,7 @@ impl<'r> Remote<'r> {
         policy: RetryPolicy,
         reporter: &'r dyn Reporter,
     ) -> Result<Remote<'r>, PublishError> {
-        let redactor = Redactor::new(token);
+        let redactor = Redactor::new(token).with_endpoint(endpoint);
         let http = reqwest::Client::builder()
             .user_agent(format!("kbuild/{}; hf-hub/1", env!("CARGO_PKG_VERSION")))
             .connect_timeout(policy.request_timeout)
@@ -96,7 +96,7 @@ impl<'r> Remote<'r> {
             builder = builder.token(t.expose());
         }
         let client = builder.build().map_err(|e| PublishError::Hub {
-            action: format!("connecting to `{endpoint}`"),
+            action: redactor.redact(&format!("connecting to `{endpoint}`")),
             message: redactor.redact(&e.to_string()),
         })?;
         let (owner, name) = hf_hub::split_id(repo_id);
@@ -122,14 +122,14 @@ impl<'r> Remote<'r> {
         })
     }
 
-    /// The repository's web URL.
+    /// The repository's web URL, without the endpoint's password.
     pub fn url(&self) -> String {
-        format!(
+        self.redactor.redact(&format!(
             "{}/{}{}",
             self.endpoint,
             hf_hub::RepoType::url_prefix(&self.kind),
             self.repo_id
-        )
+        ))
     }
 
     /// One metadata call with retries; failures name `action` and the repository URL.

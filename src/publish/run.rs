@@ -39,6 +39,7 @@ pub async fn publish(
         .branch
         .clone()
         .unwrap_or_else(|| format!("v{}", build.version));
+    check_branch(&branch)?;
     let readme = card(&build, &s.repo_id, &branch)?;
     let hub = Session::connect(s, reporter)?;
     let compared = hub.compare(&build, branch, readme).await?;
@@ -466,6 +467,49 @@ fn check_repo_id(repo: &str) -> Result<(), PublishError> {
     }
 }
 
+/// A branch name git and the Hub accept (`git check-ref-format --branch` rules, and not a
+/// full ref): checked before anything is created, so that a typo leaves no empty repository.
+fn check_branch(branch: &str) -> Result<(), PublishError> {
+    let segments = || branch.split('/');
+    let why = if branch.is_empty() {
+        Some("it is empty")
+    } else if branch.starts_with("refs/") {
+        Some("it is a full ref; give the branch name alone")
+    } else if branch.starts_with('-') {
+        Some("it starts with `-`")
+    } else if branch == "@" || branch.contains("@{") {
+        Some("it is `@` or holds `@{`")
+    } else if branch.contains("..") {
+        Some("it holds `..`")
+    } else if let Some(c) = branch
+        .chars()
+        .find(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(*c))
+    {
+        Some(match c {
+            ' ' => "it holds a space",
+            c if c.is_control() || c.is_whitespace() => "it holds a control or space character",
+            _ => "it holds one of `~ ^ : ? * [ \\`",
+        })
+    } else if segments().any(str::is_empty) {
+        Some("it starts or ends with `/` or holds `//`")
+    } else if segments().any(|p| p.starts_with('.') || p.ends_with(".lock")) {
+        Some("a part of it starts with `.` or ends with `.lock`")
+    } else if branch.ends_with('.') {
+        Some("it ends with `.`")
+    } else if branch.len() > 255 {
+        Some("it is longer than 255 bytes")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(PublishError::InvalidBranch {
+            branch: branch.to_string(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// `1.5 MiB`.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -491,6 +535,39 @@ mod tests {
         assert!(check_repo_id("org/ltx_kernels").is_ok());
         for bad in ["ltx", "org/", "/x", "a/b/c", "org/na me", "../x"] {
             assert!(check_repo_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn branch_names_follow_git_and_the_hub() {
+        for good in [
+            "v1",
+            "main",
+            "release/v1.2",
+            "kbuild-staging-v1-abc",
+            "pr_1",
+        ] {
+            assert!(check_branch(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "bad name",
+            "refs/heads/v1",
+            "a..b",
+            "v1.lock",
+            "-v1",
+            "x/",
+            "/x",
+            "a//b",
+            "v1~1",
+            "a:b",
+            "a\tb",
+            ".hidden",
+            "v1.",
+            "@",
+            "a@{1}",
+        ] {
+            assert!(check_branch(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -39,6 +39,7 @@ mod project_root;
 mod publish_cli;
 mod publish_e2e;
 mod publish_faults;
+mod publish_inputs;
 mod publish_interrupt;
 mod publish_links;
 mod publish_race;
