@@ -166,23 +166,77 @@ impl<'r> Remote<'r> {
         .await
     }
 
-    /// Create `branch` at `start` (`main` when `None`).
+    /// Create `branch` at `start` (`main` when `None`). An answer that went missing is settled
+    /// by the refs: a branch that now exists at `start` was created.
     pub async fn create_branch(
         &self,
         branch: &str,
         start: Option<&str>,
     ) -> Result<(), PublishError> {
-        self.metadata(&format!("creating branch `{branch}`"), || {
-            self.api.create_branch(branch, start)
-        })
-        .await
+        let action = format!("creating branch `{branch}`");
+        let created = |refs: &Refs| {
+            // `start` names a branch or a commit.
+            let wanted = match start {
+                Some(s) => refs.branches.get(s).map_or(s, String::as_str),
+                None => refs.branches.get("main").map_or("", String::as_str),
+            };
+            refs.branches.get(branch).map(String::as_str) == Some(wanted)
+        };
+        self.settled(&action, || self.api.create_branch(branch, start), created)
+            .await
     }
 
+    /// Delete `branch`; after a lost answer, a branch that is gone was deleted.
     pub async fn delete_branch(&self, branch: &str) -> Result<(), PublishError> {
-        self.metadata(&format!("deleting branch `{branch}`"), || {
-            self.api.delete_branch(branch)
-        })
-        .await
+        let action = format!("deleting branch `{branch}`");
+        let gone = |refs: &Refs| !refs.branches.contains_key(branch);
+        self.settled(&action, || self.api.delete_branch(branch), gone)
+            .await
+    }
+
+    /// A branch change with retries; once an attempt may have taken effect (its answer was
+    /// lost), the refs are read before the next attempt and after the last, and `done` says
+    /// whether the change is there: a change that took effect is not a failure.
+    async fn settled<F, Fut>(
+        &self,
+        action: &str,
+        call: F,
+        done: impl Fn(&Refs) -> bool,
+    ) -> Result<(), PublishError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<(), Failure>>,
+    {
+        let action = format!("{action} on `{}`", self.url());
+        let unsure = AtomicBool::new(false);
+        let (unsure_ref, call, done) = (&unsure, &call, &done);
+        let result = retry(
+            &self.policy,
+            self.reporter,
+            &action,
+            None,
+            move || async move {
+                if unsure_ref.load(Ordering::Relaxed) && done(&self.api.refs().await?) {
+                    return Ok(());
+                }
+                call().await.inspect_err(|f| {
+                    if f.maybe_done() {
+                        unsure_ref.store(true, Ordering::Relaxed);
+                    }
+                })
+            },
+        )
+        .await;
+        match result {
+            Ok(()) => Ok(()),
+            Err(_)
+                if unsure.load(Ordering::Relaxed)
+                    && self.api.refs().await.is_ok_and(|r| done(&r)) =>
+            {
+                Ok(())
+            }
+            Err(gave_up) => Err(self.fail(action, gave_up)),
+        }
     }
 
     /// One atomic commit to `revision` (or a new pull request against it), retried; after an

@@ -394,3 +394,69 @@ fn a_branch_an_older_kbuild_lost_while_moving_is_restored_with_its_other_variant
         branches(&hub)
     );
 }
+
+/// Branch requests (`POST`/`DELETE …/branch/…`) of a run, in order.
+fn branch_requests(hub: &Hub, from: usize) -> Vec<String> {
+    hub.log()[from..]
+        .iter()
+        .filter(|l| l.contains("/branch/"))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_lost_answer_to_a_branch_create_or_delete_that_took_effect_is_not_a_failure() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    write_second_variant(&build);
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", "4")];
+    // Learn which branch requests a staged publish makes, on a repository of its own.
+    let probe = hub
+        .publish_with(&build, &["--repo", "org/probe"], &env)
+        .success();
+    let calls = branch_requests(&hub, 0);
+    assert!(
+        calls.iter().any(|l| l.starts_with("POST "))
+            && calls.iter().any(|l| l.starts_with("DELETE ")),
+        "{calls:?}\n{}",
+        probe.stderr
+    );
+    // Then lose the answer to each of them in turn: every run succeeds, with the same tree.
+    let expected = get_json(&hub, "/api/kernels/org/probe/tree/v1?recursive=true");
+    for (i, call) in calls.iter().enumerate() {
+        let repo = format!("org/lost{i}");
+        let before = hub.log().len();
+        hub.arm(&format!("branch:lose-response:1:{i}"));
+        let run = hub.publish_with(&build, &["--repo", &repo], &env);
+        assert!(run.ok, "losing the answer to `{call}`:\n{}", run.stderr);
+        run.assert_no_token();
+        let lost: Vec<String> = branch_requests(&hub, before);
+        assert!(
+            lost.iter().any(|l| l.contains("[response lost]")),
+            "{lost:?}"
+        );
+        let tree = get_json(&hub, &format!("/api/kernels/{repo}/tree/v1?recursive=true"));
+        let paths = |t: &Value| -> Vec<String> {
+            t.as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["path"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(paths(&tree), paths(&expected), "losing `{call}`");
+        let left: Vec<String> = branches_of(&hub, &repo)
+            .into_iter()
+            .filter(|b| b.starts_with("kbuild-"))
+            .collect();
+        assert!(left.is_empty(), "losing `{call}` left {left:?}");
+    }
+}
+
+fn branches_of(hub: &Hub, repo: &str) -> Vec<String> {
+    get_json(hub, &format!("/api/kernels/{repo}/refs"))["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap().to_string())
+        .collect()
+}
