@@ -156,7 +156,7 @@ fn the_deadline_ends_the_retries_of_a_step() {
 fn a_hung_commit_is_retried_after_the_upload_timeout_and_lands_once() {
     let hub = Hub::start(&["--fail", "commit:hang,for=20s"]);
     let (_project, build) = project_with_variant();
-    let env = [("HF_TOKEN", TOKEN), ("KBUILD_HUB_UPLOAD_TIMEOUT", "1")];
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_HUB_UPLOAD_TIMEOUT", "3")];
     let run = hub
         .publish_with(&build, &["--repo", REPO, "--json"], &env)
         .success();
@@ -459,4 +459,64 @@ fn branches_of(hub: &Hub, repo: &str) -> Vec<String> {
         .iter()
         .map(|b| b["name"].as_str().unwrap().to_string())
         .collect()
+}
+
+#[test]
+fn retry_after_on_502_and_503_is_honoured_for_preupload_and_commit() {
+    let hub = Hub::start(&[
+        "--fail",
+        "preupload:502,retry-after=2",
+        "--fail",
+        "commit:503,retry-after=3",
+    ]);
+    let (_project, build) = project_with_variant();
+    let started = Instant::now();
+    let run = hub.publish(&build, &["--repo", REPO]).success();
+    let waits: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("retrying in"))
+        .collect();
+    assert_eq!(waits.len(), 2, "{}", run.stderr);
+    assert!(waits[0].contains("retrying in 2 s"), "{waits:?}");
+    assert!(waits[1].contains("retrying in 3 s"), "{waits:?}");
+    assert!(started.elapsed() >= Duration::from_secs(5));
+}
+
+#[test]
+fn a_slow_but_steady_upload_outlasts_the_upload_timeout() {
+    // 4 MiB/s: the 20 MiB extension takes about 5 s; the limit on silence is 3 s. (Loopback's
+    // socket buffers take the last few MiB at once: at this rate they drain well within 3 s.)
+    let hub = Hub::start(&["--read-rate", "4194304"]);
+    let project = tempfile::tempdir().unwrap();
+    let build = project.path().join("build");
+    let so: Vec<u8> = (0..20 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    crate::common::variant::write_variant(
+        &build,
+        &crate::common::variant::VariantSpec {
+            so: Some(so),
+            ..Default::default()
+        },
+    );
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_HUB_UPLOAD_TIMEOUT", "3")];
+    let started = Instant::now();
+    let run = hub.publish_with(&build, &["--repo", REPO, "--skip-check"], &env);
+    assert!(run.ok, "{}\n{:?}", run.stderr, hub.log());
+    assert!(!run.stderr.contains("timed out"), "{}", run.stderr);
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        hub.log()
+            .iter()
+            .filter(|l| l.starts_with("PUT /_lfs/"))
+            .count(),
+        1,
+        "one upload, no retry: {:?}",
+        hub.log()
+    );
 }

@@ -17,6 +17,16 @@ const RUNS: usize = 8;
 const ROUNDS: usize = 20;
 
 /// Git blob id of `content`, as the Hub's tree lists a regular file.
+/// How the Hub names `content`: binary files (the Hub's rule: a NUL byte) go through LFS and
+/// are known by their sha256, text files by their git blob id.
+fn content_id(content: &[u8]) -> String {
+    if content.contains(&0) {
+        format!("sha256:{}", hex::encode(sha2::Sha256::digest(content)))
+    } else {
+        format!("git:{}", git_oid(content))
+    }
+}
+
 fn git_oid(content: &[u8]) -> String {
     let mut h = sha1::Sha1::new();
     h.update(format!("blob {}\0", content.len()));
@@ -82,7 +92,7 @@ fn local_files(variant: &Path, name: &str) -> BTreeMap<String, String> {
         .map(|e| e.unwrap())
         .map(|e| {
             let path = format!("build/{name}/{}", e.file_name().to_string_lossy());
-            (path, git_oid(&std::fs::read(e.path()).unwrap()))
+            (path, content_id(&std::fs::read(e.path()).unwrap()))
         })
         .collect()
 }
@@ -105,7 +115,11 @@ fn branch_variants(hub: &Hub) -> BTreeMap<String, BTreeMap<String, String>> {
     {
         let path = e["path"].as_str().unwrap().to_string();
         let variant = path.split('/').nth(1).unwrap().to_string();
-        let oid = e["oid"].as_str().unwrap().to_string();
+        // An LFS file is known by its content's sha256, a regular one by its git blob id.
+        let oid = match e["lfs"]["oid"].as_str() {
+            Some(sha256) => format!("sha256:{sha256}"),
+            None => format!("git:{}", e["oid"].as_str().unwrap()),
+        };
         out.entry(variant).or_default().insert(path, oid);
     }
     out
