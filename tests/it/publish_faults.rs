@@ -520,3 +520,18 @@ fn a_slow_but_steady_upload_outlasts_the_upload_timeout() {
         hub.log()
     );
 }
+
+#[test]
+fn a_staged_publish_uploads_each_large_file_once_and_lands_it_by_reference() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    write_second_variant(&build);
+    // Five commits of two files: staged, then landed on `v1` in one more commit.
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", "2")];
+    hub.publish_with(&build, &["--repo", REPO], &env).success();
+    let log = hub.log();
+    let puts: Vec<&String> = log.iter().filter(|l| l.starts_with("PUT /_lfs/")).collect();
+    // The two extensions (binary: LFS), each sent once although two commits name it.
+    assert_eq!(puts.len(), 2, "{log:?}");
+    assert!(hub.commits_made() >= 6, "{log:?}");
+}
