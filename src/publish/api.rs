@@ -23,6 +23,20 @@ pub struct Refs {
     pub pull_requests: BTreeMap<String, String>,
 }
 
+/// An open pull request as the discussions API lists it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenPr {
+    pub num: u64,
+    pub title: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub is_pull_request: bool,
+    #[serde(default)]
+    pub target_branch: Option<String>,
+}
+
 /// Metadata requests for one repository.
 pub struct Api {
     http: reqwest::Client,
@@ -280,6 +294,28 @@ impl Api {
             next = next_page(&answer.headers);
         }
         Ok(out)
+    }
+
+    /// Open pull requests: number, title and, where the Hub says it, the target ref
+    /// (`refs/heads/v1`). The first page only: the newest 50 are where a re-run's PR is.
+    pub async fn open_pull_requests(&self) -> Result<Vec<OpenPr>, Failure> {
+        #[derive(Deserialize)]
+        struct Listing {
+            #[serde(default)]
+            discussions: Vec<OpenPr>,
+        }
+        let mut url = self.url(&["discussions"])?;
+        url.set_query(Some("type=pull_request&status=open"));
+        let answer = self.send(Method::GET, url, None).await?;
+        if !(200..300).contains(&answer.status) {
+            return Err(self.refused(&answer));
+        }
+        let listing: Listing = self.json(&answer)?;
+        Ok(listing
+            .discussions
+            .into_iter()
+            .filter(|d| d.is_pull_request && d.status == "open")
+            .collect())
     }
 
     /// Create `branch` at `start` (a branch or a commit; `main` when `None`).

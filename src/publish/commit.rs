@@ -42,6 +42,10 @@ pub(super) async fn commit_plan(
     message: &Message<'_>,
 ) -> Result<Vec<CommitSummary>, PublishError> {
     if s.create_pr {
+        let reused = reuse_pull_request(remote, reporter, s, goal, target.branch, message);
+        if let Some(done) = reused.await? {
+            return Ok(done);
+        }
         return pull_request(remote, reporter, plan, target, message).await;
     }
     let base = target.head.clone().or_else(|| target.main.clone());
@@ -215,6 +219,56 @@ async fn staged(
     let Outcome { commit, .. } = outcome;
     done.extend(commit);
     Ok(done)
+}
+
+/// With `--create-pr`, a re-run goes on in the pull request an earlier run opened (open, same
+/// title, same branch) instead of opening another: the build is compared with that PR's head and
+/// only what differs is committed to it. `None` when there is no such pull request.
+async fn reuse_pull_request(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    s: &PublishSettings,
+    goal: &Goal,
+    branch: &str,
+    message: &Message<'_>,
+) -> Result<Option<Vec<CommitSummary>>, PublishError> {
+    let Some((pr, head)) = remote.open_pull_request(branch, message.title).await? else {
+        return Ok(None);
+    };
+    let revision = format!("refs/pr/{}", pr.num);
+    let url = format!("{}/discussions/{}", remote.url(), pr.num);
+    let changes = goal.diff(&remote.files(&revision).await?);
+    let plan = CommitPlan::new(&changes, s.limits);
+    if plan.is_empty() {
+        reporter.info(&format!(
+            "{:>12} pull request {url} already holds this build: no commit made",
+            "Up to date"
+        ));
+        let unchanged = CommitSummary {
+            revision: branch.to_string(),
+            oid: Some(head),
+            files: 0,
+            bytes: 0,
+            pr_url: Some(url),
+            pr_num: Some(pr.num),
+        };
+        return Ok(Some(vec![unchanged]));
+    }
+    reporter.stage("Updating", &format!("pull request {url}"));
+    let mut parent = Some(head);
+    let mut done = Vec::new();
+    for (i, batch) in plan.batches.iter().enumerate() {
+        let landed = {
+            let at = (i, plan.batches.len());
+            let request = request(&revision, batch, message, at, parent.as_deref(), false);
+            commit_batch(remote, reporter, &request, batch).await?
+        };
+        parent = landed.oid.clone();
+        let mut c = summary(branch, batch, landed);
+        (c.pr_url, c.pr_num) = (Some(url.clone()), Some(pr.num));
+        done.push(c);
+    }
+    Ok(Some(done))
 }
 
 /// Commit `plan` to one pull request against `target`'s branch (created first when new).

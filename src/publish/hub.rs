@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hf_hub::{RepoType as _, RepoTypeAny};
 
-use super::api::{Api, Refs};
+use super::api::{Api, OpenPr, Refs};
 use super::auth::{Redactor, Token};
 use super::compare::{RemoteFile, same_content};
 use super::error::PublishError;
@@ -113,6 +113,35 @@ impl<'r> Remote<'r> {
 
     pub async fn refs(&self) -> Result<Refs, PublishError> {
         self.metadata("listing branches", || self.api.refs()).await
+    }
+
+    /// The open pull request against `branch` that a run with this commit `title` opened
+    /// (a PR of several commits is titled after its first, `TITLE [1/N]`), with its head.
+    pub async fn open_pull_request(
+        &self,
+        branch: &str,
+        title: &str,
+    ) -> Result<Option<(OpenPr, String)>, PublishError> {
+        let prs = self
+            .metadata("listing open pull requests", || {
+                self.api.open_pull_requests()
+            })
+            .await?;
+        let target = format!("refs/heads/{branch}");
+        let first_of_many = format!("{title} [1/");
+        let Some(pr) = prs.into_iter().find(|pr| {
+            (pr.title == title || pr.title.starts_with(&first_of_many))
+                && pr.target_branch.as_ref().is_none_or(|t| *t == target)
+        }) else {
+            return Ok(None);
+        };
+        let head = self
+            .refs()
+            .await?
+            .pull_requests
+            .get(&format!("refs/pr/{}", pr.num))
+            .cloned();
+        Ok(head.map(|h| (pr, h)))
     }
 
     /// Every file at `rev` with its git oid and size.
