@@ -51,7 +51,7 @@ struct Args {
     ///                              connection after DURATION (500ms, 30s, 2m; default 1h)
     ///   lose-response              do the work (a commit lands), close without answering
     /// CLASS is one of create, delete, info, refs, branch, tree, paths-info, preupload, commit,
-    /// commits, lfs, resolve, any. Faults are consulted in the order given, the first unspent
+    /// commits, discussions, lfs, resolve, any. Faults are consulted in the order given, the first unspent
     /// one of the request's class applies. Examples: `commit:500:2`, `commit:500:100:1` (the
     /// first commit lands, later ones fail), `refs:503,retry-after=5`, `commit:hang,for=30s`,
     /// `commit:lose-response:1:1`.
