@@ -23,6 +23,20 @@ pub struct Refs {
     pub pull_requests: BTreeMap<String, String>,
 }
 
+/// An open pull request as the discussions API lists it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenPr {
+    pub num: u64,
+    pub title: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub is_pull_request: bool,
+    #[serde(default)]
+    pub target_branch: Option<String>,
+}
+
 /// Metadata requests for one repository.
 pub struct Api {
     http: reqwest::Client,
@@ -37,10 +51,10 @@ pub struct Api {
 }
 
 /// What the Hub answered: status, headers and body.
-struct Answer {
-    status: u16,
-    headers: HeaderMap,
-    body: Vec<u8>,
+pub(super) struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
 }
 
 impl Api {
@@ -61,16 +75,18 @@ impl Api {
             // `auth::check_token` has refused anything a header cannot carry.
             auth: token.and_then(|t| HeaderValue::from_str(&format!("Bearer {}", t.expose())).ok()),
             timeout,
-            redactor: Redactor::new(token),
+            redactor: Redactor::new(token).with_endpoint(endpoint),
         }
     }
 
     /// `{endpoint}/api/{kinds}/{owner}/{name}/{segments…}`, each segment percent-encoded (a
     /// revision like `refs/pr/1` is one segment).
-    fn url(&self, segments: &[&str]) -> Result<Url, Failure> {
+    pub(super) fn url(&self, segments: &[&str]) -> Result<Url, Failure> {
         let mut url = Url::parse(&format!("{}/api", self.endpoint)).map_err(|e| Failure {
             kind: FailureKind::Other,
-            message: format!("`{}` is not a URL: {e}", self.endpoint),
+            message: self
+                .redactor
+                .redact(&format!("`{}` is not a URL: {e}", self.endpoint)),
             retry_after: None,
         })?;
         if let Ok(mut path) = url.path_segments_mut() {
@@ -81,16 +97,36 @@ impl Api {
         Ok(url)
     }
 
-    async fn send(&self, method: Method, url: Url, body: Option<Value>) -> Result<Answer, Failure> {
-        let mut request = self.http.request(method, url).timeout(self.timeout);
-        if let Some(auth) = &self.auth {
-            request = request.header(AUTHORIZATION, auth.clone());
+    /// `{endpoint}/{prefix}{owner}/{name}.git/info/lfs/objects/batch`: the Git LFS batch API
+    /// (no prefix for models, `kernels/` for kernels).
+    pub(super) fn lfs_batch_url(&self) -> Result<Url, Failure> {
+        let prefix = match self.plural {
+            "models" => String::new(),
+            other => format!("{other}/"),
+        };
+        let url = format!(
+            "{}/{prefix}{}.git/info/lfs/objects/batch",
+            self.endpoint, self.repo_id
+        );
+        Url::parse(&url).map_err(|e| Failure {
+            kind: FailureKind::Other,
+            message: self.redactor.redact(&format!("`{url}` is not a URL: {e}")),
+            retry_after: None,
+        })
+    }
+
+    /// A request with the token (when there is one) and no time limit of its own: for uploads,
+    /// whose limit is the silence around them.
+    pub(super) fn request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, url);
+        match &self.auth {
+            Some(auth) => request.header(AUTHORIZATION, auth.clone()),
+            None => request,
         }
-        if let Some(body) = body {
-            request = request
-                .header(CONTENT_TYPE, "application/json")
-                .body(body.to_string());
-        }
+    }
+
+    /// Send `request` and read the whole answer.
+    pub(super) async fn answer(&self, request: reqwest::RequestBuilder) -> Result<Answer, Failure> {
         let response = request.send().await.map_err(|e| self.transport(&e))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
@@ -102,8 +138,24 @@ impl Api {
         })
     }
 
+    /// A metadata request (JSON body, if any) cut off after the request timeout.
+    pub(super) async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Value>,
+    ) -> Result<Answer, Failure> {
+        let mut request = self.request(method, url).timeout(self.timeout);
+        if let Some(body) = body {
+            request = request
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.to_string());
+        }
+        self.answer(request).await
+    }
+
     /// An answer that is not a success, as a failure with the server's message.
-    fn refused(&self, answer: &Answer) -> Failure {
+    pub(super) fn refused(&self, answer: &Answer) -> Failure {
         let header = |name: &str| {
             answer
                 .headers
@@ -132,7 +184,10 @@ impl Api {
         transport_failure(e, self.timeout, &self.redactor)
     }
 
-    fn json<T: serde::de::DeserializeOwned>(&self, answer: &Answer) -> Result<T, Failure> {
+    pub(super) fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        answer: &Answer,
+    ) -> Result<T, Failure> {
         serde_json::from_slice(&answer.body).map_err(|e| Failure {
             kind: FailureKind::Other,
             message: format!("the Hub's answer is not the expected JSON: {e}"),
@@ -239,6 +294,28 @@ impl Api {
             next = next_page(&answer.headers);
         }
         Ok(out)
+    }
+
+    /// Open pull requests: number, title and, where the Hub says it, the target ref
+    /// (`refs/heads/v1`). The first page only: the newest 50 are where a re-run's PR is.
+    pub async fn open_pull_requests(&self) -> Result<Vec<OpenPr>, Failure> {
+        #[derive(Deserialize)]
+        struct Listing {
+            #[serde(default)]
+            discussions: Vec<OpenPr>,
+        }
+        let mut url = self.url(&["discussions"])?;
+        url.set_query(Some("type=pull_request&status=open"));
+        let answer = self.send(Method::GET, url, None).await?;
+        if !(200..300).contains(&answer.status) {
+            return Err(self.refused(&answer));
+        }
+        let listing: Listing = self.json(&answer)?;
+        Ok(listing
+            .discussions
+            .into_iter()
+            .filter(|d| d.is_pull_request && d.status == "open")
+            .collect())
     }
 
     /// Create `branch` at `start` (a branch or a commit; `main` when `None`).

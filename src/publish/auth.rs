@@ -114,26 +114,70 @@ pub fn resolve_token(
     Ok(None)
 }
 
-/// Removes a secret from text that is about to be shown.
+/// Removes secrets from text that is about to be shown: the token, and the password of an
+/// endpoint URL (`https://user:pass@host`) as written and as percent-decoded.
 #[derive(Clone, Default)]
 pub struct Redactor {
-    secret: Option<String>,
+    secrets: Vec<String>,
 }
 
 impl Redactor {
     pub fn new(token: Option<&Token>) -> Self {
         Redactor {
             // A very short "token" would redact ordinary words; real tokens are long.
-            secret: token.map(|t| t.0.clone()).filter(|t| t.len() >= 4),
+            secrets: token
+                .map(|t| t.0.clone())
+                .filter(|t| t.len() >= 4)
+                .into_iter()
+                .collect(),
         }
     }
 
+    /// Also hide the password that `endpoint` carries, if any.
+    pub fn with_endpoint(mut self, endpoint: &str) -> Self {
+        if let Ok(url) = reqwest::Url::parse(endpoint)
+            && let Some(password) = url.password().filter(|p| !p.is_empty())
+        {
+            let decoded = percent_decode(password);
+            self.secrets.push(password.to_string());
+            if decoded != password {
+                self.secrets.push(decoded);
+            }
+        }
+        // Longest first, so that a secret holding another is replaced whole.
+        self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        self
+    }
+
     pub fn redact(&self, text: &str) -> String {
-        match &self.secret {
-            Some(s) => text.replace(s.as_str(), "***"),
-            None => text.to_string(),
+        self.secrets
+            .iter()
+            .fold(text.to_string(), |text, s| text.replace(s.as_str(), "***"))
+    }
+}
+
+/// `%41` as `A`; anything that does not decode to UTF-8 is kept as written.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
         }
     }
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
 }
 
 impl std::fmt::Debug for Redactor {
@@ -194,6 +238,17 @@ mod tests {
             r.redact("Bearer hf_secret_value failed"),
             "Bearer *** failed"
         );
+    }
+
+    #[test]
+    fn endpoint_passwords_are_redacted_as_written_and_decoded() {
+        let r = Redactor::new(None).with_endpoint("https://robot:p%40ss@hub.example");
+        assert_eq!(
+            r.redact("GET https://robot:p%40ss@hub.example/api failed; password p@ss"),
+            "GET https://robot:***@hub.example/api failed; password ***"
+        );
+        let plain = Redactor::new(None).with_endpoint("https://hub.example");
+        assert_eq!(plain.redact("robot:x@h"), "robot:x@h");
     }
 
     #[test]

@@ -1,25 +1,22 @@
-//! Committing a [`CommitPlan`]. One commit goes straight to its branch (each commit is atomic).
-//! Several commits are staged on a branch of their own, `kbuild-staging-<branch>-<base>`, and the
-//! branch is then moved to the staged head in one step: `kernels` never sees half a build.
+//! Committing a [`CommitPlan`]. Every publish ends in one compare-and-swap step on its branch
+//! ([`land`](super::land)): a commit that the Hub refuses if the branch moved since it was read,
+//! after which the build is compared with the new head and tried again. A plan of several
+//! commits is first staged on a branch of its own, `kbuild-staging-<branch>-<build>-<base>`
+//! (named after the build and the commit it starts from, so concurrent runs of different builds
+//! never share one, and a re-run of the same build on the same base continues from what an
+//! interrupted run staged); `main` is staged like any other branch.
 //!
-//! The staging branch is named after the commit it starts from, so a re-run on the same base
-//! continues from what an interrupted run staged, and one on another base (the branch moved
-//! meanwhile) starts over and removes the stale staging branch.
-//!
-//! Moving an existing branch: the Hub has no "set branch to commit", so the branch is deleted
-//! and created again at the staged head; between the two requests it is absent (never mixed).
-//! A `kbuild-moving-<branch>` marker at the staged head is set before the delete, so a re-run
-//! after a move that lost the branch recreates it there, with everything it held. With
-//! `--create-pr` the pull request is the staging area.
+//! Branches are never deleted to move them, so an interrupted publish (Ctrl-C, a kill, a lost
+//! connection) leaves the branch at the old build or the new one. Older kbuild versions moved
+//! a branch by deleting and recreating it behind a `kbuild-moving-<branch>` marker;
+//! [`restore_moved`] still finishes such a move. With `--create-pr` the pull request is the
+//! staging area.
 
-use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-
-use super::compare::{Batch, CommitPlan};
+use super::batch::{Message, commit_batch, request, summary, undo};
+use super::compare::{CommitPlan, Goal};
 use super::error::PublishError;
-use super::hub::{Change, CommitRequest, Landed, Remote};
+use super::hub::Remote;
+use super::land::{Landing, Outcome, land};
 use super::settings::PublishSettings;
 use super::summary::CommitSummary;
 use crate::report::Reporter;
@@ -27,46 +24,61 @@ use crate::report::Reporter;
 /// Where a commit plan's commits go.
 pub(super) struct Target<'a> {
     pub branch: &'a str,
-    /// Current head of the branch (or of `main`, which a new branch starts from).
+    /// Current head of the branch; `None` when it does not exist yet.
     pub head: Option<String>,
-    /// The branch does not exist yet.
-    pub is_new: bool,
+    /// Current head of `main`, which a new branch starts from.
+    pub main: Option<String>,
 }
 
-/// Title and description of the commits.
-pub(super) struct Message<'a> {
-    pub title: &'a str,
-    pub description: &'a str,
-}
-
-/// Commit `plan` to `target`: directly when it fits one commit (or goes to a pull request, or
-/// to `main`, which the Hub never lets go), staged and moved in one step otherwise.
+/// Commit `plan` (the build `goal` compared with `target`): to one pull request with
+/// `--create-pr`, otherwise staged when it needs several commits and landed in one step.
 pub(super) async fn commit_plan(
     remote: &Remote<'_>,
     reporter: &dyn Reporter,
     s: &PublishSettings,
     plan: &CommitPlan<'_>,
+    goal: &Goal,
     target: Target<'_>,
     message: &Message<'_>,
 ) -> Result<Vec<CommitSummary>, PublishError> {
-    let several = plan.batches.len() > 1;
-    match &target.head {
-        Some(base) if several && !s.create_pr && target.branch != "main" => {
-            let base = base.clone();
-            staged(remote, reporter, s, plan, &target, &base, message).await
+    if s.create_pr {
+        let reused = reuse_pull_request(remote, reporter, s, goal, target.branch, message);
+        if let Some(done) = reused.await? {
+            return Ok(done);
         }
-        _ => direct(remote, reporter, s, plan, target, message).await,
+        return pull_request(remote, reporter, plan, target, message).await;
+    }
+    let base = target.head.clone().or_else(|| target.main.clone());
+    let landing = Landing {
+        branch: target.branch,
+        goal,
+        head: target.head,
+        main: target.main,
+        staged: None,
+    };
+    match base {
+        Some(base) if plan.batches.len() > 1 => {
+            staged(remote, reporter, s, plan, landing, &base, message).await
+        }
+        _ => {
+            let outcome = land(remote, reporter, landing, plan.changes, message).await?;
+            Ok(outcome.commit.into_iter().collect())
+        }
     }
 }
 
-/// `kbuild-staging-v1-0123456789ab`.
-fn staging_name(branch: &str, base: &str) -> String {
-    format!("{}{}", staging_prefix(branch), &base[..base.len().min(12)])
+/// `kbuild-staging-v1-<build>-<base>`, each 12 hex digits.
+fn staging_name(branch: &str, build: &str, base: &str) -> String {
+    format!(
+        "{}{}",
+        staging_prefix(branch, build),
+        &base[..base.len().min(12)]
+    )
 }
 
-/// What every staging branch of `branch` starts with, whatever its base.
-fn staging_prefix(branch: &str) -> String {
-    format!("kbuild-staging-{branch}-")
+/// What every staging branch of this build for `branch` starts with, whatever its base.
+fn staging_prefix(branch: &str, build: &str) -> String {
+    format!("kbuild-staging-{branch}-{}-", &build[..build.len().min(12)])
 }
 
 /// `kbuild-moving-v1`: set to the complete staged head before an existing branch is deleted
@@ -102,10 +114,15 @@ pub(super) async fn restore_moved(
         &format!("branch `{branch}` from `{marker}` (an earlier move lost it)"),
     );
     remote.create_branch(branch, Some(&head)).await?;
-    // The move is done: its staging branch and the marker have served.
-    let prefix = staging_prefix(branch);
-    let staged = refs.branches.keys().filter(|n| n.starts_with(&prefix));
-    remove_branches(remote, reporter, staged.chain([&marker])).await;
+    // The move is done: its staging branch (named `kbuild-staging-<branch>-<base>` then) and
+    // the marker have served.
+    let prefix = format!("kbuild-staging-{branch}-");
+    let staged = refs
+        .branches
+        .iter()
+        .filter(|(n, h)| n.starts_with(&prefix) && **h == head);
+    let staged: Vec<&String> = staged.map(|(n, _)| n).collect();
+    remove_branches(remote, reporter, staged.into_iter().chain([&marker])).await;
     Ok(Some(head))
 }
 
@@ -124,21 +141,23 @@ async fn remove_branches(
 }
 
 /// Commit `plan` on a staging branch started at `base` (or continue the one an interrupted run
-/// left), then move `target`'s branch to it.
+/// of this build left), then land the build on the branch.
 async fn staged(
     remote: &Remote<'_>,
     reporter: &dyn Reporter,
     s: &PublishSettings,
     plan: &CommitPlan<'_>,
-    target: &Target<'_>,
+    mut landing: Landing<'_>,
     base: &str,
     message: &Message<'_>,
 ) -> Result<Vec<CommitSummary>, PublishError> {
-    let branch = target.branch;
-    let staging = staging_name(branch, base);
+    let branch = landing.branch;
+    let build = landing.goal.id();
+    let staging = staging_name(branch, &build, base);
     let refs = remote.refs().await?;
-    let prefix = staging_prefix(branch);
-    // A marker beside an existing branch is left from a move that finished without removing it.
+    // The same build staged on an older base: its commits are of no use on this one. Staging
+    // branches of other builds belong to runs that may be going on right now.
+    let prefix = staging_prefix(branch, &build);
     let marker = move_marker(branch);
     let stale_marker = refs.branches.contains_key(&marker).then_some(&marker);
     let stale = refs
@@ -185,94 +204,106 @@ async fn staged(
             }
         };
         head = landed.oid.clone().unwrap_or(head);
-        done.push(summary(branch, batch, landed));
+        done.push(summary(&staging, batch, landed));
     }
-    move_branch(remote, reporter, target, base, staging, &head).await?;
+    reporter.stage("Landing", &format!("the staged build on branch `{branch}`"));
+    landing.staged = Some(head);
+    let outcome = land(remote, reporter, landing, plan.changes, message)
+        .await
+        .map_err(|e| PublishError::Landing {
+            branch: branch.to_string(),
+            staging: staging.clone(),
+            source: Box::new(e),
+        })?;
+    remove_branches(remote, reporter, [&staging]).await;
+    let Outcome { commit, .. } = outcome;
+    done.extend(commit);
     Ok(done)
 }
 
-/// Move `target`'s branch from `base` to `head`, the staged commits, and remove the staging
-/// branch. An existing branch is deleted and created again, with the move marker set first.
-async fn move_branch(
-    remote: &Remote<'_>,
-    reporter: &dyn Reporter,
-    target: &Target<'_>,
-    base: &str,
-    staging: String,
-    head: &str,
-) -> Result<(), PublishError> {
-    let branch = target.branch;
-    let marker = move_marker(branch);
-    reporter.stage(
-        "Moving",
-        &format!("branch `{branch}` to the staged commits"),
-    );
-    let moving = |branch_gone, e| PublishError::Moving {
-        branch: branch.to_string(),
-        staging: staging.clone(),
-        branch_gone,
-        source: Box::new(e),
-    };
-    if !target.is_new {
-        let now = remote.refs().await?.branches.get(branch).cloned();
-        if now.as_deref() != Some(base) {
-            let e = PublishError::Conflict {
-                action: format!("moving `{branch}` on `{}`", remote.url()),
-                message: format!("`{branch}` changed while the build was staged"),
-            };
-            return Err(moving(false, e));
-        }
-        remote
-            .create_branch(&marker, Some(head))
-            .await
-            .map_err(|e| moving(false, e))?;
-        remote
-            .delete_branch(branch)
-            .await
-            .map_err(|e| moving(false, e))?;
-    }
-    remote
-        .create_branch(branch, Some(head))
-        .await
-        .map_err(|e| moving(!target.is_new, e))?;
-    let leftovers = [Some(&staging), (!target.is_new).then_some(&marker)];
-    remove_branches(remote, reporter, leftovers.into_iter().flatten()).await;
-    Ok(())
-}
-
-/// Commit `plan` straight to `target`'s branch (or to one pull request with `--create-pr`).
-async fn direct(
+/// With `--create-pr`, a re-run goes on in the pull request an earlier run opened (open, same
+/// title, same branch) instead of opening another: the build is compared with that PR's head and
+/// only what differs is committed to it. `None` when there is no such pull request.
+async fn reuse_pull_request(
     remote: &Remote<'_>,
     reporter: &dyn Reporter,
     s: &PublishSettings,
+    goal: &Goal,
+    branch: &str,
+    message: &Message<'_>,
+) -> Result<Option<Vec<CommitSummary>>, PublishError> {
+    let Some((pr, head)) = remote.open_pull_request(branch, message.title).await? else {
+        return Ok(None);
+    };
+    let revision = format!("refs/pr/{}", pr.num);
+    let url = format!("{}/discussions/{}", remote.url(), pr.num);
+    let changes = goal.diff(&remote.files(&revision).await?);
+    let plan = CommitPlan::new(&changes, s.limits);
+    if plan.is_empty() {
+        reporter.info(&format!(
+            "{:>12} pull request {url} already holds this build: no commit made",
+            "Up to date"
+        ));
+        let unchanged = CommitSummary {
+            revision: branch.to_string(),
+            oid: Some(head),
+            files: 0,
+            bytes: 0,
+            pr_url: Some(url),
+            pr_num: Some(pr.num),
+        };
+        return Ok(Some(vec![unchanged]));
+    }
+    reporter.stage("Updating", &format!("pull request {url}"));
+    let mut parent = Some(head);
+    let mut done = Vec::new();
+    for (i, batch) in plan.batches.iter().enumerate() {
+        let landed = {
+            let at = (i, plan.batches.len());
+            let request = request(&revision, batch, message, at, parent.as_deref(), false);
+            commit_batch(remote, reporter, &request, batch).await?
+        };
+        parent = landed.oid.clone();
+        let mut c = summary(branch, batch, landed);
+        (c.pr_url, c.pr_num) = (Some(url.clone()), Some(pr.num));
+        done.push(c);
+    }
+    Ok(Some(done))
+}
+
+/// Commit `plan` to one pull request against `target`'s branch (created first when new).
+async fn pull_request(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
     plan: &CommitPlan<'_>,
     target: Target<'_>,
     message: &Message<'_>,
 ) -> Result<Vec<CommitSummary>, PublishError> {
     let batches = &plan.batches;
-    if target.is_new {
+    let is_new = target.head.is_none();
+    if is_new {
         reporter.stage("Creating", &format!("branch `{}`", target.branch));
         remote.create_branch(target.branch, None).await?;
     }
-    let mut head = target.head;
+    let mut head = target.head.or(target.main);
     let mut revision = target.branch.to_string();
     let mut pr_opened = false;
     let mut done = Vec::new();
     for (i, batch) in batches.iter().enumerate() {
-        let open_pr = s.create_pr && !pr_opened;
+        let open_pr = !pr_opened;
         let mut request = request(
             &revision,
             batch,
             message,
             (i, batches.len()),
             head.as_deref(),
-            !s.create_pr,
+            false,
         );
         request.create_pr = open_pr;
         let landed = match commit_batch(remote, reporter, &request, batch).await {
             Ok(landed) => landed,
             Err(e) => {
-                let (branch, is_new, total) = (target.branch, target.is_new, batches.len());
+                let (branch, total) = (target.branch, batches.len());
                 return Err(undo(remote, reporter, branch, is_new, i, total, e).await);
             }
         };
@@ -293,115 +324,6 @@ async fn direct(
     Ok(done)
 }
 
-fn request<'a>(
-    revision: &'a str,
-    batch: &Batch<'a>,
-    message: &Message<'_>,
-    (i, total): (usize, usize),
-    parent: Option<&'a str>,
-    check_parent: bool,
-) -> CommitRequest<'a> {
-    let mut changes: Vec<Change> = batch.deletes.iter().map(|p| Change::Delete(p)).collect();
-    changes.extend(batch.uploads.iter().map(|f| Change::Upload(f)));
-    CommitRequest {
-        revision,
-        changes,
-        message: if total > 1 {
-            format!("{} [{}/{total}]", message.title, i + 1)
-        } else {
-            message.title.to_string()
-        },
-        description: message.description.to_string(),
-        parent,
-        check_parent,
-        create_pr: false,
-    }
-}
-
-async fn commit_batch(
-    remote: &Remote<'_>,
-    reporter: &dyn Reporter,
-    request: &CommitRequest<'_>,
-    batch: &Batch<'_>,
-) -> Result<Landed, PublishError> {
-    let counter = Arc::new(AtomicU64::new(0));
-    let commit = remote.commit(request, Arc::clone(&counter));
-    with_progress(commit, &counter, reporter, batch.bytes()).await
-}
-
-fn summary(revision: &str, batch: &Batch<'_>, landed: Landed) -> CommitSummary {
-    CommitSummary {
-        revision: revision.to_string(),
-        oid: landed.oid,
-        files: batch.uploads.len() + batch.deletes.len(),
-        bytes: batch.bytes(),
-        pr_url: landed.pr_url,
-        pr_num: landed.pr_num,
-    }
-}
-
-/// After a failed commit: remove a branch this run created (so nothing half-published stays
-/// visible), or report how far an existing branch got.
-async fn undo(
-    remote: &Remote<'_>,
-    reporter: &dyn Reporter,
-    branch: &str,
-    is_new: bool,
-    committed: usize,
-    total: usize,
-    error: PublishError,
-) -> PublishError {
-    if is_new {
-        match remote.delete_branch(branch).await {
-            Ok(()) => {
-                return PublishError::RolledBack {
-                    action: "publishing".into(),
-                    branch: branch.to_string(),
-                    source: Box::new(error),
-                };
-            }
-            Err(e) => reporter.warn(&format!("could not remove the new branch `{branch}`: {e}")),
-        }
-    }
-    if committed > 0 {
-        return PublishError::Partial {
-            committed,
-            total,
-            branch: branch.to_string(),
-            source: Box::new(error),
-        };
-    }
-    error
-}
-
-/// Drive a commit while forwarding hf-hub's byte count to the progress bar.
-async fn with_progress<T>(
-    commit: impl Future<Output = Result<T, PublishError>>,
-    counter: &AtomicU64,
-    reporter: &dyn Reporter,
-    bytes: u64,
-) -> Result<T, PublishError> {
-    tokio::pin!(commit);
-    let mut reported = 0u64;
-    loop {
-        tokio::select! {
-            out = &mut commit => {
-                if out.is_ok() {
-                    reporter.add_bytes(bytes.saturating_sub(reported));
-                }
-                return out;
-            }
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                let now = counter.load(Ordering::Relaxed).min(bytes);
-                if now > reported {
-                    reporter.add_bytes(now - reported);
-                    reported = now;
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,8 +331,8 @@ mod tests {
     #[test]
     fn staging_branches_are_named_after_the_branch_and_the_base_commit() {
         assert_eq!(
-            staging_name("v2", "0123456789abcdef0123"),
-            "kbuild-staging-v2-0123456789ab"
+            staging_name("v2", "fedcba9876543210", "0123456789abcdef0123"),
+            "kbuild-staging-v2-fedcba987654-0123456789ab"
         );
     }
 }

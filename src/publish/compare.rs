@@ -117,6 +117,34 @@ impl Changes {
     }
 }
 
+/// What a branch must hold after a publish: these files, and nothing else under `prefixes`.
+#[derive(Debug, Clone, Default)]
+pub struct Goal {
+    pub files: Vec<LocalFile>,
+    pub prefixes: Vec<String>,
+}
+
+impl Goal {
+    /// The changes that make `remote` hold the goal.
+    pub fn diff(&self, remote: &BTreeMap<String, RemoteFile>) -> Changes {
+        Changes::diff(self.files.clone(), remote, &self.prefixes)
+    }
+
+    /// 16 hex digits naming the goal: the same for the same files under the same prefixes,
+    /// whatever the branch holds.
+    pub fn id(&self) -> String {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        for f in &self.files {
+            h.update(format!("{}\0{}\0", f.repo_path, f.sha256));
+        }
+        for p in &self.prefixes {
+            h.update(format!("{p}\0"));
+        }
+        hex::encode(&h.finalize()[..8])
+    }
+}
+
 /// Changes split into commits, once: what `--dry-run` reports is what the commit stage makes.
 #[derive(Debug)]
 pub struct CommitPlan<'a> {

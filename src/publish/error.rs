@@ -18,6 +18,8 @@ pub enum PublishError {
     NoRepo,
     #[error("`{repo}` is not a repository id")]
     InvalidRepoId { repo: String },
+    #[error("`{branch}` is not a branch name the Hub accepts: {why}")]
+    InvalidBranch { branch: String, why: &'static str },
     #[error("no build variants in `{}`", dir.display())]
     NoVariants { dir: PathBuf },
     #[error("no variant `{name}` in the build directory")]
@@ -125,13 +127,21 @@ pub enum PublishError {
         #[source]
         source: Box<PublishError>,
     },
-    /// Every commit is staged, but moving the branch to them failed.
-    #[error("the build is complete on `{staging}`, but moving `{branch}` to it failed")]
-    Moving {
+    /// Every commit is staged, but landing the build on the branch failed (it is unchanged).
+    #[error(
+        "the build is complete on `{staging}`, but landing it on `{branch}` failed: `{branch}` is unchanged"
+    )]
+    Landing {
         branch: String,
         staging: String,
-        /// `branch` was deleted before the failure (it is recreated from `staging` on a re-run).
-        branch_gone: bool,
+        #[source]
+        source: Box<PublishError>,
+    },
+    /// Other publishes moved the branch every time this one tried to land.
+    #[error("`{branch}` moved {rebases} times while this build was being published: gave up")]
+    Raced {
+        branch: String,
+        rebases: usize,
         #[source]
         source: Box<PublishError>,
     },
@@ -156,6 +166,7 @@ impl Hint for PublishError {
             Runtime { .. } => "the system refused kbuild threads or file descriptors: check `ulimit -u` and `ulimit -n`".into(),
             NoRepo => "pass `--repo org/name`, or set `repo-id` under `[general.hub]` in build.toml".into(),
             InvalidRepoId { .. } => "a repository id is `org/name` (letters, digits, `-`, `_`, `.`)".into(),
+            InvalidBranch { .. } => "pass `--branch` a git branch name such as `v1` or `release/v1` (or set `branch` under `[general.hub]` in build.toml)".into(),
             NoVariants { .. } => "run `kbuild build` first, or point `--build-dir` at a build directory".into(),
             UnknownVariant { available, .. } => format!("variants here: {}", available.join(", ")),
             ReadBuild { .. } => "check that the build directory exists and is readable".into(),
@@ -184,8 +195,8 @@ impl Hint for PublishError {
             Partial { .. } => "each commit is atomic; re-run `kbuild publish` to upload the rest (unchanged files are skipped)".into(),
             RolledBack { source, .. } => source.hint()?,
             Staged { branch, .. } => format!("re-run `kbuild publish`: it continues from the staged commits, then moves `{branch}` in one step"),
-            Moving { branch, branch_gone: true, .. } => format!("`{branch}` is missing until the move is done: re-run `kbuild publish` to recreate it"),
-            Moving { .. } => "re-run `kbuild publish` to move the branch (the staged commits are reused)".into(),
+            Landing { .. } => "re-run `kbuild publish` to land the build (the staged commits are reused)".into(),
+            Raced { branch, .. } => format!("other publishes to `{branch}` are going on: re-run `kbuild publish` once they are done (it compares with whatever they left)"),
             BadToken { .. } => "copy the token again from https://huggingface.co/settings/tokens (it is `hf_` followed by letters and digits), or run `hf auth login`".into(),
         })
     }

@@ -1,4 +1,4 @@
-//! The Hub side: metadata calls through `api`, commits through the hf-hub crate, every call
+//! The Hub side: metadata calls through `api`, commits through `upload`, every call
 //! retried by `retry`, and every failure turned into a `PublishError` that names the action
 //! and the endpoint, never the token.
 //!
@@ -7,29 +7,29 @@
 //! opened since) is checked for exactly these changes, so a lost answer is neither a false
 //! conflict nor a second pull request.
 //!
-//! Uploads: hf-hub asks `preupload` which files are LFS. It uploads LFS files only through Xet;
-//! when the server's LFS batch answer does not choose `xet` (a server without Xet, like
-//! kbuild-hub-server), hf-hub sends those files inline (base64) in the commit instead.
+//! Uploads (`upload`): `preupload` says which files are LFS; those go by the Git LFS `basic`
+//! transfer, streamed from disk, and the commit names them by sha256. hf-hub's commit is not
+//! used: it drops `Retry-After` on 502/503, and without Xet it sends LFS files inline (base64)
+//! in the commit, holding each whole in memory several times over.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use hf_hub::progress::{Progress, ProgressEvent, ProgressHandler, UploadEvent};
-use hf_hub::repository::{AddSource, CommitOperation};
-use hf_hub::{HFClient, HFError, HFRepository, RepoType as _, RepoTypeAny};
+use hf_hub::{RepoType as _, RepoTypeAny};
 
-use super::api::{Api, Refs, transport_failure};
+use super::api::{Api, OpenPr, Refs};
 use super::auth::{Redactor, Token};
 use super::compare::{RemoteFile, same_content};
 use super::error::PublishError;
 use super::retry::{Failure, FailureKind, GaveUp, RetryPolicy, retry};
+use super::upload;
+pub use super::upload::{Change, CommitRequest, Landed};
 use crate::report::Reporter;
 
 /// A connection to one repository.
 pub struct Remote<'r> {
     api: Api,
-    repo: HFRepository<RepoTypeAny>,
     kind: RepoTypeAny,
     repo_id: String,
     endpoint: String,
@@ -37,34 +37,6 @@ pub struct Remote<'r> {
     redactor: Redactor,
     policy: RetryPolicy,
     reporter: &'r dyn Reporter,
-}
-
-/// One change of a commit.
-pub enum Change<'a> {
-    Upload(&'a super::local::LocalFile),
-    Delete(&'a str),
-}
-
-/// What one commit carries.
-pub struct CommitRequest<'a> {
-    pub revision: &'a str,
-    pub changes: Vec<Change<'a>>,
-    pub message: String,
-    pub description: String,
-    /// The head the commit goes on top of (of `revision`, or of the branch a PR is opened
-    /// against); tells a landed commit from an unchanged branch after a lost answer.
-    pub parent: Option<&'a str>,
-    /// Ask the server to refuse the commit when `revision` is no longer at `parent`.
-    pub check_parent: bool,
-    pub create_pr: bool,
-}
-
-/// A commit the Hub holds.
-#[derive(Debug, Clone)]
-pub struct Landed {
-    pub oid: Option<String>,
-    pub pr_num: Option<u64>,
-    pub pr_url: Option<String>,
 }
 
 impl<'r> Remote<'r> {
@@ -76,31 +48,17 @@ impl<'r> Remote<'r> {
         policy: RetryPolicy,
         reporter: &'r dyn Reporter,
     ) -> Result<Remote<'r>, PublishError> {
-        let redactor = Redactor::new(token);
+        let redactor = Redactor::new(token).with_endpoint(endpoint);
         let http = reqwest::Client::builder()
             .user_agent(format!("kbuild/{}; hf-hub/1", env!("CARGO_PKG_VERSION")))
+            // No read timeout: it would cap a slow upload's whole time. Metadata calls have a
+            // timeout each; uploads one on silence (`upload::within_idle`).
             .connect_timeout(policy.request_timeout)
-            .read_timeout(policy.upload_timeout)
             .build()
             .map_err(|e| PublishError::Network {
                 action: "setting up the HTTP client".into(),
                 message: redactor.redact(&e.to_string()),
             })?;
-        // Retries are kbuild's (see `retry`): hf-hub would resend a commit whose answer was lost.
-        let mut builder = HFClient::builder()
-            .endpoint(endpoint)
-            .client(http.clone())
-            .cache_enabled(false)
-            .retry_max_attempts(0);
-        if let Some(t) = token {
-            builder = builder.token(t.expose());
-        }
-        let client = builder.build().map_err(|e| PublishError::Hub {
-            action: format!("connecting to `{endpoint}`"),
-            message: redactor.redact(&e.to_string()),
-        })?;
-        let (owner, name) = hf_hub::split_id(repo_id);
-        let repo = client.repository(kind, owner, name);
         let api = Api::new(
             http,
             endpoint,
@@ -111,7 +69,6 @@ impl<'r> Remote<'r> {
         );
         Ok(Remote {
             api,
-            repo,
             kind,
             repo_id: repo_id.to_string(),
             endpoint: endpoint.to_string(),
@@ -122,14 +79,14 @@ impl<'r> Remote<'r> {
         })
     }
 
-    /// The repository's web URL.
+    /// The repository's web URL, without the endpoint's password.
     pub fn url(&self) -> String {
-        format!(
+        self.redactor.redact(&format!(
             "{}/{}{}",
             self.endpoint,
             hf_hub::RepoType::url_prefix(&self.kind),
             self.repo_id
-        )
+        ))
     }
 
     /// One metadata call with retries; failures name `action` and the repository URL.
@@ -158,6 +115,35 @@ impl<'r> Remote<'r> {
         self.metadata("listing branches", || self.api.refs()).await
     }
 
+    /// The open pull request against `branch` that a run with this commit `title` opened
+    /// (a PR of several commits is titled after its first, `TITLE [1/N]`), with its head.
+    pub async fn open_pull_request(
+        &self,
+        branch: &str,
+        title: &str,
+    ) -> Result<Option<(OpenPr, String)>, PublishError> {
+        let prs = self
+            .metadata("listing open pull requests", || {
+                self.api.open_pull_requests()
+            })
+            .await?;
+        let target = format!("refs/heads/{branch}");
+        let first_of_many = format!("{title} [1/");
+        let Some(pr) = prs.into_iter().find(|pr| {
+            (pr.title == title || pr.title.starts_with(&first_of_many))
+                && pr.target_branch.as_ref().is_none_or(|t| *t == target)
+        }) else {
+            return Ok(None);
+        };
+        let head = self
+            .refs()
+            .await?
+            .pull_requests
+            .get(&format!("refs/pr/{}", pr.num))
+            .cloned();
+        Ok(head.map(|h| (pr, h)))
+    }
+
     /// Every file at `rev` with its git oid and size.
     pub async fn files(&self, rev: &str) -> Result<BTreeMap<String, RemoteFile>, PublishError> {
         self.metadata(&format!("listing the files of `{rev}`"), || {
@@ -166,23 +152,77 @@ impl<'r> Remote<'r> {
         .await
     }
 
-    /// Create `branch` at `start` (`main` when `None`).
+    /// Create `branch` at `start` (`main` when `None`). An answer that went missing is settled
+    /// by the refs: a branch that now exists at `start` was created.
     pub async fn create_branch(
         &self,
         branch: &str,
         start: Option<&str>,
     ) -> Result<(), PublishError> {
-        self.metadata(&format!("creating branch `{branch}`"), || {
-            self.api.create_branch(branch, start)
-        })
-        .await
+        let action = format!("creating branch `{branch}`");
+        let created = |refs: &Refs| {
+            // `start` names a branch or a commit.
+            let wanted = match start {
+                Some(s) => refs.branches.get(s).map_or(s, String::as_str),
+                None => refs.branches.get("main").map_or("", String::as_str),
+            };
+            refs.branches.get(branch).map(String::as_str) == Some(wanted)
+        };
+        self.settled(&action, || self.api.create_branch(branch, start), created)
+            .await
     }
 
+    /// Delete `branch`; after a lost answer, a branch that is gone was deleted.
     pub async fn delete_branch(&self, branch: &str) -> Result<(), PublishError> {
-        self.metadata(&format!("deleting branch `{branch}`"), || {
-            self.api.delete_branch(branch)
-        })
-        .await
+        let action = format!("deleting branch `{branch}`");
+        let gone = |refs: &Refs| !refs.branches.contains_key(branch);
+        self.settled(&action, || self.api.delete_branch(branch), gone)
+            .await
+    }
+
+    /// A branch change with retries; once an attempt may have taken effect (its answer was
+    /// lost), the refs are read before the next attempt and after the last, and `done` says
+    /// whether the change is there: a change that took effect is not a failure.
+    async fn settled<F, Fut>(
+        &self,
+        action: &str,
+        call: F,
+        done: impl Fn(&Refs) -> bool,
+    ) -> Result<(), PublishError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<(), Failure>>,
+    {
+        let action = format!("{action} on `{}`", self.url());
+        let unsure = AtomicBool::new(false);
+        let (unsure_ref, call, done) = (&unsure, &call, &done);
+        let result = retry(
+            &self.policy,
+            self.reporter,
+            &action,
+            None,
+            move || async move {
+                if unsure_ref.load(Ordering::Relaxed) && done(&self.api.refs().await?) {
+                    return Ok(());
+                }
+                call().await.inspect_err(|f| {
+                    if f.maybe_done() {
+                        unsure_ref.store(true, Ordering::Relaxed);
+                    }
+                })
+            },
+        )
+        .await;
+        match result {
+            Ok(()) => Ok(()),
+            Err(_)
+                if unsure.load(Ordering::Relaxed)
+                    && self.api.refs().await.is_ok_and(|r| done(&r)) =>
+            {
+                Ok(())
+            }
+            Err(gave_up) => Err(self.fail(action, gave_up)),
+        }
     }
 
     /// One atomic commit to `revision` (or a new pull request against it), retried; after an
@@ -235,50 +275,15 @@ impl<'r> Remote<'r> {
         }
     }
 
+    /// One attempt at the commit, cut off after `upload_timeout` without a byte moving.
     async fn send_commit(
         &self,
         request: &CommitRequest<'_>,
         uploaded: Arc<AtomicU64>,
     ) -> Result<Landed, Failure> {
-        let operations: Vec<CommitOperation> = request
-            .changes
-            .iter()
-            .map(|c| match c {
-                Change::Upload(f) => CommitOperation::Add {
-                    path_in_repo: f.repo_path.clone(),
-                    source: match &f.source {
-                        super::local::Source::Path(p) => AddSource::file(p.clone()),
-                        super::local::Source::Bytes(b) => AddSource::bytes(b.clone()),
-                    },
-                },
-                Change::Delete(p) => CommitOperation::delete(p.to_string()),
-            })
-            .collect();
-        let parent = request.parent.filter(|_| request.check_parent);
-        let info = self
-            .repo
-            .create_commit()
-            .operations(operations)
-            .commit_message(request.message.clone())
-            .commit_description(request.description.clone())
-            .revision(request.revision.to_string())
-            .create_pr(request.create_pr)
-            .maybe_parent_commit(parent.map(String::from))
-            .progress(Progress::new(ByteCounter(uploaded)))
-            .send()
-            .await
-            .map_err(|e| self.hf_failure(e))?;
-        let pr_num = info.pr_num.or_else(|| {
-            info.pr_url
-                .as_deref()
-                .and_then(|u| u.rsplit('/').next())
-                .and_then(|n| n.parse().ok())
-        });
-        Ok(Landed {
-            oid: info.commit_oid,
-            pr_num,
-            pr_url: info.pr_url,
-        })
+        let activity = upload::Activity::new(uploaded);
+        let attempt = upload::commit(&self.api, request, &activity);
+        upload::within_idle(attempt, &activity, self.policy.upload_timeout).await
     }
 
     /// Whether the Hub already holds `request`: its revision moved past the parent to a tree
@@ -337,25 +342,6 @@ impl<'r> Remote<'r> {
         Ok(found)
     }
 
-    fn hf_failure(&self, e: HFError) -> Failure {
-        let message = self.redactor.redact(&e.to_string());
-        match &e {
-            HFError::Request { source, .. } => {
-                transport_failure(source, self.policy.upload_timeout, &self.redactor)
-            }
-            HFError::RateLimited { retry_after, .. } => Failure {
-                kind: FailureKind::Status(429),
-                message,
-                retry_after: *retry_after,
-            },
-            _ => Failure {
-                kind: http_status(&e).map_or(FailureKind::Other, FailureKind::Status),
-                message,
-                retry_after: None,
-            },
-        }
-    }
-
     /// Turn the last failure of a step into a publish error, without the token.
     fn fail(&self, action: String, gave_up: GaveUp) -> PublishError {
         let GaveUp { last, attempts } = gave_up;
@@ -400,32 +386,4 @@ fn holds(tree: &BTreeMap<String, RemoteFile>, changes: &[Change<'_>]) -> bool {
             Change::Upload(f) => tree.get(&f.repo_path).is_some_and(|r| same_content(f, r)),
             Change::Delete(p) => !tree.contains_key(*p),
         })
-}
-
-fn http_status(e: &HFError) -> Option<u16> {
-    match e {
-        HFError::Http { context }
-        | HFError::AuthRequired { context }
-        | HFError::Forbidden { context }
-        | HFError::Conflict { context }
-        | HFError::RateLimited { context, .. } => Some(context.status.as_u16()),
-        HFError::RepoNotFound { context, .. }
-        | HFError::RevisionNotFound { context, .. }
-        | HFError::EntryNotFound { context, .. } => context.as_ref().map(|c| c.status.as_u16()),
-        _ => None,
-    }
-}
-
-/// Forwards hf-hub's upload byte counts to the publish loop.
-struct ByteCounter(Arc<AtomicU64>);
-
-impl ProgressHandler for ByteCounter {
-    fn on_progress(&self, event: &ProgressEvent) {
-        if let ProgressEvent::Upload(UploadEvent::Progress {
-            bytes_completed, ..
-        }) = event
-        {
-            self.0.fetch_max(*bytes_completed, Ordering::Relaxed);
-        }
-    }
 }

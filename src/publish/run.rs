@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use super::batch::Message;
 use super::card::Card;
-use super::commit::{Message, Target, commit_plan, move_marker, restore_moved};
-use super::compare::{Changes, CommitPlan};
+use super::commit::{Target, commit_plan, move_marker, restore_moved};
+use super::compare::{Changes, CommitPlan, Goal};
 use super::error::PublishError;
 use super::hub::Remote;
 use super::local::{self, LocalBuild, LocalFile};
@@ -38,6 +39,7 @@ pub async fn publish(
         .branch
         .clone()
         .unwrap_or_else(|| format!("v{}", build.version));
+    check_branch(&branch)?;
     let readme = card(&build, &s.repo_id, &branch)?;
     let hub = Session::connect(s, reporter)?;
     let compared = hub.compare(&build, branch, readme).await?;
@@ -55,9 +57,7 @@ pub async fn publish(
         return Ok(summary);
     }
     let heads = hub.ensure_repo(&compared.repo).await?;
-    summary.commits = hub
-        .commit(&build, &compared.repo.branch, heads, &plan)
-        .await?;
+    summary.commits = hub.commit(&build, &compared, heads, &plan).await?;
     report_commits(reporter, &summary.commits);
     Ok(summary)
 }
@@ -159,6 +159,10 @@ struct Compared {
     build: Changes,
     /// The card on `main`, when the branch is another.
     card: Changes,
+    /// What the branch must hold (what `build` was computed from).
+    build_goal: Goal,
+    /// What `main` must hold for the card.
+    card_goal: Goal,
 }
 
 impl Compared {
@@ -249,15 +253,28 @@ impl<'a> Session<'a> {
             Some(_) if repo.branch != "main" => self.remote.files(&repo.files_ref).await?,
             _ => main_files.clone(),
         };
-        let mut files = build.files.clone();
-        let card = if repo.branch == "main" {
-            files.push(readme);
-            Changes::default()
-        } else {
-            Changes::diff(vec![readme], &main_files, &[])
+        let mut build_goal = Goal {
+            files: build.files.clone(),
+            prefixes: build.prefixes.clone(),
         };
-        let build = Changes::diff(files, &base_files, &build.prefixes);
-        Ok(Compared { repo, build, card })
+        let card_goal = if repo.branch == "main" {
+            build_goal.files.push(readme);
+            Goal::default()
+        } else {
+            Goal {
+                files: vec![readme],
+                prefixes: Vec::new(),
+            }
+        };
+        let card = card_goal.diff(&main_files);
+        let build = build_goal.diff(&base_files);
+        Ok(Compared {
+            repo,
+            build,
+            card,
+            build_goal,
+            card_goal,
+        })
     }
 
     /// Whether the repository exists and where its branches are; a branch an earlier move lost
@@ -344,10 +361,11 @@ impl<'a> Session<'a> {
     async fn commit(
         &self,
         build: &LocalBuild,
-        branch: &str,
+        compared: &Compared,
         heads: Heads,
         plan: &PublishPlan<'_>,
     ) -> Result<Vec<CommitSummary>, PublishError> {
+        let branch = compared.repo.branch.as_str();
         let (remote, reporter, s) = (&self.remote, self.reporter, self.s);
         reporter.begin_bytes("Uploading", &format!("to {}", remote.url()), plan.bytes());
         let kernel = &build.variants[0].kernel_name;
@@ -362,27 +380,31 @@ impl<'a> Session<'a> {
         if !plan.build.is_empty() {
             let target = Target {
                 branch,
-                head: heads.branch.clone().or(heads.main.clone()),
-                is_new: heads.branch.is_none(),
+                head: heads.branch.clone(),
+                main: heads.main.clone(),
             };
             let message = Message {
                 title: &title,
                 description: &description,
             };
-            commits.extend(commit_plan(remote, reporter, s, &plan.build, target, &message).await?);
+            let goal = &compared.build_goal;
+            let made = commit_plan(remote, reporter, s, &plan.build, goal, target, &message);
+            commits.extend(made.await?);
         }
         if !plan.card.is_empty() {
             let target = Target {
                 branch: "main",
-                head: heads.main,
-                is_new: false,
+                head: heads.main.clone(),
+                main: heads.main,
             };
             let title = format!("Update kernel card for {kernel}");
             let message = Message {
                 title: &title,
                 description: &description,
             };
-            commits.extend(commit_plan(remote, reporter, s, &plan.card, target, &message).await?);
+            let goal = &compared.card_goal;
+            let made = commit_plan(remote, reporter, s, &plan.card, goal, target, &message);
+            commits.extend(made.await?);
         }
         Ok(commits)
     }
@@ -452,6 +474,49 @@ fn check_repo_id(repo: &str) -> Result<(), PublishError> {
     }
 }
 
+/// A branch name git and the Hub accept (`git check-ref-format --branch` rules, and not a
+/// full ref): checked before anything is created, so that a typo leaves no empty repository.
+fn check_branch(branch: &str) -> Result<(), PublishError> {
+    let segments = || branch.split('/');
+    let why = if branch.is_empty() {
+        Some("it is empty")
+    } else if branch.starts_with("refs/") {
+        Some("it is a full ref; give the branch name alone")
+    } else if branch.starts_with('-') {
+        Some("it starts with `-`")
+    } else if branch == "@" || branch.contains("@{") {
+        Some("it is `@` or holds `@{`")
+    } else if branch.contains("..") {
+        Some("it holds `..`")
+    } else if let Some(c) = branch
+        .chars()
+        .find(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(*c))
+    {
+        Some(match c {
+            ' ' => "it holds a space",
+            c if c.is_control() || c.is_whitespace() => "it holds a control or space character",
+            _ => "it holds one of `~ ^ : ? * [ \\`",
+        })
+    } else if segments().any(str::is_empty) {
+        Some("it starts or ends with `/` or holds `//`")
+    } else if segments().any(|p| p.starts_with('.') || p.ends_with(".lock")) {
+        Some("a part of it starts with `.` or ends with `.lock`")
+    } else if branch.ends_with('.') {
+        Some("it ends with `.`")
+    } else if branch.len() > 255 {
+        Some("it is longer than 255 bytes")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(PublishError::InvalidBranch {
+            branch: branch.to_string(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// `1.5 MiB`.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -477,6 +542,39 @@ mod tests {
         assert!(check_repo_id("org/ltx_kernels").is_ok());
         for bad in ["ltx", "org/", "/x", "a/b/c", "org/na me", "../x"] {
             assert!(check_repo_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn branch_names_follow_git_and_the_hub() {
+        for good in [
+            "v1",
+            "main",
+            "release/v1.2",
+            "kbuild-staging-v1-abc",
+            "pr_1",
+        ] {
+            assert!(check_branch(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "bad name",
+            "refs/heads/v1",
+            "a..b",
+            "v1.lock",
+            "-v1",
+            "x/",
+            "/x",
+            "a//b",
+            "v1~1",
+            "a:b",
+            "a\tb",
+            ".hidden",
+            "v1.",
+            "@",
+            "a@{1}",
+        ] {
+            assert!(check_branch(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -241,6 +241,56 @@ fn create_pr_opens_a_pull_request_instead_of_committing() {
 }
 
 #[test]
+fn create_pr_reruns_reuse_the_open_pull_request_and_a_closed_one_is_not_reused() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    publish_json(&hub, &build, &[]);
+    let variant = build.join(CPU_VARIANT);
+    let change = |text: &str| {
+        std::fs::write(variant.join("__init__.py"), text).unwrap();
+        redigest(&variant);
+    };
+    let pr_nums = |s: &Value| -> Vec<Value> {
+        s["commits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["pr_num"].clone())
+            .collect()
+    };
+    change("from ._ops import ops\n# one\n");
+    let first = publish_json(&hub, &build, &["--create-pr"]);
+    // One against `v1`, one for the card against `main`.
+    assert_eq!(pr_nums(&first), [json!(1), json!(2)], "{first}");
+    // The same build again, then a changed one: both go to the same pull requests.
+    let again = publish_json(&hub, &build, &["--create-pr"]);
+    assert_eq!(pr_nums(&again), [json!(1), json!(2)], "{again}");
+    assert_eq!(again["commits"][0]["files"], 0, "{again}");
+    assert_eq!(again["commits"][1]["files"], 0, "{again}");
+    change("from ._ops import ops\n# two\n");
+    let updated = publish_json(&hub, &build, &["--create-pr"]);
+    assert_eq!(pr_nums(&updated), [json!(1), json!(2)], "{updated}");
+    let init = format!("/kernels/org/relu/resolve/refs%2Fpr%2F1/build/{CPU_VARIANT}/__init__.py");
+    assert_eq!(
+        hub.request("GET", &init, b"").1,
+        "from ._ops import ops\n# two\n"
+    );
+    let (_, refs) = hub.request("GET", "/api/kernels/org/relu/refs?include_prs=1", b"");
+    let refs: Value = serde_json::from_str(&refs).unwrap();
+    assert_eq!(refs["pullRequests"].as_array().unwrap().len(), 2, "{refs}");
+
+    // Once closed, a re-run opens a new one (the card's is still open and reused).
+    let (status, body) = hub.request(
+        "POST",
+        "/api/kernels/org/relu/discussions/1/status",
+        br#"{"status": "closed"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let reopened = publish_json(&hub, &build, &["--create-pr"]);
+    assert_eq!(pr_nums(&reopened), [json!(3), json!(2)], "{reopened}");
+}
+
+#[test]
 fn dry_run_prints_the_plan_and_writes_nothing() {
     let hub = Hub::start(&[]);
     let (project, build) = project_with_variant();

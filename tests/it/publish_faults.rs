@@ -156,7 +156,7 @@ fn the_deadline_ends_the_retries_of_a_step() {
 fn a_hung_commit_is_retried_after_the_upload_timeout_and_lands_once() {
     let hub = Hub::start(&["--fail", "commit:hang,for=20s"]);
     let (_project, build) = project_with_variant();
-    let env = [("HF_TOKEN", TOKEN), ("KBUILD_HUB_UPLOAD_TIMEOUT", "1")];
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_HUB_UPLOAD_TIMEOUT", "3")];
     let run = hub
         .publish_with(&build, &["--repo", REPO, "--json"], &env)
         .success();
@@ -328,12 +328,12 @@ fn build_files(hub: &Hub) -> Vec<String> {
     files
 }
 
-/// A multi-commit publish to an existing branch moves it by deleting and recreating it (the
-/// Hub has no "set branch"). When the recreate keeps failing the branch is absent and the error
-/// says so; a re-run brings it back with everything it held before (variants published from
-/// elsewhere) plus the new build.
+/// Older kbuild versions moved a branch by deleting and recreating it, behind a
+/// `kbuild-moving-<branch>` marker at the staged head. A move that lost the branch is finished
+/// by the next publish: the branch comes back with everything it held (variants published
+/// from elsewhere) plus the new build.
 #[test]
-fn a_branch_lost_while_moving_is_named_and_a_rerun_restores_it_with_its_other_variants() {
+fn a_branch_an_older_kbuild_lost_while_moving_is_restored_with_its_other_variants() {
     let hub = Hub::start(&[]);
     let (project, build) = project_with_variant();
     let paths = [(project.path(), "[project]")];
@@ -347,21 +347,27 @@ fn a_branch_lost_while_moving_is_named_and_a_rerun_restores_it_with_its_other_va
             .iter()
             .all(|p| p.starts_with(&format!("build/{CPU_VARIANT}/")))
     );
-
-    // The other variant in several commits: staged (branch request 1 creates the staging
-    // branch, 2 the move marker), then `v1` deleted (3) and its recreation fails on every try.
-    hub.arm("branch:500:5:3");
+    // What an interrupted move of an older kbuild left: the marker, and no `v1`.
+    let refs = get_json(&hub, "/api/kernels/org/relu/refs");
+    let head = refs["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "v1")
+        .unwrap()["targetCommit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let body = serde_json::json!({"startingPoint": head}).to_string();
+    let marker = "/api/kernels/org/relu/branch/kbuild-moving-v1";
+    assert_eq!(hub.request("POST", marker, body.as_bytes()).0, 200);
+    assert_eq!(
+        hub.request("DELETE", "/api/kernels/org/relu/branch/v1", b"")
+            .0,
+        200
+    );
     let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", "2")];
     let args = ["--repo", REPO, "--variant", "torch-cpu"];
-    let run = hub.publish_with(&build, &args, &env);
-    assert!(!run.ok);
-    run.assert_no_token();
-    // `v1` is missing until the move is done: re-run `kbuild publish` to recreate it.
-    insta::assert_snapshot!(
-        "branch_lost_while_moving_stderr",
-        without_delays(&redacted(&run.stderr, &hub, &paths))
-    );
-    assert!(!branches(&hub).contains(&"v1".to_string()));
 
     // A dry run says what the re-run will do and does nothing.
     let mut dry = args.to_vec();
@@ -387,4 +393,145 @@ fn a_branch_lost_while_moving_is_named_and_a_rerun_restores_it_with_its_other_va
         "{:?}",
         branches(&hub)
     );
+}
+
+/// Branch requests (`POST`/`DELETE …/branch/…`) of a run, in order.
+fn branch_requests(hub: &Hub, from: usize) -> Vec<String> {
+    hub.log()[from..]
+        .iter()
+        .filter(|l| l.contains("/branch/"))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_lost_answer_to_a_branch_create_or_delete_that_took_effect_is_not_a_failure() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    write_second_variant(&build);
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", "4")];
+    // Learn which branch requests a staged publish makes, on a repository of its own.
+    let probe = hub
+        .publish_with(&build, &["--repo", "org/probe"], &env)
+        .success();
+    let calls = branch_requests(&hub, 0);
+    assert!(
+        calls.iter().any(|l| l.starts_with("POST "))
+            && calls.iter().any(|l| l.starts_with("DELETE ")),
+        "{calls:?}\n{}",
+        probe.stderr
+    );
+    // Then lose the answer to each of them in turn: every run succeeds, with the same tree.
+    let expected = get_json(&hub, "/api/kernels/org/probe/tree/v1?recursive=true");
+    for (i, call) in calls.iter().enumerate() {
+        let repo = format!("org/lost{i}");
+        let before = hub.log().len();
+        hub.arm(&format!("branch:lose-response:1:{i}"));
+        let run = hub.publish_with(&build, &["--repo", &repo], &env);
+        assert!(run.ok, "losing the answer to `{call}`:\n{}", run.stderr);
+        run.assert_no_token();
+        let lost: Vec<String> = branch_requests(&hub, before);
+        assert!(
+            lost.iter().any(|l| l.contains("[response lost]")),
+            "{lost:?}"
+        );
+        let tree = get_json(&hub, &format!("/api/kernels/{repo}/tree/v1?recursive=true"));
+        let paths = |t: &Value| -> Vec<String> {
+            t.as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["path"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(paths(&tree), paths(&expected), "losing `{call}`");
+        let left: Vec<String> = branches_of(&hub, &repo)
+            .into_iter()
+            .filter(|b| b.starts_with("kbuild-"))
+            .collect();
+        assert!(left.is_empty(), "losing `{call}` left {left:?}");
+    }
+}
+
+fn branches_of(hub: &Hub, repo: &str) -> Vec<String> {
+    get_json(hub, &format!("/api/kernels/{repo}/refs"))["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn retry_after_on_502_and_503_is_honoured_for_preupload_and_commit() {
+    let hub = Hub::start(&[
+        "--fail",
+        "preupload:502,retry-after=2",
+        "--fail",
+        "commit:503,retry-after=3",
+    ]);
+    let (_project, build) = project_with_variant();
+    let started = Instant::now();
+    let run = hub.publish(&build, &["--repo", REPO]).success();
+    let waits: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("retrying in"))
+        .collect();
+    assert_eq!(waits.len(), 2, "{}", run.stderr);
+    assert!(waits[0].contains("retrying in 2 s"), "{waits:?}");
+    assert!(waits[1].contains("retrying in 3 s"), "{waits:?}");
+    assert!(started.elapsed() >= Duration::from_secs(5));
+}
+
+#[test]
+fn a_slow_but_steady_upload_outlasts_the_upload_timeout() {
+    // 4 MiB/s: the 20 MiB extension takes about 5 s; the limit on silence is 3 s. (Loopback's
+    // socket buffers take the last few MiB at once: at this rate they drain well within 3 s.)
+    let hub = Hub::start(&["--read-rate", "4194304"]);
+    let project = tempfile::tempdir().unwrap();
+    let build = project.path().join("build");
+    let so: Vec<u8> = (0..20 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    crate::common::variant::write_variant(
+        &build,
+        &crate::common::variant::VariantSpec {
+            so: Some(so),
+            ..Default::default()
+        },
+    );
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_HUB_UPLOAD_TIMEOUT", "3")];
+    let started = Instant::now();
+    let run = hub.publish_with(&build, &["--repo", REPO, "--skip-check"], &env);
+    assert!(run.ok, "{}\n{:?}", run.stderr, hub.log());
+    assert!(!run.stderr.contains("timed out"), "{}", run.stderr);
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        hub.log()
+            .iter()
+            .filter(|l| l.starts_with("PUT /_lfs/"))
+            .count(),
+        1,
+        "one upload, no retry: {:?}",
+        hub.log()
+    );
+}
+
+#[test]
+fn a_staged_publish_uploads_each_large_file_once_and_lands_it_by_reference() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    write_second_variant(&build);
+    // Five commits of two files: staged, then landed on `v1` in one more commit.
+    let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", "2")];
+    hub.publish_with(&build, &["--repo", REPO], &env).success();
+    let log = hub.log();
+    let puts: Vec<&String> = log.iter().filter(|l| l.starts_with("PUT /_lfs/")).collect();
+    // The two extensions (binary: LFS), each sent once although two commits name it.
+    assert_eq!(puts.len(), 2, "{log:?}");
+    assert!(hub.commits_made() >= 6, "{log:?}");
 }

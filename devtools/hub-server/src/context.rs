@@ -24,6 +24,8 @@ pub struct State {
     pub page_size: usize,
     /// Request log (method, path, status: never headers, so never tokens).
     pub log: Mutex<Option<std::fs::File>>,
+    /// Read request bodies at this many bytes per second (a slow link), when set.
+    pub read_rate: Option<u64>,
 }
 
 /// A request being answered, with the store locked.

@@ -123,6 +123,8 @@ fn answer(state: &State, req: &Request<'_>, route: &Route, access: Access) -> Re
         Route::Refs { repo } => refs::list(&ctx, repo),
         Route::Branch { repo, branch } => refs::branch(&ctx, repo, branch),
         Route::Commits { repo, rev } => commit::history(&ctx, repo, rev),
+        Route::Discussions { repo } => refs::discussions(&ctx, repo),
+        Route::DiscussionStatus { repo, num } => refs::discussion_status(&ctx, repo, *num),
         Route::Tree { repo, rev, path } => tree::list(&ctx, repo, rev, path),
         Route::PathsInfo { repo, rev } => tree::paths_info(&ctx, repo, rev),
         Route::Preupload { repo, rev } => commit::preupload(&ctx, repo, rev),

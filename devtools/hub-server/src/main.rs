@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use clap::Parser;
-use tokio::net::TcpListener;
+use tokio::net::TcpSocket;
 
 use crate::context::State;
 use crate::policy::{Fault, Faults, Tokens};
@@ -51,7 +51,7 @@ struct Args {
     ///                              connection after DURATION (500ms, 30s, 2m; default 1h)
     ///   lose-response              do the work (a commit lands), close without answering
     /// CLASS is one of create, delete, info, refs, branch, tree, paths-info, preupload, commit,
-    /// commits, lfs, resolve, any. Faults are consulted in the order given, the first unspent
+    /// commits, discussions, lfs, resolve, any. Faults are consulted in the order given, the first unspent
     /// one of the request's class applies. Examples: `commit:500:2`, `commit:500:100:1` (the
     /// first commit lands, later ones fail), `refs:503,retry-after=5`, `commit:hang,for=30s`,
     /// `commit:lose-response:1:1`.
@@ -66,6 +66,10 @@ struct Args {
     /// Entries per page of paginated listings (tree, commits).
     #[arg(long, default_value_t = 1000)]
     page_size: usize,
+    /// Read every request body at this many bytes per second, like a slow link: uploads take
+    /// long but data keeps moving.
+    #[arg(long, value_name = "BYTES")]
+    read_rate: Option<u64>,
 }
 
 #[tokio::main]
@@ -86,7 +90,14 @@ async fn run(args: Args) -> std::io::Result<()> {
         .create(true)
         .append(true)
         .open(args.root.join("requests.log"))?;
-    let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, args.port))).await?;
+    let socket = TcpSocket::new_v4()?;
+    if args.read_rate.is_some() {
+        // A slow link holds little in flight: without this, loopback's large buffers would take
+        // a whole upload at once and the sender would see its data go nowhere.
+        socket.set_recv_buffer_size(64 * 1024)?;
+    }
+    socket.bind(SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)))?;
+    let listener = socket.listen(1024)?;
     let addr = listener.local_addr()?;
     let base_url = format!("http://{addr}");
     let state = Arc::new(State {
@@ -100,6 +111,7 @@ async fn run(args: Args) -> std::io::Result<()> {
         trusted_publishers: args.trusted_publishers,
         page_size: args.page_size.max(1),
         log: Mutex::new(Some(log)),
+        read_rate: args.read_rate.filter(|r| *r > 0),
     });
     println!("listening on {base_url}");
     use std::io::Write as _;

@@ -15,6 +15,7 @@ pub const CLASSES: &[&str] = &[
     "preupload",
     "commit",
     "commits",
+    "discussions",
     "lfs",
     "resolve",
     "any",

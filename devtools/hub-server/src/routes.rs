@@ -32,6 +32,10 @@ pub enum Route {
     Commit { repo: RepoId, rev: String },
     /// `GET /api/{kinds}/{owner}/{name}/commits/{rev}`
     Commits { repo: RepoId, rev: String },
+    /// `GET /api/{kinds}/{owner}/{name}/discussions?type=pull_request&status=open`
+    Discussions { repo: RepoId },
+    /// `POST /api/{kinds}/{owner}/{name}/discussions/{num}/status`: open or close a PR.
+    DiscussionStatus { repo: RepoId, num: u64 },
     /// `POST /{prefix}{owner}/{name}.git/info/lfs/objects/batch`
     LfsBatch { repo: RepoId },
     /// `PUT /_lfs/{oid}`: the upload action handed out by the batch endpoint.
@@ -100,6 +104,7 @@ impl Route {
             Route::Preupload { .. } => "preupload",
             Route::Commit { .. } => "commit",
             Route::Commits { .. } => "commits",
+            Route::Discussions { .. } | Route::DiscussionStatus { .. } => "discussions",
             Route::LfsBatch { .. } | Route::LfsUpload { .. } | Route::LfsVerify => "lfs",
             Route::Resolve { .. } => "resolve",
             Route::AdminFault => "admin",
@@ -118,6 +123,7 @@ impl Route {
                 | Route::LfsBatch { .. }
                 | Route::LfsUpload { .. }
                 | Route::LfsVerify
+                | Route::DiscussionStatus { .. }
         )
     }
 
@@ -132,6 +138,8 @@ impl Route {
             | Route::Preupload { repo, .. }
             | Route::Commit { repo, .. }
             | Route::Commits { repo, .. }
+            | Route::Discussions { repo }
+            | Route::DiscussionStatus { repo, .. }
             | Route::LfsBatch { repo }
             | Route::Resolve { repo, .. } => Some(repo),
             _ => None,
@@ -180,6 +188,11 @@ fn api_route(method: &Method, repo: RepoId, rest: &[&str]) -> Option<Route> {
         ["preupload", r] if post => Some(Route::Preupload { repo, rev: rev(r) }),
         ["commit", r] if post => Some(Route::Commit { repo, rev: rev(r) }),
         ["commits", r] if get => Some(Route::Commits { repo, rev: rev(r) }),
+        ["discussions"] if get => Some(Route::Discussions { repo }),
+        ["discussions", n, "status"] if post => Some(Route::DiscussionStatus {
+            repo,
+            num: n.parse().ok()?,
+        }),
         _ => None,
     }
 }

@@ -48,7 +48,10 @@ enum Unanswered {
 
 async fn answer(state: Arc<State>, req: hyper::Request<Incoming>) -> Result<Resp, Unanswered> {
     let (parts, body) = req.into_parts();
-    let body = body.collect().await.map_err(Unanswered::Body)?.to_bytes();
+    let body = match state.read_rate {
+        Some(rate) => read_slowly(body, rate).await?,
+        None => body.collect().await.map_err(Unanswered::Body)?.to_bytes(),
+    };
     let query = parts
         .uri
         .query()
@@ -76,6 +79,21 @@ async fn answer(state: Arc<State>, req: hyper::Request<Incoming>) -> Result<Resp
         }
         Reply::Lost { .. } => Err(Unanswered::Withheld),
     }
+}
+
+/// The whole body, read no faster than `rate` bytes per second: the sender sees a slow link
+/// (its writes wait) but never a silent one.
+async fn read_slowly(mut body: Incoming, rate: u64) -> Result<hyper::body::Bytes, Unanswered> {
+    let started = std::time::Instant::now();
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.map_err(Unanswered::Body)?.into_data() {
+            out.extend_from_slice(&data);
+        }
+        let due = std::time::Duration::from_secs_f64(out.len() as f64 / rate as f64);
+        tokio::time::sleep(due.saturating_sub(started.elapsed())).await;
+    }
+    Ok(out.into())
 }
 
 #[cfg(test)]
@@ -135,6 +153,7 @@ mod tests {
                 trusted_publishers: Vec::new(),
                 page_size: 1000,
                 log: Mutex::new(None),
+                read_rate: None,
             });
             std::thread::spawn(move || runtime.block_on(serve(listener, state)));
             let hub = TestHub { addr, _root: root };

@@ -150,6 +150,18 @@ pub struct RepoMeta {
     pub next_pr: u64,
     /// Full ref name (`refs/heads/main`, `refs/pr/1`) -> commit id.
     pub refs: BTreeMap<String, String>,
+    /// Pull requests by number: title, target branch, `open` or `closed`.
+    #[serde(default)]
+    pub pull_requests: BTreeMap<u64, PullRequest>,
+}
+
+/// What the Hub's discussions API says of a pull request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PullRequest {
+    pub title: String,
+    /// The branch it would merge into (short name).
+    pub target: String,
+    pub status: String,
 }
 
 /// A change inside a commit.
@@ -281,6 +293,7 @@ impl Store {
                 created_at: now(),
                 next_pr: 1,
                 refs,
+                pull_requests: BTreeMap::new(),
             },
         )
     }
@@ -380,6 +393,17 @@ impl Store {
         self.write_meta(repo, &meta)
     }
 
+    /// Open or close pull request `num`.
+    pub fn set_pr_status(&self, repo: &RepoId, num: u64, status: &str) -> Result<(), StoreError> {
+        let mut meta = self.meta(repo)?;
+        let pr = meta
+            .pull_requests
+            .get_mut(&num)
+            .ok_or_else(|| StoreError::RevisionNotFound(format!("refs/pr/{num}")))?;
+        pr.status = status.to_string();
+        self.write_meta(repo, &meta)
+    }
+
     /// Apply `ops` on top of the target ref's head and move the ref. Nothing changes on error.
     pub fn commit(
         &self,
@@ -420,8 +444,17 @@ impl Store {
         }
         let commit = self.write_commit(repo, vec![head.id.clone()], title, message, tree)?;
         meta.refs.insert(ref_name, commit.id.clone());
-        if pr_num.is_some() {
+        if let Some(num) = pr_num {
             meta.next_pr += 1;
+            let target = base_ref.trim_start_matches("refs/heads/").to_string();
+            meta.pull_requests.insert(
+                num,
+                PullRequest {
+                    title: title.to_string(),
+                    target,
+                    status: "open".into(),
+                },
+            );
         }
         self.write_meta(repo, &meta)?;
         Ok(Committed {

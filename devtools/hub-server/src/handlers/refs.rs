@@ -1,4 +1,5 @@
-//! Refs: listing branches (and PR refs), creating and deleting branches.
+//! Refs: listing branches (and PR refs), creating and deleting branches; pull requests as the
+//! discussions API lists them.
 
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -49,4 +50,41 @@ pub fn branch(ctx: &Ctx<'_>, repo: &RepoId, branch: &str) -> HandlerResult {
         )),
         Err(e) => Err(e),
     }
+}
+
+/// Pull requests, newest first, filtered by `status` (`open`, `closed`, `all`) as the Hub does.
+pub fn discussions(ctx: &Ctx<'_>, repo: &RepoId) -> HandlerResult {
+    let meta = ctx.store.meta(repo)?;
+    let wanted = ctx.req.param("status").unwrap_or("all");
+    let list: Vec<Value> = meta
+        .pull_requests
+        .iter()
+        .rev()
+        .filter(|(_, pr)| wanted == "all" || pr.status == wanted)
+        .map(|(num, pr)| {
+            json!({"num": num, "title": pr.title, "status": pr.status, "isPullRequest": true,
+                   "targetBranch": format!("refs/heads/{}", pr.target)})
+        })
+        .collect();
+    let closed = meta
+        .pull_requests
+        .values()
+        .filter(|pr| pr.status != "open")
+        .count();
+    let body = json!({"discussions": list, "count": list.len(), "start": 0,
+                      "numClosedDiscussions": closed});
+    Ok(json_resp(StatusCode::OK, &body))
+}
+
+/// `{"status": "open" | "closed"}`.
+pub fn discussion_status(ctx: &Ctx<'_>, repo: &RepoId, num: u64) -> HandlerResult {
+    let body = ctx.body_json()?;
+    let status = body["status"].as_str().unwrap_or_default();
+    if !matches!(status, "open" | "closed") {
+        return Err(StoreError::BadRequest(format!(
+            "`status` must be `open` or `closed`, not `{status}`"
+        )));
+    }
+    ctx.store.set_pr_status(repo, num, status)?;
+    Ok(json_resp(StatusCode::OK, &json!({})))
 }
