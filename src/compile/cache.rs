@@ -31,6 +31,20 @@ pub(crate) struct Manifest {
     key: String,
 }
 
+impl Manifest {
+    /// SHA-256 of the object, hex.
+    pub(crate) fn object_hash(&self) -> &str {
+        &self.object_hash
+    }
+
+    /// Every file the object was built from (source first) with its content hash.
+    pub(crate) fn deps(&self) -> impl Iterator<Item = (&Path, &str)> {
+        self.deps
+            .iter()
+            .map(|d| (d.path.as_path(), d.hash.as_str()))
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct Dep {
     path: PathBuf,
@@ -189,12 +203,22 @@ fn is_split_compile(arg: &std::ffi::OsStr) -> bool {
 }
 
 pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
+    argv_hash_with(job, spec, &|arg| std::borrow::Cow::Borrowed(arg))
+}
+
+/// [`argv_hash`] with every argument (and the working directory) passed through `normalize`
+/// first: the remote cache names the checkout's directories instead of spelling them.
+pub(crate) fn argv_hash_with(
+    job: &CompileJob,
+    spec: &CommandSpec,
+    normalize: &dyn for<'a> Fn(&'a [u8]) -> std::borrow::Cow<'a, [u8]>,
+) -> String {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(bytes);
     };
-    field(spec.program.as_os_str().as_encoded_bytes());
+    field(&normalize(spec.program.as_os_str().as_encoded_bytes()));
     let mut args = spec.args.iter();
     while let Some(arg) = args.next() {
         let arg = arg.as_os_str();
@@ -207,7 +231,7 @@ pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
         } else if arg == job.depfile.as_os_str() {
             field(b"<depfile>");
         } else {
-            field(arg.as_encoded_bytes());
+            field(&normalize(arg.as_encoded_bytes()));
         }
     }
     for (k, v) in &spec.env {
@@ -215,7 +239,7 @@ pub(crate) fn argv_hash(job: &CompileJob, spec: &CommandSpec) -> String {
         field(v.as_encoded_bytes());
     }
     if let Some(cwd) = &spec.cwd {
-        field(cwd.as_os_str().as_encoded_bytes());
+        field(&normalize(cwd.as_os_str().as_encoded_bytes()));
     }
     hex::encode(h.finalize())
 }
@@ -235,7 +259,7 @@ fn key(compiler_id: &str, argv_hash: &str, deps: &[Dep]) -> String {
     hex::encode(h.finalize())
 }
 
-fn hash_file(path: &Path) -> std::io::Result<String> {
+pub(crate) fn hash_file(path: &Path) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     let mut h = Sha256::new();
     std::io::copy(&mut file, &mut h)?;

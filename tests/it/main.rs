@@ -46,6 +46,7 @@ mod publish_links;
 mod publish_server;
 mod publish_verify;
 mod readme_snippets;
+mod remote_cache;
 mod selection;
 mod split_compile;
 mod stable_abi;
