@@ -4,6 +4,7 @@
 mod cache;
 mod command;
 mod depfile;
+mod dist;
 mod nvcc_steps;
 mod redis;
 mod remote;
@@ -59,6 +60,8 @@ pub struct CompileSettings {
     /// The remote object cache shared with other checkouts and machines, when configured
     /// (`KBUILD_REMOTE_CACHE`).
     pub remote: Option<RemoteSettings>,
+    /// sccache, to distribute C++ units over sccache-dist's build servers (`KBUILD_DIST`).
+    pub dist: Option<PathBuf>,
 }
 
 /// Which units ran a compiler and which came from the cache (labels, in job order).
@@ -212,8 +215,9 @@ pub fn compile_all(
 ) -> Result<CompileSummary, CompileError> {
     let cache = Cache::new(&settings.cache_dir);
     let remote = settings.remote.as_ref().map(RemoteCache::new).transpose()?;
+    let dist = (settings.dist.as_deref()).and_then(|sccache| dist::connect(sccache, reporter));
     let schedule = Schedule {
-        jobs: settings.jobs,
+        jobs: dist_jobs(settings, dist.as_ref(), reporter),
         jobserver: settings.jobserver.as_deref(),
         order: settings.order.clone(),
     };
@@ -221,6 +225,7 @@ pub fn compile_all(
         let caches = Caches {
             local: &cache,
             remote: remote.as_ref(),
+            dist: dist.as_ref().map(|d| d.sccache.as_path()),
         };
         compile_one(job, &caches, settings, reporter, cancel)
     });
@@ -256,6 +261,28 @@ pub fn compile_all(
     Ok(summary)
 }
 
+/// How many units run at once: with sccache-dist's servers their cores on top of ours, unless
+/// a jobserver (kbuild's nvcc steps) hands out the slots, which stay this machine's.
+fn dist_jobs(
+    settings: &CompileSettings,
+    dist: Option<&dist::Dist>,
+    reporter: &dyn Reporter,
+) -> usize {
+    let Some(dist) = dist else {
+        return settings.jobs;
+    };
+    let jobs = match settings.jobserver {
+        None => settings.jobs + dist.cpus,
+        Some(_) => settings.jobs,
+    };
+    reporter.info(&format!(
+        "distributing C++ units over {} sccache-dist build server(s) with {} cores: up to {jobs} \
+         units at once",
+        dist.servers, dist.cpus
+    ));
+    jobs
+}
+
 /// Every file the objects of `jobs` were last built from (sources and headers, as the object
 /// cache in `cache_dir` records them); `None` when an object has no cache entry.
 pub fn recorded_dependencies(jobs: &[CompileJob], cache_dir: &Path) -> Option<Vec<PathBuf>> {
@@ -267,10 +294,12 @@ pub fn recorded_dependencies(jobs: &[CompileJob], cache_dir: &Path) -> Option<Ve
     Some(all)
 }
 
-/// The object caches of one build: this work directory's, and the shared remote one.
+/// What serves the compiles of one build beside the compiler: this work directory's object
+/// cache, the shared remote one, and sccache when C++ units go to sccache-dist's servers.
 struct Caches<'a> {
     local: &'a Cache,
     remote: Option<&'a RemoteCache>,
+    dist: Option<&'a Path>,
 }
 
 fn compile_one(
@@ -280,7 +309,8 @@ fn compile_one(
     reporter: &dyn Reporter,
     cancel: &Cancel,
 ) -> Result<UnitOutcome, JobError<CompileError>> {
-    let launcher = settings.launcher.as_deref();
+    let dist = caches.dist.filter(|_| job.lang == Lang::Cxx);
+    let launcher = settings.launcher.as_deref().or(dist);
     let argv_hash = cache::argv_hash(job, &command_for(job));
     let remote = match reuse(job, caches, &argv_hash, reporter)? {
         Reuse::Done => return Ok(UnitOutcome::Cached),

@@ -178,6 +178,7 @@ impl<'r> Builder<'r> {
             nvcc: prepared.nvcc,
             memory: memory.clone(),
             remote: self.remote_settings(prepared, first),
+            dist: self.settings.dist.clone(),
         };
         let compiled = compile::compile_all(&jobs, &settings, self.reporter);
         if let Some(gate) = &memory {

@@ -13,6 +13,7 @@ use kbuild::schedule::NvccMode;
 fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
     let settings = CompileSettings {
         remote: None,
+        dist: None,
         memory: None,
         jobs: 2,
         cache_dir: root.join("cache"),

@@ -23,6 +23,7 @@ mod config_good;
 mod cutlass_deps;
 mod cutlass_git;
 mod develop_pytest;
+mod dist_compile;
 mod error_output;
 mod generated_files;
 mod help_text;

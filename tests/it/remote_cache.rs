@@ -102,6 +102,7 @@ impl Checkout {
                 url: url.to_string(),
                 roots: vec![("project".into(), self.root().to_path_buf())],
             }),
+            dist: None,
             memory: None,
             jobs: 1,
             cache_dir: self.root().join("cache"),

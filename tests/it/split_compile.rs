@@ -94,6 +94,7 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
         );
         let settings = CompileSettings {
             remote: None,
+            dist: None,
             jobs: 4,
             cache_dir: root.join("cache"),
             launcher: None,
