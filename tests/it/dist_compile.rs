@@ -181,6 +181,18 @@ impl Drop for Dist {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // The scheduler daemonizes: its process is not our child. It is found by its config,
+        // which lies in this test's own directory.
+        let ours = self.dir.path().to_string_lossy().into_owned();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&ours) {
+                let _ = Command::new("kill").arg(pid.to_string()).status();
+            }
+        }
     }
 }
 
