@@ -262,9 +262,9 @@ fn checkout_of_relu(dir: &Path, name: &str) -> PathBuf {
     root
 }
 
-fn cpu_build(root: &Path, url: &str) -> serde_json::Value {
+fn build_backend(root: &Path, backend: &str, url: &str) -> serde_json::Value {
     let out = run(kbuild(root)
-        .args(["build", "--backend", "cpu", "--json", "-j", "2"])
+        .args(["build", "--backend", backend, "--json", "-j", "2"])
         .env("KBUILD_REMOTE_CACHE", url));
     assert!(out.status.success());
     stdout_json(&out)
@@ -298,10 +298,10 @@ fn second_checkout_of_a_cpu_project_compiles_nothing_and_writes_identical_varian
     let dir = tempfile::tempdir().unwrap();
     let first = checkout_of_relu(dir.path(), "alice");
     let second = checkout_of_relu(dir.path(), "bob-ci-shard");
-    let cold = cpu_build(&first, &redis.url());
+    let cold = build_backend(&first, "cpu", &redis.url());
     assert!(!cold["compiled"].as_array().unwrap().is_empty());
 
-    let warm = cpu_build(&second, &redis.url());
+    let warm = build_backend(&second, "cpu", &redis.url());
     assert_eq!(warm["compiled"], serde_json::json!([]), "{warm:#}");
     let (a, b) = (variant_files(&first), variant_files(&second));
     assert!(
@@ -311,6 +311,36 @@ fn second_checkout_of_a_cpu_project_compiles_nothing_and_writes_identical_varian
     let names = |v: &[(PathBuf, Vec<u8>)]| v.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>();
     assert_eq!(names(&a), names(&b));
     for ((path, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x == y, "`{}` differs between the checkouts", path.display());
+    }
+}
+
+/// With one capability (one device pass per unit) so that the first build fits in a minute.
+#[test]
+fn second_checkout_of_a_cuda_project_compiles_nothing_and_writes_identical_variants() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let checkouts = ["alice", "bob-ci-shard"].map(|name| {
+        let root = checkout_of_relu(dir.path(), name);
+        let toml = std::fs::read_to_string(root.join("build.toml")).unwrap();
+        let one = toml.replace(r#"["7.5", "8.0", "9.0"]"#, r#"["8.0"]"#);
+        assert_ne!(toml, one, "the fixture's capabilities changed");
+        std::fs::write(root.join("build.toml"), one).unwrap();
+        root
+    });
+    let cold = build_backend(&checkouts[0], "cuda", &redis.url());
+    assert_eq!(cold["compiled"].as_array().unwrap().len(), 2, "{cold:#}");
+
+    let warm = build_backend(&checkouts[1], "cuda", &redis.url());
+    assert_eq!(warm["compiled"], serde_json::json!([]), "{warm:#}");
+    let (a, b) = (variant_files(&checkouts[0]), variant_files(&checkouts[1]));
+    assert!(
+        a.iter()
+            .any(|(p, _)| p.extension().is_some_and(|e| e == "so"))
+    );
+    assert_eq!(a.len(), b.len());
+    for ((path, x), (other, y)) in a.iter().zip(&b) {
+        assert_eq!(path, other);
         assert!(x == y, "`{}` differs between the checkouts", path.display());
     }
 }
