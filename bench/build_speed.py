@@ -10,6 +10,10 @@ Same machine, same run, same sources, same capabilities, same parallelism (`kbui
   no-op       nothing changed since the last build (a new process each time, as a user runs it)
   touch .cu   one kernel source edited (a comment appended: a real content change)
   touch .h    one header edited that two kernel sources include
+  remote      (kbuild only) a cold build in a second checkout of the same sources at another
+              path, with `KBUILD_REMOTE_CACHE` pointing at a `redis-server` on loopback that a
+              first, untimed build filled: what a CI shard or a teammate pays (needs
+              `redis-server` on PATH: `apt-get install -y redis-server`)
 
 plus the peak memory of the cold builds (the largest single process; the sampled sum over the
 process tree; and, where this script can make a memory cgroup for each build, the tree's exact
@@ -65,6 +69,7 @@ import os
 import platform
 import shlex
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -136,7 +141,8 @@ LEVERS = {
 }
 
 # `--cases` names → the table's column names.
-CASES = {"cold": "cold", "noop": "no-op", "touch-cu": "touch .cu", "touch-h": "touch .h"}
+CASES = {"cold": "cold", "noop": "no-op", "touch-cu": "touch .cu", "touch-h": "touch .h",
+         "remote": "cold, 2nd checkout, warm remote"}
 
 
 @dataclass
@@ -450,6 +456,37 @@ load(name=a["name"], sources=a["sources"], extra_include_paths=a["includes"],
 """
 
 
+class RedisServer:
+    """A `redis-server` of the bench's own on a free loopback port (the remote object cache)."""
+
+    def __init__(self, dir: Path):
+        if shutil.which("redis-server") is None:
+            sys.exit("error: the `remote` case needs redis-server on PATH\n"
+                     "hint: `apt-get install -y redis-server`, or leave `remote` out of --cases")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(dir)], stdout=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{port}"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    sys.exit("error: redis-server did not listen within 10 s")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
 def copy_project(project: Project, dest: Path, caps: list[str] | None) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     if project.copy is None:
@@ -571,6 +608,19 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
         for tool, (res, argv, tenv, twork) in tools.items():
             res.add(case, kbuild_run() if tool == "kbuild" else timed(argv, tenv, twork, log))
 
+    def remote_cold(r: int) -> Run:
+        """A cold build of a fresh second checkout against the remote cache a first one filled."""
+        second = copy_project(project, scratch / f"second-checkout-{r}", args.caps)
+        run = timed(kbuild, {**env, "KBUILD_REMOTE_CACHE": redis.url}, second, log)
+        shutil.rmtree(second, ignore_errors=True)
+        return run
+
+    redis = None
+    if "remote" in args.cases and "kbuild" in tools:
+        redis = RedisServer(scratch / "redis")
+        shutil.rmtree(work / "build", ignore_errors=True)
+        timed(kbuild, {**env, "KBUILD_REMOTE_CACHE": redis.url}, work, log)  # untimed: fills it
+
     edits = [c for c in ("noop", "touch-cu", "touch-h") if c in args.cases]
     for r in range(args.runs):
         for tool, (res, *_rest) in tools.items():
@@ -584,6 +634,8 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
             # Untimed: a lever's environment (`KBUILD_PROBE_IMPORT`) is part of the toolchain
             # question, so the first default build after one asks the toolchain again.
             kbuild_run()
+        if redis:
+            kb.add(CASES["remote"], remote_cold(r))
         if "noop" in args.cases:
             for _ in range(3 if r == 0 else 1):
                 timed_case("no-op")
@@ -598,6 +650,8 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
                 append_edit(src / project.touch_header, r)
             timed_case("touch .h")
 
+    if redis:
+        redis.stop()
     fl = None
     if "floor" in args.cases:
         if not Path(variant["generated_include"]).exists():

@@ -79,6 +79,10 @@ pub fn select_settings(
         compiler_launcher: None,
         outputs: Outputs::default(),
         manylinux: Some(DEFAULT_MANYLINUX.into()),
+        remote_cache: Some(env("KBUILD_REMOTE_CACHE")).filter(|url| !url.is_empty()),
+        dist: Some(env("KBUILD_DIST"))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
     }
 }
 

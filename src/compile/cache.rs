@@ -55,6 +55,20 @@ pub(crate) struct Manifest {
     key: String,
 }
 
+impl Manifest {
+    /// SHA-256 of the object, hex.
+    pub(crate) fn object_hash(&self) -> &str {
+        &self.object_hash
+    }
+
+    /// Every file the object was built from (source first) with its content hash.
+    pub(crate) fn deps(&self) -> impl Iterator<Item = (&Path, &str)> {
+        self.deps
+            .iter()
+            .map(|d| (d.path.as_path(), d.hash.as_str()))
+    }
+}
+
 /// A file the object was built from; `path` is written with the cache directory aliased.
 #[derive(Debug, Serialize, Deserialize)]
 struct Dep {
@@ -337,6 +351,53 @@ pub fn nvcc_env_flags() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The hash of a unit's command line as the remote cache keys it: like [`Cache::argv`] (nvcc's
+/// `--threads`, `--jobserver` and `--split-compile` left out, the output paths named, and for
+/// nvcc the `NVCC_*_FLAGS` it reads), with every argument (and the working directory) passed
+/// through `normalize` first: the remote cache names the checkout's directories instead of
+/// spelling them. The op namespace is kept whole: only a checkout of the same id shares it.
+pub(crate) fn argv_hash_with(
+    job: &CompileJob,
+    spec: &CommandSpec,
+    normalize: &dyn for<'a> Fn(&'a [u8]) -> std::borrow::Cow<'a, [u8]>,
+) -> String {
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(&normalize(spec.program.as_os_str().as_encoded_bytes()));
+    let mut args = spec.args.iter();
+    while let Some(arg) = args.next() {
+        let arg = arg.as_os_str();
+        if arg == "--threads" {
+            args.next();
+        } else if arg == "--jobserver" || is_split_compile(arg) {
+            continue;
+        } else if arg == job.object.as_os_str() {
+            field(b"<object>");
+        } else if arg == job.depfile.as_os_str() {
+            field(b"<depfile>");
+        } else {
+            field(&normalize(arg.as_encoded_bytes()));
+        }
+    }
+    for (k, v) in &spec.env {
+        field(k.as_encoded_bytes());
+        field(v.as_encoded_bytes());
+    }
+    if let Some(cwd) = &spec.cwd {
+        field(&normalize(cwd.as_os_str().as_encoded_bytes()));
+    }
+    if job.lang == crate::plan::Lang::Cuda {
+        for (k, v) in nvcc_env_flags() {
+            field(k.as_bytes());
+            field(v.as_bytes());
+        }
+    }
+    hex::encode(h.finalize())
+}
+
 /// `flags changed: \`-lineinfo\` added, \`-O3\` removed`: the words of the command line that
 /// differ (as sets: a word that only moved is not named).
 fn flags_changed(before: &[String], now: &[String]) -> String {
@@ -419,7 +480,7 @@ fn key(m: &Manifest) -> String {
     hex::encode(h.finalize())
 }
 
-fn hash_file(path: &Path) -> std::io::Result<String> {
+pub(crate) fn hash_file(path: &Path) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     let mut h = Sha256::new();
     std::io::copy(&mut file, &mut h)?;

@@ -4,7 +4,10 @@
 mod cache;
 mod command;
 mod depfile;
+mod dist;
 mod nvcc_steps;
+mod redis;
+mod remote;
 mod split;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +18,7 @@ use std::time::{Duration, SystemTime};
 pub use cache::nvcc_env_flags;
 pub use command::command_for;
 pub use depfile::{parse_depfile, scan_includes};
+pub use remote::{RemoteSettings, RemoteUrlError};
 
 use crate::hint::Hint;
 use crate::jobserver::Jobserver;
@@ -27,7 +31,8 @@ use crate::process::{
 use crate::report::{Reporter, UnitOutcome};
 use crate::schedule::NvccMode;
 use crate::schedule::{JobError, Schedule, Unit, run_scheduled};
-use cache::{Cache, Freshness};
+use cache::{Argv, Cache, Freshness};
+use remote::{Lookup, RemoteCache};
 
 /// How to run the compile jobs.
 #[derive(Debug, Clone)]
@@ -59,6 +64,11 @@ pub struct CompileSettings {
     /// nvcc's steps) waits until its learned peak fits, and its peak is learned. `None`: no
     /// budget is known, and only the job slots limit the processes.
     pub memory: Option<Arc<MemoryGate>>,
+    /// The remote object cache shared with other checkouts and machines, when configured
+    /// (`KBUILD_REMOTE_CACHE`).
+    pub remote: Option<RemoteSettings>,
+    /// sccache, to distribute C++ units over sccache-dist's build servers (`KBUILD_DIST`).
+    pub dist: Option<PathBuf>,
 }
 
 /// Which units ran a compiler and which came from the cache (labels, in job order).
@@ -66,6 +76,9 @@ pub struct CompileSettings {
 pub struct CompileSummary {
     pub compiled: Vec<String>,
     pub cached: Vec<String>,
+    /// Of the cached units, those whose objects came from the remote cache.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remote: Vec<String>,
     /// Per job, in job order: how long its compiler ran; `None` when it came from the cache.
     #[serde(skip)]
     pub compile_times: Vec<Option<Duration>>,
@@ -105,6 +118,9 @@ pub enum CompileError {
     /// SIGINT/SIGTERM stopped the compilers.
     #[error("compiling stopped: {0}")]
     Interrupted(Interrupted),
+    /// `KBUILD_REMOTE_CACHE` does not name a usable server.
+    #[error(transparent)]
+    RemoteUrl(#[from] RemoteUrlError),
     /// Writing an object or a cache entry failed.
     #[error("cannot write `{}`", path.display())]
     Io {
@@ -184,6 +200,11 @@ impl Hint for CompileError {
             CompileError::Interrupted(_) => {
                 "run the build again to finish it: objects compiled so far are kept".to_string()
             }
+            CompileError::RemoteUrl(_) => {
+                "set `KBUILD_REMOTE_CACHE` to `redis://[:PASSWORD@]HOST[:PORT][/DB]`, or unset it \
+                 to build with the local cache only"
+                    .to_string()
+            }
             CompileError::Io { .. } => {
                 "check free disk space and permissions of the build directory".to_string()
             }
@@ -200,13 +221,20 @@ pub fn compile_all(
     reporter: &dyn Reporter,
 ) -> Result<CompileSummary, CompileError> {
     let cache = Cache::new(&settings.cache_dir, settings.kbuild_cache.as_deref());
+    let remote = settings.remote.as_ref().map(RemoteCache::new).transpose()?;
+    let dist = (settings.dist.as_deref()).and_then(|sccache| dist::connect(sccache, reporter));
     let schedule = Schedule {
-        jobs: settings.jobs,
+        jobs: dist_jobs(settings, dist.as_ref(), reporter),
         jobserver: settings.jobserver.as_deref(),
         order: settings.order.clone(),
     };
     let result = run_scheduled(jobs, &schedule, reporter, |job, cancel| {
-        compile_one(job, &cache, settings, reporter, cancel)
+        let caches = Caches {
+            local: &cache,
+            remote: remote.as_ref(),
+            dist: dist.as_ref().map(|d| d.sccache.as_path()),
+        };
+        compile_one(job, &caches, settings, reporter, cancel)
     });
     // Checked first: a compiler that the terminal's Ctrl-C reached before kbuild noticed it
     // fails too, and that failure is not the news.
@@ -222,7 +250,44 @@ pub fn compile_all(
             .compile_times
             .push((done.outcome == UnitOutcome::Compiled).then_some(done.elapsed));
     }
+    if let Some(remote) = &remote {
+        let hits = remote.hits();
+        summary.remote = jobs
+            .iter()
+            .filter(|j| hits.contains(&j.label))
+            .map(|j| j.label.clone())
+            .collect();
+        if !summary.remote.is_empty() {
+            reporter.info(&format!(
+                "{} of {} objects came from the remote cache",
+                summary.remote.len(),
+                jobs.len()
+            ));
+        }
+    }
     Ok(summary)
+}
+
+/// How many units run at once: with sccache-dist's servers their cores on top of ours, unless
+/// a jobserver (kbuild's nvcc steps) hands out the slots, which stay this machine's.
+fn dist_jobs(
+    settings: &CompileSettings,
+    dist: Option<&dist::Dist>,
+    reporter: &dyn Reporter,
+) -> usize {
+    let Some(dist) = dist else {
+        return settings.jobs;
+    };
+    let jobs = match settings.jobserver {
+        None => settings.jobs + dist.cpus,
+        Some(_) => settings.jobs,
+    };
+    reporter.info(&format!(
+        "distributing C++ units over {} sccache-dist build server(s) with {} cores: up to {jobs} \
+         units at once",
+        dist.servers, dist.cpus
+    ));
+    jobs
 }
 
 /// Every file the objects of `jobs` were last built from (sources and headers, as the object
@@ -241,26 +306,30 @@ pub fn recorded_dependencies(
     Some(all)
 }
 
+/// What serves the compiles of one build beside the compiler: this work directory's object
+/// cache, the shared remote one, and sccache when C++ units go to sccache-dist's servers.
+struct Caches<'a> {
+    local: &'a Cache,
+    remote: Option<&'a RemoteCache>,
+    dist: Option<&'a Path>,
+}
+
 fn compile_one(
     job: &CompileJob,
-    cache: &Cache,
+    caches: &Caches,
     settings: &CompileSettings,
     reporter: &dyn Reporter,
     cancel: &Cancel,
 ) -> Result<UnitOutcome, JobError<CompileError>> {
-    let launcher = settings.launcher.as_deref();
-    let argv = cache.argv(job, &command_for(job), &settings.nvcc_env);
-    match cache.check(job, &argv) {
-        Freshness::Fresh => {
-            reporter.verbose(&format!("fresh `{}`", job.label));
-            return Ok(UnitOutcome::Cached);
-        }
-        Freshness::FreshBecause(why) => {
-            reporter.verbose(&format!("fresh `{}`: {why}", job.label));
-            return Ok(UnitOutcome::Cached);
-        }
-        Freshness::Stale(why) => reporter.verbose(&format!("compile `{}`: {why}", job.label)),
-    }
+    let dist = caches.dist.filter(|_| job.lang == Lang::Cxx);
+    let launcher = settings.launcher.as_deref().or(dist);
+    let argv = caches
+        .local
+        .argv(job, &command_for(job), &settings.nvcc_env);
+    let remote = match reuse(job, caches, &argv, reporter)? {
+        Reuse::Done => return Ok(UnitOutcome::Cached),
+        Reuse::Compile { remote } => remote,
+    };
 
     // The compiler writes beside the final paths; they are renamed into place only on success,
     // so a failed or interrupted compile leaves the previous object and its cache entry intact.
@@ -307,8 +376,62 @@ fn compile_one(
     let deps = dependencies(job, &tmp.depfile, spec.cwd.as_deref())?;
     rename(&tmp.depfile, &job.depfile)?;
     rename(&tmp.object, &job.object)?;
+    let shared = remote.as_ref().map(|(r, key)| (*r, key.as_str()));
+    record(job, caches.local, &argv, &deps, started, shared, reporter)?;
+    Ok(UnitOutcome::Compiled)
+}
+
+/// Whether `job` needs its compiler: not when its object is fresh here or the remote cache
+/// has it.
+enum Reuse<'a> {
+    Done,
+    /// Compile, then share the object under this remote key.
+    Compile {
+        remote: Option<(&'a RemoteCache, String)>,
+    },
+}
+
+fn reuse<'a>(
+    job: &CompileJob,
+    caches: &Caches<'a>,
+    argv: &Argv,
+    reporter: &dyn Reporter,
+) -> Result<Reuse<'a>, JobError<CompileError>> {
+    match caches.local.check(job, argv) {
+        Freshness::Fresh => {
+            reporter.verbose(&format!("fresh `{}`", job.label));
+            return Ok(Reuse::Done);
+        }
+        Freshness::FreshBecause(why) => {
+            reporter.verbose(&format!("fresh `{}`: {why}", job.label));
+            return Ok(Reuse::Done);
+        }
+        Freshness::Stale(why) => reporter.verbose(&format!("compile `{}`: {why}", job.label)),
+    }
+    let remote = caches
+        .remote
+        .and_then(|r| Some((r, r.key(job, &command_for(job))?)));
+    if let Some((remote, key)) = &remote
+        && from_remote(job, caches.local, remote, key, argv, reporter)?
+    {
+        return Ok(Reuse::Done);
+    }
+    Ok(Reuse::Compile { remote })
+}
+
+/// Record the object `job` just compiled from `deps` in the local cache and share it with the
+/// remote one (under `key`).
+fn record(
+    job: &CompileJob,
+    cache: &Cache,
+    argv: &Argv,
+    deps: &[PathBuf],
+    started: SystemTime,
+    remote: Option<(&RemoteCache, &str)>,
+    reporter: &dyn Reporter,
+) -> Result<(), JobError<CompileError>> {
     let manifest = cache
-        .manifest(job, &argv, &deps, started)
+        .manifest(job, argv, deps, started)
         .map_err(|e| io_error(&job.object, e))?;
     if manifest.is_none() {
         reporter.verbose(&format!(
@@ -319,7 +442,40 @@ fn compile_one(
     cache
         .store(job, manifest.as_ref())
         .map_err(|e| io_error(&cache.manifest_path(job), e))?;
-    Ok(UnitOutcome::Compiled)
+    if let (Some((remote, key)), Some(manifest)) = (remote, &manifest) {
+        remote.store(job, key, manifest, reporter);
+    }
+    Ok(())
+}
+
+/// Put the remote's object for `job` in place, with its depfile and local cache entry:
+/// `false` when the remote has none that fits this checkout.
+fn from_remote(
+    job: &CompileJob,
+    cache: &Cache,
+    remote: &RemoteCache,
+    key: &str,
+    argv: &Argv,
+    reporter: &dyn Reporter,
+) -> Result<bool, JobError<CompileError>> {
+    let Lookup::Hit { object, deps } = remote.lookup(job, key, reporter) else {
+        return Ok(false);
+    };
+    let listed: Vec<String> = (deps.iter())
+        .map(|d| d.display().to_string().replace(' ', "\\ "))
+        .collect();
+    let depfile = format!("{}: {}\n", job.object.display(), listed.join(" \\\n  "));
+    crate::files::write_atomic(&job.depfile, depfile.as_bytes())
+        .map_err(|e| io_error(&job.depfile, e))?;
+    crate::files::write_atomic(&job.object, &object).map_err(|e| io_error(&job.object, e))?;
+    let manifest = cache
+        .manifest(job, argv, &deps, SystemTime::now())
+        .map_err(|e| io_error(&job.object, e))?;
+    cache
+        .store(job, manifest.as_ref())
+        .map_err(|e| io_error(&cache.manifest_path(job), e))?;
+    reporter.verbose(&format!("`{}` from the remote cache", job.label));
+    Ok(true)
 }
 
 /// Compile `job` as nvcc's separate steps when settings and the unit allow: `Some(what the

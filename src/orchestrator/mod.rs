@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use crate::compile::{self, CompileSettings, CompileSummary};
+use crate::compile::{self, CompileSettings, CompileSummary, RemoteSettings};
 use crate::config::Project;
 use crate::depends;
 use crate::jobserver::Jobserver;
@@ -179,6 +179,8 @@ impl<'r> Builder<'r> {
             order: prepared.order.clone(),
             nvcc: prepared.nvcc,
             memory: memory.clone(),
+            remote: self.remote_settings(prepared, first),
+            dist: self.settings.dist.clone(),
         };
         let compiled = compile::compile_all(&jobs, &settings, self.reporter);
         if let Some(gate) = &memory {
@@ -238,6 +240,21 @@ impl<'r> Builder<'r> {
                 split.label, split.threads, split.why
             ));
         }
+    }
+
+    /// Where the remote object cache is, with the directories that differ between checkouts
+    /// and machines named, so its entries hold no path of this one.
+    fn remote_settings(&self, prepared: &Prepared, first: &BuildPlan) -> Option<RemoteSettings> {
+        let url = self.settings.remote_cache.clone()?;
+        let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or(p.to_path_buf());
+        let mut roots = vec![
+            ("project".to_string(), absolute(&prepared.project.root)),
+            ("work".to_string(), absolute(&first.work_dir)),
+        ];
+        if let Some(dir) = &self.settings.toolchain.deps.cache_dir {
+            roots.push(("cache".to_string(), absolute(dir)));
+        }
+        Some(RemoteSettings { url, roots })
     }
 
     /// The jobserver the build's job slots come from, when kbuild runs nvcc's steps or nvcc's

@@ -33,6 +33,10 @@ pub struct BuildSettings {
     pub outputs: Outputs,
     /// The manylinux policy extensions are made to meet (`--manylinux`; `None`: as linked).
     pub manylinux: Option<String>,
+    /// The remote object cache's URL (`KBUILD_REMOTE_CACHE`), shared by checkouts and CI.
+    pub remote_cache: Option<String>,
+    /// sccache, to compile C++ units on sccache-dist's build servers (`KBUILD_DIST`).
+    pub dist: Option<PathBuf>,
 }
 
 impl BuildSettings {

@@ -614,6 +614,8 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
             .collect();
         // One unit at -j1 of a 4-slot jobserver: 3 tokens stay free for its device passes.
         let settings = CompileSettings {
+            remote: None,
+            dist: None,
             memory: None,
             jobs: 1,
             cache_dir: root.join("cache"),

@@ -22,6 +22,8 @@ fn settings(root: &Path, kbuild_cache: Option<PathBuf>) -> CompileSettings {
         order: Vec::new(),
         nvcc: NvccMode::Threads,
         memory: None,
+        remote: None,
+        dist: None,
     }
 }
 

@@ -34,6 +34,8 @@ impl Project {
 
     fn build(&self) -> Result<CompileSummary, kbuild::compile::CompileError> {
         let settings = CompileSettings {
+            remote: None,
+            dist: None,
             memory: None,
             jobs: 2,
             cache_dir: self.root().join("cache"),

@@ -12,6 +12,8 @@ use kbuild::schedule::NvccMode;
 
 fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
     let settings = CompileSettings {
+        remote: None,
+        dist: None,
         memory: None,
         jobs: 2,
         cache_dir: root.join("cache"),

@@ -15,6 +15,8 @@ use kbuild::schedule::{JobError, Unit, run_jobs};
 
 fn settings(root: &Path, jobs: usize) -> CompileSettings {
     CompileSettings {
+        remote: None,
+        dist: None,
         memory: None,
         jobs,
         cache_dir: root.join("cache"),

@@ -12,6 +12,8 @@ use kbuild::schedule::NvccMode;
 
 fn settings(root: &Path, launcher: Option<PathBuf>) -> CompileSettings {
     CompileSettings {
+        remote: None,
+        dist: None,
         memory: None,
         jobs: 2,
         cache_dir: root.join("cache"),

@@ -58,6 +58,8 @@ fn cuda_job(root: &Path, nvcc: &Path, name: &str) -> CompileJob {
 
 fn settings(root: &Path, nvcc_steps: bool, jobserver: Option<Arc<Jobserver>>) -> CompileSettings {
     CompileSettings {
+        remote: None,
+        dist: None,
         memory: None,
         jobs: 2,
         cache_dir: root.join("cache"),

@@ -93,6 +93,8 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
             "{shown}"
         );
         let settings = CompileSettings {
+            remote: None,
+            dist: None,
             jobs: 4,
             cache_dir: root.join("cache"),
             kbuild_cache: None,

@@ -1,0 +1,263 @@
+//! The remote object cache a team and its CI share (`KBUILD_REMOTE_CACHE=redis://…`): the
+//! local cache's entries, with every path made relative to a named root (the project, the work
+//! directory, kbuild's cache directory), so two checkouts or machines with the same toolchain
+//! share objects and different toolchains (another compiler id, other flags) never meet.
+//!
+//! Two kinds of values, both under a versioned prefix:
+//! - `entry:<key>`, key = compiler id + normalized command line + the source's content: JSON
+//!   listing every header (normalized path + content hash) and the object's SHA-256;
+//! - `object:<sha256>`: the object's bytes, checked against that digest before use.
+//!
+//! A remote that cannot be reached is said once and then left alone: the build goes on with
+//! the local cache only.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::cache::{self, Manifest};
+use super::redis::{Address, Client};
+use crate::plan::CompileJob;
+use crate::process::CommandSpec;
+use crate::report::Reporter;
+
+/// Bump when an entry's format or the key's meaning changes.
+const PREFIX: &str = "kbuild:v1";
+
+/// Where the remote cache is and what the paths it stores are relative to.
+#[derive(Debug, Clone)]
+pub struct RemoteSettings {
+    /// `redis://[:PASSWORD@]HOST[:PORT][/DB]` (from `KBUILD_REMOTE_CACHE`).
+    pub url: String,
+    /// Named directories that differ between checkouts and machines (`project`, `work`,
+    /// `cache`): a path below one is stored as `<name>/rest`.
+    pub roots: Vec<(String, PathBuf)>,
+}
+
+/// The remote's address is not a URL kbuild can use.
+#[derive(Debug, thiserror::Error)]
+#[error("`KBUILD_REMOTE_CACHE={url}` is not a usable remote cache: {why}")]
+pub struct RemoteUrlError {
+    pub url: String,
+    pub why: String,
+}
+
+/// What the remote knows about one compile (paths normalized).
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry {
+    label: String,
+    object_sha256: String,
+    /// Every file the object was built from but the source (its content is in the key).
+    deps: Vec<(String, String)>,
+}
+
+/// What came of a lookup.
+pub(crate) enum Lookup {
+    /// The object's bytes, digest checked, and the local paths it was built from.
+    Hit { object: Vec<u8>, deps: Vec<PathBuf> },
+    /// Nothing usable: compile.
+    Miss,
+}
+
+/// A connection to the remote cache for one build.
+pub(crate) struct RemoteCache {
+    client: Client,
+    url: String,
+    roots: Vec<(String, PathBuf)>,
+    down: AtomicBool,
+    /// Labels of the units whose objects came from the remote.
+    hits: Mutex<Vec<String>>,
+}
+
+impl RemoteCache {
+    pub(crate) fn new(settings: &RemoteSettings) -> Result<Self, RemoteUrlError> {
+        let address = Address::parse(&settings.url).map_err(|why| RemoteUrlError {
+            url: settings.url.clone(),
+            why,
+        })?;
+        let mut roots = settings.roots.clone();
+        // Deepest first: the work directory usually lies inside the project.
+        roots.sort_by_key(|(_, p)| std::cmp::Reverse(p.as_os_str().len()));
+        Ok(RemoteCache {
+            client: Client::new(address),
+            url: settings.url.clone(),
+            roots,
+            down: AtomicBool::new(false),
+            hits: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The labels served by the remote so far.
+    pub(crate) fn hits(&self) -> Vec<String> {
+        self.hits.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The key of `job` on the remote: what the compiler, its command line (paths normalized)
+    /// and the source's content make; `None` when the source cannot be read.
+    pub(crate) fn key(&self, job: &CompileJob, spec: &CommandSpec) -> Option<String> {
+        let argv = cache::argv_hash_with(job, spec, &|arg| self.normalize_arg(arg));
+        let source = std::fs::read(&job.source).ok()?;
+        let mut h = Sha256::new();
+        for part in [
+            job.compiler_id.as_bytes(),
+            argv.as_bytes(),
+            self.normalize(&job.source).as_bytes(),
+            &Sha256::digest(&source)[..],
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        Some(hex::encode(h.finalize()))
+    }
+
+    /// The object for `key` when the remote has one whose every header matches this checkout
+    /// and whose bytes match their digest.
+    pub(crate) fn lookup(&self, job: &CompileJob, key: &str, reporter: &dyn Reporter) -> Lookup {
+        let Some(bytes) = self.get(&format!("{PREFIX}:entry:{key}"), reporter) else {
+            return Lookup::Miss;
+        };
+        let Ok(entry) = serde_json::from_slice::<Entry>(&bytes) else {
+            self.corrupt(job, "its entry is not valid JSON", reporter);
+            return Lookup::Miss;
+        };
+        let mut deps = vec![job.source.clone()];
+        for (stored, hash) in &entry.deps {
+            let path = self.localize(stored);
+            if cache::hash_file(&path).ok().as_deref() != Some(hash.as_str()) {
+                reporter.verbose(&format!(
+                    "remote cache: `{}` differs here for `{}`",
+                    path.display(),
+                    job.label
+                ));
+                return Lookup::Miss;
+            }
+            deps.push(path);
+        }
+        let key = format!("{PREFIX}:object:{}", entry.object_sha256);
+        let Some(object) = self.get(&key, reporter) else {
+            return Lookup::Miss;
+        };
+        if hex::encode(Sha256::digest(&object)) != entry.object_sha256 {
+            self.corrupt(job, "its object does not match its SHA-256", reporter);
+            return Lookup::Miss;
+        }
+        self.hits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(job.label.clone());
+        Lookup::Hit { object, deps }
+    }
+
+    /// Share the object `job` just compiled, as `manifest` records it.
+    pub(crate) fn store(
+        &self,
+        job: &CompileJob,
+        key: &str,
+        manifest: &Manifest,
+        reporter: &dyn Reporter,
+    ) {
+        if self.down.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(object) = std::fs::read(&job.object) else {
+            return;
+        };
+        let entry = Entry {
+            label: job.label.clone(),
+            object_sha256: manifest.object_hash().to_string(),
+            deps: manifest
+                .deps()
+                .filter(|(path, _)| *path != job.source)
+                .map(|(path, hash)| (self.normalize(path), hash.to_string()))
+                .collect(),
+        };
+        let Ok(json) = serde_json::to_vec(&entry) else {
+            return;
+        };
+        let object_key = format!("{PREFIX}:object:{}", entry.object_sha256);
+        let stored = self
+            .client
+            .set(&object_key, &object)
+            .and_then(|()| self.client.set(&format!("{PREFIX}:entry:{key}"), &json));
+        if let Err(e) = stored {
+            self.went_down(&e, reporter);
+        }
+    }
+
+    fn get(&self, key: &str, reporter: &dyn Reporter) -> Option<Vec<u8>> {
+        if self.down.load(Ordering::Relaxed) {
+            return None;
+        }
+        match self.client.get(key) {
+            Ok(value) => value,
+            Err(e) => {
+                self.went_down(&e, reporter);
+                None
+            }
+        }
+    }
+
+    /// Say once that the remote is gone, and stop asking it.
+    fn went_down(&self, error: &std::io::Error, reporter: &dyn Reporter) {
+        if !self.down.swap(true, Ordering::Relaxed) {
+            reporter.warn(&format!(
+                "remote cache `{}` failed: {error}; building with the local cache only\n\
+                 hint: check that the server is up, or unset `KBUILD_REMOTE_CACHE`",
+                self.url
+            ));
+        }
+    }
+
+    fn corrupt(&self, job: &CompileJob, why: &str, reporter: &dyn Reporter) {
+        reporter.warn(&format!(
+            "remote cache entry for `{}` is corrupt ({why}); compiling it here and replacing \
+             the entry",
+            job.label
+        ));
+    }
+
+    /// `path` as stored: `<root>/rest` below a named root, else as it is.
+    fn normalize(&self, path: &Path) -> String {
+        for (name, root) in &self.roots {
+            if let Ok(rest) = path.strip_prefix(root) {
+                return format!("<{name}>/{}", rest.display());
+            }
+        }
+        path.display().to_string()
+    }
+
+    /// A stored path in this checkout.
+    fn localize(&self, stored: &str) -> PathBuf {
+        for (name, root) in &self.roots {
+            if let Some(rest) = stored.strip_prefix(&format!("<{name}>/")) {
+                return root.join(rest);
+            }
+        }
+        PathBuf::from(stored)
+    }
+
+    /// An argument with each root's path replaced by its name (`-I/x/proj/include` →
+    /// `-I<project>/include`).
+    fn normalize_arg<'a>(&self, arg: &'a [u8]) -> Cow<'a, [u8]> {
+        let Ok(text) = std::str::from_utf8(arg) else {
+            return Cow::Borrowed(arg);
+        };
+        let mut out = Cow::Borrowed(text);
+        for (name, root) in &self.roots {
+            let Some(root) = root.to_str().filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            if out.contains(root) {
+                out = Cow::Owned(out.replace(root, &format!("<{name}>")));
+            }
+        }
+        match out {
+            Cow::Borrowed(_) => Cow::Borrowed(arg),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        }
+    }
+}

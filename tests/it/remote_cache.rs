@@ -1,0 +1,348 @@
+//! The remote object cache against a real `redis-server` on loopback, started by each test:
+//! another checkout of the same sources compiles nothing, a different compiler never shares,
+//! a corrupt entry is recompiled, and a server that dies mid-build costs one warning.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::fake_cc::{FakeCompiler, job, write};
+use crate::common::kbuild::{copy_dir, kbuild, repo, run, stdout_json};
+use kbuild::compile::{CompileError, CompileSettings, CompileSummary, RemoteSettings, compile_all};
+use kbuild::hint::Hint;
+use kbuild::plan::CompileJob;
+use kbuild::report::Recorder;
+use kbuild::schedule::NvccMode;
+
+/// A `redis-server` of its own on a free loopback port, stopped on drop.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server runs (CI installs it: `apt-get install -y redis-server`)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Redis { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One checkout of a small project: `a.cpp`, `b.cpp`, `c.cpp`, each including its header.
+struct Checkout {
+    dir: tempfile::TempDir,
+    cc: FakeCompiler,
+    jobs: Vec<CompileJob>,
+}
+
+impl Checkout {
+    fn new(b_source: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (name, body) in [("a", "int a();\n"), ("b", b_source), ("c", "int c();\n")] {
+            write(root, &format!("include/{name}.h"), "#pragma once\n");
+            let source = format!("#include \"{name}.h\"\n{body}");
+            write(root, &format!("{name}.cpp"), &source);
+        }
+        let cc = FakeCompiler::new(root);
+        let jobs = ["a.cpp", "b.cpp", "c.cpp"]
+            .iter()
+            .map(|s| job(root, &cc.path, s))
+            .collect();
+        Checkout { dir, cc, jobs }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn build(&self, url: &str, recorder: &Recorder) -> Result<CompileSummary, CompileError> {
+        let settings = CompileSettings {
+            remote: Some(RemoteSettings {
+                url: url.to_string(),
+                roots: vec![("project".into(), self.root().to_path_buf())],
+            }),
+            dist: None,
+            memory: None,
+            jobs: 1,
+            cache_dir: self.root().join("cache"),
+            kbuild_cache: None,
+            nvcc_env: Vec::new(),
+            launcher: None,
+            jobserver: None,
+            order: Vec::new(),
+            nvcc: NvccMode::Threads,
+        };
+        compile_all(&self.jobs, &settings, recorder)
+    }
+}
+
+fn warnings_about_the_remote(recorder: &Recorder) -> Vec<String> {
+    recorder
+        .take()
+        .into_iter()
+        .filter_map(|e| e.strip_prefix("warn ").map(str::to_string))
+        .filter(|w| w.contains("remote cache"))
+        .collect()
+}
+
+#[test]
+fn second_checkout_compiles_nothing_with_a_warm_remote_cache() {
+    let redis = Redis::start();
+    let first = Checkout::new("int b();\n");
+    first.build(&redis.url(), &Recorder::default()).unwrap();
+    assert_eq!(first.cc.take_compiled(), ["a.cpp", "b.cpp", "c.cpp"]);
+
+    let second = Checkout::new("int b();\n");
+    let summary = second.build(&redis.url(), &Recorder::default()).unwrap();
+    assert_eq!(second.cc.take_compiled(), Vec::<String>::new());
+    assert_eq!(summary.remote, ["a.cpp", "b.cpp", "c.cpp"]);
+    for name in ["a", "b", "c"] {
+        let object = |c: &Checkout| std::fs::read(c.root().join(format!("obj/{name}.o"))).unwrap();
+        assert_eq!(object(&first), object(&second));
+    }
+    // The objects now count as the second checkout's own: a rebuild is a local no-op.
+    let again = second.build(&redis.url(), &Recorder::default()).unwrap();
+    assert!(again.remote.is_empty() && again.compiled.is_empty());
+}
+
+#[test]
+fn a_header_that_differs_in_the_second_checkout_misses_the_remote() {
+    let redis = Redis::start();
+    Checkout::new("int b();\n")
+        .build(&redis.url(), &Recorder::default())
+        .unwrap();
+    let second = Checkout::new("int b();\n");
+    write(
+        second.root(),
+        "include/b.h",
+        "#pragma once\nint changed();\n",
+    );
+    second.build(&redis.url(), &Recorder::default()).unwrap();
+    assert_eq!(second.cc.take_compiled(), ["b.cpp"]);
+}
+
+#[test]
+fn a_different_compiler_never_shares_objects() {
+    let redis = Redis::start();
+    Checkout::new("int b();\n")
+        .build(&redis.url(), &Recorder::default())
+        .unwrap();
+    let mut other = Checkout::new("int b();\n");
+    for job in &mut other.jobs {
+        job.compiler_id = "g++ (another build) 99.1".into();
+    }
+    other.build(&redis.url(), &Recorder::default()).unwrap();
+    assert_eq!(other.cc.take_compiled(), ["a.cpp", "b.cpp", "c.cpp"]);
+}
+
+#[test]
+fn corrupt_remote_object_is_recompiled_never_used() {
+    let redis = Redis::start();
+    let first = Checkout::new("int b();\n");
+    first.build(&redis.url(), &Recorder::default()).unwrap();
+    let objects = redis.cli(&["--scan", "--pattern", "kbuild:v1:object:*"]);
+    let objects: Vec<&str> = objects.lines().collect();
+    assert_eq!(objects.len(), 3, "one object per unit: {objects:?}");
+    for key in &objects {
+        redis.cli(&["SET", key, "not an object"]);
+    }
+
+    let second = Checkout::new("int b();\n");
+    let recorder = Recorder::default();
+    let summary = second.build(&redis.url(), &recorder).unwrap();
+    assert_eq!(second.cc.take_compiled(), ["a.cpp", "b.cpp", "c.cpp"]);
+    assert!(summary.remote.is_empty());
+    let a = std::fs::read_to_string(second.root().join("obj/a.o")).unwrap();
+    assert!(
+        a.starts_with("#include \"a.h\""),
+        "the object was compiled: {a}"
+    );
+    let warned = warnings_about_the_remote(&recorder);
+    assert_eq!(
+        warned.len(),
+        3,
+        "one warning per corrupt entry: {warned:#?}"
+    );
+    assert!(
+        warned[0].contains("does not match its SHA-256"),
+        "{}",
+        warned[0]
+    );
+
+    // The recompiled objects replaced the corrupt ones: a third checkout compiles nothing.
+    let third = Checkout::new("int b();\n");
+    third.build(&redis.url(), &Recorder::default()).unwrap();
+    assert_eq!(third.cc.take_compiled(), Vec::<String>::new());
+}
+
+#[test]
+fn remote_killed_mid_build_finishes_locally_and_says_so_once() {
+    let mut redis = Redis::start();
+    let checkout = Checkout::new("// SLEEP 2\nint b();\n");
+    let started_b = checkout.root().join("b.cpp.pid");
+    let url = redis.url();
+    let recorder = Recorder::default();
+    let summary = std::thread::scope(|s| {
+        let build = s.spawn(|| checkout.build(&url, &recorder));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !started_b.exists() {
+            assert!(Instant::now() < deadline, "b.cpp never started compiling");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // a.cpp was compiled and shared; the server dies while b.cpp compiles.
+        redis.kill();
+        build.join().unwrap()
+    })
+    .unwrap();
+    assert_eq!(summary.compiled, ["a.cpp", "b.cpp", "c.cpp"]);
+    assert!(checkout.root().join("obj/c.o").is_file());
+    let warned = warnings_about_the_remote(&recorder);
+    assert_eq!(warned.len(), 1, "said once: {warned:#?}");
+    assert!(
+        warned[0].contains("building with the local cache only"),
+        "{}",
+        warned[0]
+    );
+    assert!(warned[0].contains(&url), "{}", warned[0]);
+}
+
+#[test]
+fn remote_cache_url_that_is_not_redis_is_refused_with_a_hint() {
+    let checkout = Checkout::new("int b();\n");
+    let err = checkout
+        .build("http://127.0.0.1:9", &Recorder::default())
+        .unwrap_err();
+    let hint = err.hint().expect("a hint");
+    insta::assert_snapshot!(format!("error: {err}\nhint: {hint}"));
+}
+
+/// Copy `tests/fixtures/relu-v5` to `<dir>/<name>`: checkouts at different absolute paths.
+fn checkout_of_relu(dir: &Path, name: &str) -> PathBuf {
+    let root = dir.join(name);
+    copy_dir(&repo().join("tests/fixtures/relu-v5"), &root);
+    root
+}
+
+fn build_backend(root: &Path, backend: &str, url: &str) -> serde_json::Value {
+    let out = run(kbuild(root)
+        .args(["build", "--backend", backend, "--json", "-j", "2"])
+        .env("KBUILD_REMOTE_CACHE", url));
+    assert!(out.status.success());
+    stdout_json(&out)
+}
+
+/// Every file of the built variants, relative path → bytes.
+fn variant_files(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let build = root.join("build");
+    let mut files: Vec<_> = walkdir::WalkDir::new(&build)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .filter(|e| {
+            !e.path()
+                .strip_prefix(&build)
+                .unwrap()
+                .starts_with(".kbuild")
+        })
+        .map(|e| {
+            let rel = e.path().strip_prefix(&build).unwrap().to_path_buf();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn second_checkout_of_a_cpu_project_compiles_nothing_and_writes_identical_variants() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let first = checkout_of_relu(dir.path(), "alice");
+    let second = checkout_of_relu(dir.path(), "bob-ci-shard");
+    let cold = build_backend(&first, "cpu", &redis.url());
+    assert!(!cold["compiled"].as_array().unwrap().is_empty());
+
+    let warm = build_backend(&second, "cpu", &redis.url());
+    assert_eq!(warm["compiled"], serde_json::json!([]), "{warm:#}");
+    let (a, b) = (variant_files(&first), variant_files(&second));
+    assert!(
+        a.iter()
+            .any(|(p, _)| p.extension().is_some_and(|e| e == "so"))
+    );
+    let names = |v: &[(PathBuf, Vec<u8>)]| v.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&a), names(&b));
+    for ((path, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x == y, "`{}` differs between the checkouts", path.display());
+    }
+}
+
+/// With one capability (one device pass per unit) so that the first build fits in a minute.
+#[test]
+fn second_checkout_of_a_cuda_project_compiles_nothing_and_writes_identical_variants() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let checkouts = ["alice", "bob-ci-shard"].map(|name| {
+        let root = checkout_of_relu(dir.path(), name);
+        let toml = std::fs::read_to_string(root.join("build.toml")).unwrap();
+        let one = toml.replace(r#"["7.5", "8.0", "9.0"]"#, r#"["8.0"]"#);
+        assert_ne!(toml, one, "the fixture's capabilities changed");
+        std::fs::write(root.join("build.toml"), one).unwrap();
+        root
+    });
+    let cold = build_backend(&checkouts[0], "cuda", &redis.url());
+    assert_eq!(cold["compiled"].as_array().unwrap().len(), 2, "{cold:#}");
+
+    let warm = build_backend(&checkouts[1], "cuda", &redis.url());
+    assert_eq!(warm["compiled"], serde_json::json!([]), "{warm:#}");
+    let (a, b) = (variant_files(&checkouts[0]), variant_files(&checkouts[1]));
+    assert!(
+        a.iter()
+            .any(|(p, _)| p.extension().is_some_and(|e| e == "so"))
+    );
+    assert_eq!(a.len(), b.len());
+    for ((path, x), (other, y)) in a.iter().zip(&b) {
+        assert_eq!(path, other);
+        assert!(x == y, "`{}` differs between the checkouts", path.display());
+    }
+}
