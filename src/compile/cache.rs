@@ -135,55 +135,17 @@ impl Cache {
         }
     }
 
-    /// The command line as the key sees it: the output paths, which differ between the
-    /// temporary names a compile writes to and the final ones, normalized out; nvcc's
-    /// `--threads N`, `--jobserver` and `--split-compile=N`, which change how fast the object is
-    /// made, not what it is (another `-j` must not recompile), left out; `-DTORCH_EXTENSION_NAME=<id>` without its
-    /// value (kept in [`Argv::namespace`]); kbuild's cache directory aliased; and for nvcc the
-    /// `NVCC_PREPEND_FLAGS` / `NVCC_APPEND_FLAGS` it reads from the environment.
+    /// The command line as the key sees it: [`command_words`] with kbuild's cache directory
+    /// aliased, the op namespace kept in [`Argv::namespace`].
     pub(crate) fn argv(
         &self,
         job: &CompileJob,
         spec: &CommandSpec,
         nvcc_env: &[(String, String)],
     ) -> Argv {
-        let text = |p: &std::ffi::OsStr| self.alias_text(&p.to_string_lossy());
-        let mut words = vec![text(spec.program.as_os_str())];
-        let mut namespace = None;
-        let define = format!("-D{NAMESPACE_DEFINE}=");
-        let mut args = spec.args.iter();
-        while let Some(arg) = args.next() {
-            let arg = arg.as_os_str();
-            if arg == "--threads" {
-                args.next();
-            } else if arg == "--jobserver" || is_split_compile(arg) {
-                continue;
-            } else if arg == job.object.as_os_str() {
-                words.push("<object>".into());
-            } else if arg == job.depfile.as_os_str() {
-                words.push("<depfile>".into());
-            } else if let Some(id) = arg.to_str().and_then(|a| a.strip_prefix(&define)) {
-                namespace = Some(id.to_string());
-                words.push(format!("{define}<op namespace>"));
-            } else {
-                words.push(text(arg));
-            }
-        }
-        for (k, v) in &spec.env {
-            words.push(format!("{}={}", k.to_string_lossy(), text(v)));
-        }
-        if let Some(cwd) = &spec.cwd {
-            words.push(format!("cwd={}", text(cwd.as_os_str())));
-        }
-        if job.lang == crate::plan::Lang::Cuda {
-            words.extend(nvcc_env.iter().map(|(k, v)| format!("{k}={v}")));
-        }
-        let mut h = Sha256::new();
-        for word in &words {
-            h.update((word.len() as u64).to_le_bytes());
-            h.update(word.as_bytes());
-        }
-        let hash = hex::encode(h.finalize());
+        let text = |p: &str| self.alias_text(p);
+        let (words, namespace) = command_words(job, spec, nvcc_env, &text);
+        let hash = hash_words(&words);
         Argv {
             words,
             hash,
@@ -351,22 +313,22 @@ pub fn nvcc_env_flags() -> Vec<(String, String)> {
         .collect()
 }
 
-/// The hash of a unit's command line as the remote cache keys it: like [`Cache::argv`] (nvcc's
-/// `--threads`, `--jobserver` and `--split-compile` left out, the output paths named, and for
-/// nvcc the `NVCC_*_FLAGS` it reads), with every argument (and the working directory) passed
-/// through `normalize` first: the remote cache names the checkout's directories instead of
-/// spelling them. The op namespace is kept whole: only a checkout of the same id shares it.
-pub(crate) fn argv_hash_with(
+/// The words of a unit's command line as a cache key sees them, and its op namespace: each
+/// path-bearing word passed through `text` (the local cache aliases its directory, the remote
+/// one names the checkout's roots); the output paths named; nvcc's `--threads N`,
+/// `--jobserver` and `--split-compile=N`, which change how fast the object is made, not what
+/// it is, left out; `-DTORCH_EXTENSION_NAME=<id>` without its value (returned beside); and for
+/// nvcc the `NVCC_*_FLAGS` it reads from the environment (`nvcc_env`).
+fn command_words(
     job: &CompileJob,
     spec: &CommandSpec,
-    normalize: &dyn for<'a> Fn(&'a [u8]) -> std::borrow::Cow<'a, [u8]>,
-) -> String {
-    let mut h = Sha256::new();
-    let mut field = |bytes: &[u8]| {
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-    };
-    field(&normalize(spec.program.as_os_str().as_encoded_bytes()));
+    nvcc_env: &[(String, String)],
+    text: &dyn Fn(&str) -> String,
+) -> (Vec<String>, Option<String>) {
+    let text_of = |p: &std::ffi::OsStr| text(&p.to_string_lossy());
+    let mut words = vec![text_of(spec.program.as_os_str())];
+    let mut namespace = None;
+    let define = format!("-D{NAMESPACE_DEFINE}=");
     let mut args = spec.args.iter();
     while let Some(arg) = args.next() {
         let arg = arg.as_os_str();
@@ -375,27 +337,48 @@ pub(crate) fn argv_hash_with(
         } else if arg == "--jobserver" || is_split_compile(arg) {
             continue;
         } else if arg == job.object.as_os_str() {
-            field(b"<object>");
+            words.push("<object>".into());
         } else if arg == job.depfile.as_os_str() {
-            field(b"<depfile>");
+            words.push("<depfile>".into());
+        } else if let Some(id) = arg.to_str().and_then(|a| a.strip_prefix(&define)) {
+            namespace = Some(id.to_string());
+            words.push(format!("{define}<op namespace>"));
         } else {
-            field(&normalize(arg.as_encoded_bytes()));
+            words.push(text_of(arg));
         }
     }
     for (k, v) in &spec.env {
-        field(k.as_encoded_bytes());
-        field(v.as_encoded_bytes());
+        words.push(format!("{}={}", k.to_string_lossy(), text_of(v)));
     }
     if let Some(cwd) = &spec.cwd {
-        field(&normalize(cwd.as_os_str().as_encoded_bytes()));
+        words.push(format!("cwd={}", text_of(cwd.as_os_str())));
     }
     if job.lang == crate::plan::Lang::Cuda {
-        for (k, v) in nvcc_env_flags() {
-            field(k.as_bytes());
-            field(v.as_bytes());
-        }
+        words.extend(nvcc_env.iter().map(|(k, v)| format!("{k}={v}")));
+    }
+    (words, namespace)
+}
+
+fn hash_words(words: &[String]) -> String {
+    let mut h = Sha256::new();
+    for word in words {
+        h.update((word.len() as u64).to_le_bytes());
+        h.update(word.as_bytes());
     }
     hex::encode(h.finalize())
+}
+
+/// The hash of a unit's command line as the remote cache keys it: [`command_words`] with each
+/// word passed through `text` (the remote cache names the checkout's directories instead of
+/// spelling them) and the op namespace kept whole, so only a checkout of the same id shares it.
+pub(crate) fn remote_argv_hash(
+    job: &CompileJob,
+    spec: &CommandSpec,
+    text: &dyn Fn(&str) -> String,
+) -> String {
+    let (mut words, namespace) = command_words(job, spec, &nvcc_env_flags(), text);
+    words.extend(namespace.map(|id| format!("-D{NAMESPACE_DEFINE}={id}")));
+    hash_words(&words)
 }
 
 /// `flags changed: \`-lineinfo\` added, \`-O3\` removed`: the words of the command line that

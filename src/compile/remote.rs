@@ -11,7 +11,6 @@
 //! A remote that cannot be reached is said once and then left alone: the build goes on with
 //! the local cache only.
 
-use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,7 +98,7 @@ impl RemoteCache {
     /// The key of `job` on the remote: what the compiler, its command line (paths normalized)
     /// and the source's content make; `None` when the source cannot be read.
     pub(crate) fn key(&self, job: &CompileJob, spec: &CommandSpec) -> Option<String> {
-        let argv = cache::argv_hash_with(job, spec, &|arg| self.normalize_arg(arg));
+        let argv = cache::remote_argv_hash(job, spec, &|arg| self.normalize_arg(arg));
         let source = std::fs::read(&job.source).ok()?;
         let mut h = Sha256::new();
         for part in [
@@ -242,22 +241,13 @@ impl RemoteCache {
 
     /// An argument with each root's path replaced by its name (`-I/x/proj/include` →
     /// `-I<project>/include`).
-    fn normalize_arg<'a>(&self, arg: &'a [u8]) -> Cow<'a, [u8]> {
-        let Ok(text) = std::str::from_utf8(arg) else {
-            return Cow::Borrowed(arg);
-        };
-        let mut out = Cow::Borrowed(text);
+    fn normalize_arg(&self, arg: &str) -> String {
+        let mut out = arg.to_string();
         for (name, root) in &self.roots {
-            let Some(root) = root.to_str().filter(|r| !r.is_empty()) else {
-                continue;
-            };
-            if out.contains(root) {
-                out = Cow::Owned(out.replace(root, &format!("<{name}>")));
+            if let Some(root) = root.to_str().filter(|r| !r.is_empty()) {
+                out = out.replace(root, &format!("<{name}>"));
             }
         }
-        match out {
-            Cow::Borrowed(_) => Cow::Borrowed(arg),
-            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
-        }
+        out
     }
 }
