@@ -39,7 +39,8 @@ since longest-first needs the last build's times; the plain `cold` case removes 
 
 Projects: `ltx_kernels` (the flagship), `activations` (bench/projects), and real HF projects
 whose sources live under `--src-dir` (default `.gpuwork/src`, see bench/prepare-gpu-bench):
-`relu` (huggingface/kernels examples/kernels/relu) and `causal-conv1d` (kernels-community).
+`relu` (huggingface/kernels examples/kernels/relu), `causal-conv1d` and `paged-attention`
+(kernels-community).
 
 HF's tools: cold = CMake configure (its time also shown alone) + `cmake --build --target
 install`; the other cases run only the build. `--prepare-hf DIR` writes the generated projects
@@ -123,6 +124,16 @@ PROJECTS = {
         None,
         "causal-conv1d/causal_conv1d_update.cu",
         "causal-conv1d/causal_conv1d_common.h",
+        external=True,
+    ),
+    # The second heavy real project: two template-heavy attention units (v1, v2) and the cache
+    # kernels; every unit includes the attention headers.
+    "paged-attention": Project(
+        "paged-attention (kernels-community)",
+        Path("paged-attention"),
+        None,
+        "paged-attention/cache_kernels.cu",
+        "paged-attention/attention/attention_utils.cuh",
         external=True,
     ),
 }
@@ -878,7 +889,7 @@ def main() -> None:
                    default=["kbuild", "cppext"],
                    help="of " + ",".join(TOOL_LABELS))
     p.add_argument("--src-dir", default=str(REPO / ".gpuwork/src"),
-                   help="where the sources of the real HF projects (relu, causal-conv1d) are")
+                   help="where the sources of the real HF projects (relu, causal-conv1d, paged-attention) are")
     p.add_argument("--kernel-builder", default=None,
                    help="hf-kernel-builder 0.16.2 (default: $KERNEL_BUILDER, "
                         "/work/tools/hfkb/bin, PATH)")
