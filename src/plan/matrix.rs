@@ -196,6 +196,13 @@ fn narrow_to_selection(out: &mut VariantArchs, selected: &[Capability]) -> Resul
     out.per_kernel = kept;
     let archs: BTreeSet<String> = out.per_kernel.values().flatten().map(arch_string).collect();
     if archs != all_archs {
+        out.notes.push(format!(
+            "`--cuda-capabilities {}`: this variant holds {} of the project's {}; `kbuild \
+             publish` refuses it unless given `--allow-partial`",
+            capabilities::join(selected),
+            archs.iter().cloned().collect::<Vec<_>>().join(", "),
+            all_archs.iter().cloned().collect::<Vec<_>>().join(", "),
+        ));
         out.matrix_archs = Some(all_archs.into_iter().collect());
     }
     Ok(())
