@@ -313,7 +313,8 @@ fn run_or_reuse(
                 });
             }
             Lookup::Damaged(why) => d.reporter.warn(&format!(
-                "the device step cache entry of `{}` for `{}` {why}: removed, the pass runs again",
+                "the device step cache entry for `{}` of `{}` is damaged: {why}; removed, the \
+                 pass runs again",
                 step.label, d.job.label
             )),
             Lookup::Miss => {}

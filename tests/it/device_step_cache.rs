@@ -258,8 +258,8 @@ fn a_damaged_device_step_entry_is_found_and_its_pass_runs_again() {
     for pass in ["cicc compute_80", "ptxas sm_80"] {
         assert!(
             said.contains(&format!(
-                "the device step cache entry of `{pass}` for `k.cu`"
-            )) && said.contains("does not match its hash: removed, the pass runs again"),
+                "the device step cache entry for `{pass}` of `k.cu` is damaged: `"
+            )) && said.contains("` does not match its hash; removed, the pass runs again"),
             "{said}"
         );
     }
