@@ -9,6 +9,7 @@ mod nvcc_steps;
 mod redis;
 mod remote;
 mod split;
+mod step_cache;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -33,6 +34,7 @@ use crate::schedule::NvccMode;
 use crate::schedule::{JobError, Schedule, Unit, run_scheduled};
 use cache::{Argv, Cache, Freshness};
 use remote::{Lookup, RemoteCache};
+use step_cache::StepCache;
 
 /// How to run the compile jobs.
 #[derive(Debug, Clone)]
@@ -79,6 +81,10 @@ pub struct CompileSummary {
     /// Of the cached units, those whose objects came from the remote cache.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remote: Vec<String>,
+    /// nvcc's device passes of the compiled units that the device step cache held, as
+    /// `<unit>: <step>` (`relu.cu [cuda]: cicc compute_80`): they did not run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reused_steps: Vec<String>,
     /// Per job, in job order: how long its compiler ran; `None` when it came from the cache.
     #[serde(skip)]
     pub compile_times: Vec<Option<Duration>>,
@@ -221,6 +227,8 @@ pub fn compile_all(
     reporter: &dyn Reporter,
 ) -> Result<CompileSummary, CompileError> {
     let cache = Cache::new(&settings.cache_dir, settings.kbuild_cache.as_deref());
+    let steps = (settings.nvcc == NvccMode::Steps)
+        .then(|| StepCache::new(&settings.cache_dir, settings.kbuild_cache.as_deref()));
     let remote = settings.remote.as_ref().map(RemoteCache::new).transpose()?;
     let dist = (settings.dist.as_deref()).and_then(|sccache| dist::connect(sccache, reporter));
     let schedule = Schedule {
@@ -231,6 +239,7 @@ pub fn compile_all(
     let result = run_scheduled(jobs, &schedule, reporter, |job, cancel| {
         let caches = Caches {
             local: &cache,
+            steps: steps.as_ref(),
             remote: remote.as_ref(),
             dist: dist.as_ref().map(|d| d.sccache.as_path()),
         };
@@ -239,6 +248,14 @@ pub fn compile_all(
     // Checked first: a compiler that the terminal's Ctrl-C reached before kbuild noticed it
     // fails too, and that failure is not the news.
     check_interrupted()?;
+    if let Some(steps) = &steps
+        && let Err(e) = steps.sweep()
+    {
+        reporter.warn(&format!(
+            "cannot trim the device step cache in `{}`: {e}",
+            settings.cache_dir.join("steps").display()
+        ));
+    }
     let finished = result?;
     let mut summary = CompileSummary::default();
     for (job, done) in jobs.iter().zip(finished) {
@@ -249,6 +266,10 @@ pub fn compile_all(
         summary
             .compile_times
             .push((done.outcome == UnitOutcome::Compiled).then_some(done.elapsed));
+    }
+    if let Some(steps) = &steps {
+        let units: Vec<&str> = jobs.iter().map(|j| j.label.as_str()).collect();
+        summary.reused_steps = steps.hits(&units);
     }
     if let Some(remote) = &remote {
         let hits = remote.hits();
@@ -310,6 +331,8 @@ pub fn recorded_dependencies(
 /// cache, the shared remote one, and sccache when C++ units go to sccache-dist's servers.
 struct Caches<'a> {
     local: &'a Cache,
+    /// nvcc's device passes ([`NvccMode::Steps`] only).
+    steps: Option<&'a StepCache>,
     remote: Option<&'a RemoteCache>,
     dist: Option<&'a Path>,
 }
@@ -358,7 +381,13 @@ fn compile_one(
     let shown = launched(launcher, command_for(job)).to_string();
     reporter.verbose(&shown);
     let started = SystemTime::now();
-    let said = match split_run(job, settings, &spec, &tmp, &shown, reporter, cancel)? {
+    let split = SplitInputs {
+        command: &spec,
+        tmp: &tmp,
+        shown: &shown,
+        step_cache: caches.steps,
+    };
+    let said = match split_run(job, settings, &split, reporter, cancel)? {
         Some(said) => said,
         None => {
             // A `--split-compile` nvcc runs its threads in job slots, as the steps would.
@@ -478,14 +507,22 @@ fn from_remote(
     Ok(true)
 }
 
+/// What a unit compiled as nvcc's steps runs and writes.
+struct SplitInputs<'a> {
+    /// The one-nvcc command writing the temporary outputs.
+    command: &'a CommandSpec,
+    tmp: &'a TempOutputs,
+    /// The command shown in errors.
+    shown: &'a str,
+    step_cache: Option<&'a StepCache>,
+}
+
 /// Compile `job` as nvcc's separate steps when settings and the unit allow: `Some(what the
 /// steps printed)`, or `None` when the unit compiles with one nvcc instead.
 fn split_run(
     job: &CompileJob,
     settings: &CompileSettings,
-    command: &CommandSpec,
-    tmp: &TempOutputs,
-    shown: &str,
+    inputs: &SplitInputs,
     reporter: &dyn Reporter,
     cancel: &Cancel,
 ) -> Result<Option<String>, JobError<CompileError>> {
@@ -494,12 +531,14 @@ fn split_run(
     }
     let run = split::SplitRun {
         job,
-        command,
-        object: &tmp.object,
-        depfile: &tmp.depfile,
-        shown,
+        command: inputs.command,
+        object: &inputs.tmp.object,
+        depfile: &inputs.tmp.depfile,
+        shown: inputs.shown,
         jobserver: settings.jobserver.as_deref(),
         memory: settings.memory.as_deref(),
+        step_cache: inputs.step_cache,
+        reporter,
     };
     match split::compile_split(&run, cancel)? {
         split::Split::Done { said } => Ok(Some(said)),

@@ -231,8 +231,9 @@ fn value_in<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
         .find_map(|a| a.strip_prefix(flag).and_then(|r| r.strip_prefix('=')))
 }
 
-/// Files a step writes, as nvcc names them.
-fn outputs(kind: StepKind, argv: &[String]) -> Vec<String> {
+/// Files a step writes, as nvcc names them (cicc's `.cudafe1.c` and `.cudafe1.gpu` too, which
+/// no later step reads: the device step cache keeps everything a pass writes).
+pub(super) fn outputs(kind: StepKind, argv: &[String]) -> Vec<String> {
     let mut out: Vec<&str> = Vec::new();
     match kind {
         StepKind::Cudafe => {
@@ -244,6 +245,8 @@ fn outputs(kind: StepKind, argv: &[String]) -> Vec<String> {
         StepKind::Cicc => {
             out.extend(value_after(argv, "-o"));
             out.extend(value_after(argv, "--stub_file_name"));
+            out.extend(value_after(argv, "--gen_c_file_name"));
+            out.extend(value_after(argv, "--gen_device_file_name"));
         }
         StepKind::Fatbinary => out.extend(value_in(argv, "--create")),
         _ => out.extend(value_after(argv, "-o")),

@@ -9,11 +9,13 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::nvcc_steps::{Step, StepPaths, Unsupported, plan_steps};
+use super::step_cache::{Lookup, StepCache};
 use super::{CompileError, io_error, job_error, run_gated};
 use crate::jobserver::Jobserver;
 use crate::memory::MemoryGate;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec, diagnostics, run_cancellable};
+use crate::report::Reporter;
 use crate::schedule::JobError;
 
 /// How long an idle step worker sleeps before it looks at the cancel again.
@@ -41,6 +43,10 @@ pub(super) struct SplitRun<'a> {
     pub jobserver: Option<&'a Jobserver>,
     /// The build's memory gate: each step waits for its learned peak to fit.
     pub memory: Option<&'a MemoryGate>,
+    /// The device step cache: a device pass it holds does not run.
+    pub step_cache: Option<&'a StepCache>,
+    /// Says which passes were reused (`-v`) and which entries were damaged.
+    pub reporter: &'a dyn Reporter,
 }
 
 /// Compile `run.job` as separate nvcc steps; `NotSplit` when nvcc's plan for it is not one
@@ -88,6 +94,12 @@ pub(super) fn compile_split(
         jobserver: run.jobserver,
         width: width.max(1),
         memory: run.memory.map(|gate| (gate, job.object.as_path())),
+        device: run.step_cache.map(|cache| Device {
+            cache,
+            keep_dir: &keep.0,
+            job,
+            reporter: run.reporter,
+        }),
     };
     match run_steps(&plan.steps, &slots, cancel) {
         Ok(said) => Ok(Split::Done { said }),
@@ -160,6 +172,16 @@ struct Slots<'a> {
     width: usize,
     /// The build's memory gate, and the unit's object (its steps' peaks are learned under it).
     memory: Option<(&'a MemoryGate, &'a Path)>,
+    device: Option<Device<'a>>,
+}
+
+/// The device step cache, as the steps of one unit use it.
+struct Device<'a> {
+    cache: &'a StepCache,
+    /// nvcc's `--keep-dir`, where the passes read and write.
+    keep_dir: &'a Path,
+    job: &'a CompileJob,
+    reporter: &'a dyn Reporter,
 }
 
 /// Run `steps` in dependency order. With a jobserver, each running step holds a slot: the
@@ -255,13 +277,61 @@ fn step_worker(
             give_back(held, board, wake);
             continue;
         };
-        let (spec, extra) = split_slots(&steps[i].spec, slots.jobserver);
-        let result = run_step(&spec, &steps[i].label, slots, cancel);
-        drop(extra);
+        let result = run_or_reuse(steps, i, slots, cancel);
         give_back(held, board, wake);
         finish_step(&mut lock(), i, result, cancel);
         wake.notify_all();
     }
+}
+
+/// Run step `i`, unless the device step cache has its outputs (put in place then); a device
+/// pass that ran is stored.
+fn run_or_reuse(
+    steps: &[Step],
+    i: usize,
+    slots: &Slots,
+    cancel: &Cancel,
+) -> Result<std::process::Output, CommandFailure> {
+    let step = &steps[i];
+    let device = slots.device.as_ref();
+    let pass = device.and_then(|d| {
+        let pass = d.cache.pass(step, d.keep_dir, &d.job.compiler_id)?;
+        Some((d, pass))
+    });
+    if let Some((d, pass)) = &pass {
+        match d.cache.restore(pass) {
+            Lookup::Hit => {
+                d.cache.reused(&d.job.label, i, &step.label);
+                d.reporter.verbose(&format!(
+                    "`{}`: `{}` reused from the device step cache",
+                    d.job.label, step.label
+                ));
+                return Ok(std::process::Output {
+                    status: std::process::ExitStatus::default(),
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                });
+            }
+            Lookup::Damaged(why) => d.reporter.warn(&format!(
+                "the device step cache entry for `{}` of `{}` is damaged: {why}; removed, the \
+                 pass runs again",
+                step.label, d.job.label
+            )),
+            Lookup::Miss => {}
+        }
+    }
+    let (spec, extra) = split_slots(&step.spec, slots.jobserver);
+    let result = run_step(&spec, &step.label, slots, cancel);
+    drop(extra);
+    if let (Ok(_), Some((d, pass))) = (&result, &pass)
+        && let Err(e) = d.cache.store(pass)
+    {
+        d.reporter.warn(&format!(
+            "cannot keep `{}` of `{}` in the device step cache (it runs again next time): {e}",
+            step.label, d.job.label
+        ));
+    }
+    result
 }
 
 /// Run `step` once the memory gate (if any) admits it, learning its peak under the unit's

@@ -39,6 +39,10 @@ pub struct BuildReport {
     /// Labels of the units a compiler ran for, and of those that came from the cache.
     pub compiled: Vec<String>,
     pub cached: Vec<String>,
+    /// nvcc's device passes of the compiled units that the device step cache held, as
+    /// `<unit>: <step>`: they did not run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reused_steps: Vec<String>,
     /// How the compile jobs were run; absent when nothing needed compiling.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduleReport>,
@@ -108,6 +112,7 @@ impl BuildReport {
             skipped: Vec::new(),
             compiled: Vec::new(),
             cached: Vec::new(),
+            reused_steps: Vec::new(),
             schedule: None,
             seconds: started.elapsed().as_secs_f64(),
         }
@@ -129,6 +134,7 @@ impl BuildReport {
             skipped: skipped_once(plans),
             compiled: Vec::new(),
             cached,
+            reused_steps: Vec::new(),
             schedule: None,
             seconds: started.elapsed().as_secs_f64(),
         }

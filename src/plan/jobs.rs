@@ -20,6 +20,9 @@ struct Unit<'a> {
     gencodes: Vec<Gencode>,
     /// `-isystem` dirs of the kernel's `depends` libraries (CUTLASS).
     dep_includes: Vec<PathBuf>,
+    /// A narrowed CUDA unit's gencodes in the whole matrix, when they are more than `gencodes`
+    /// (see [`arch_list_flags`]).
+    matrix_gencodes: Option<Vec<Gencode>>,
 }
 
 /// What every job of one variant shares.
@@ -145,8 +148,10 @@ fn units_of<'a>(
                 &kernel.cxx_flags,
                 gencodes.clone(),
             );
+            let matrix = archs.matrix_per_kernel.get(&kernel.name);
             units.extend(unit.map(|u| Unit {
                 dep_includes: dep_includes(&kernel.depends),
+                matrix_gencodes: matrix.filter(|m| **m != u.gencodes).cloned(),
                 ..u
             }));
         }
@@ -282,6 +287,7 @@ fn unit<'a>(
         cxx_flags,
         gencodes,
         dep_includes: Vec::new(),
+        matrix_gencodes: None,
     })
 }
 
@@ -359,6 +365,9 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
     job.flags
         .extend(fatbin_compression(nvcc.version, unit.cuda_flags).map(String::from));
     job.gencodes = unit.gencodes.clone();
+    if let Some(matrix) = &unit.matrix_gencodes {
+        job.flags.extend(arch_list_flags(matrix, &job.gencodes));
+    }
     if shared.narrowed {
         job.object = job
             .object
@@ -370,6 +379,26 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
     job.host_compiler = Some(shared.cxx_path.clone());
     job.compiler_id = format!("{} | host {}", nvcc.id, shared.cxx_id);
     job
+}
+
+/// nvcc's `__CUDA_ARCH_LIST__` (the unit's capabilities, `750,800,900`) set to the whole
+/// matrix's for a unit `--cuda-capabilities` narrowed. CCCL (which torch's CUDA headers pull in)
+/// names its arch-dependent inline namespaces after the list, so every device pass's code
+/// depends on all the unit's capabilities; with the whole matrix's list, a narrowed unit's
+/// device passes are byte for byte those of the full build, which the device step cache then
+/// reuses. The host code is the full build's too: on the GPUs the narrowed variant serves, it
+/// runs as the full variant does (CUB picks its policy among the listed architectures by the
+/// one the driver loads). The union with `gencodes` keeps every compiled capability listed.
+fn arch_list_flags(matrix: &[Gencode], gencodes: &[Gencode]) -> [String; 2] {
+    let values: std::collections::BTreeSet<u32> = (matrix.iter().chain(gencodes))
+        .map(|g| g.capability.major * 100 + g.capability.minor * 10)
+        .collect();
+    // nvcc splits an option's value at commas unless they are escaped.
+    let list: Vec<String> = values.iter().map(u32::to_string).collect();
+    [
+        "-U__CUDA_ARCH_LIST__".to_string(),
+        format!("-D__CUDA_ARCH_LIST__={}", list.join("\\,")),
+    ]
 }
 
 /// `sm80-sm90a-sm120ptx`: the capabilities of an object, in its file name.

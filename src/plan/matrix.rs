@@ -94,6 +94,9 @@ pub(super) struct VariantArchs {
     /// With `--cuda-capabilities`: the `archs` of the whole matrix, which this variant holds
     /// only part of; `None` when it holds the whole matrix.
     pub matrix_archs: Option<Vec<String>>,
+    /// With `--cuda-capabilities` leaving part of the matrix out: each kernel's gencodes in the
+    /// whole matrix (`per_kernel` before narrowing); empty otherwise.
+    pub matrix_per_kernel: BTreeMap<String, Vec<Gencode>>,
 }
 
 /// The capabilities of every CUDA kernel of `project` for this nvcc, narrowed to `selected`
@@ -193,7 +196,7 @@ fn narrow_to_selection(out: &mut VariantArchs, selected: &[Capability]) -> Resul
             skipped.join(", ")
         ));
     }
-    out.per_kernel = kept;
+    let matrix = std::mem::replace(&mut out.per_kernel, kept);
     let archs: BTreeSet<String> = out.per_kernel.values().flatten().map(arch_string).collect();
     if archs != all_archs {
         out.notes.push(format!(
@@ -204,6 +207,7 @@ fn narrow_to_selection(out: &mut VariantArchs, selected: &[Capability]) -> Resul
             all_archs.iter().cloned().collect::<Vec<_>>().join(", "),
         ));
         out.matrix_archs = Some(all_archs.into_iter().collect());
+        out.matrix_per_kernel = matrix;
     }
     Ok(())
 }

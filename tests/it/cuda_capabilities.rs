@@ -68,6 +68,17 @@ fn cuda_capabilities_narrow_the_variant_and_skip_kernels_that_do_not_run_there()
             "lambda_cuda/lambda.cu [cuda]"
         ]
     );
+    // `lambda` is compiled with the whole matrix's `__CUDA_ARCH_LIST__`, so its 12.0 device
+    // passes are the full build's (CCCL's namespaces are named after the list).
+    let lambda = &variant["compile"][1];
+    let list = "-D__CUDA_ARCH_LIST__=750\\,800\\,860\\,870\\,890\\,900\\,1000\\,1100\\,1200\\,1210";
+    let flags = strings(&lambda["flags"]);
+    assert!(
+        flags.ends_with(&["-U__CUDA_ARCH_LIST__".to_string(), list.to_string()]),
+        "{flags:?}"
+    );
+    let full_flags = full["variants"][0]["compile"][1]["flags"].to_string();
+    assert!(!full_flags.contains("__CUDA_ARCH_LIST__"), "{full_flags}");
     let notes = strings(&plan["notes"]);
     assert!(
         notes.iter().any(|n| n.contains(

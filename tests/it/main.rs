@@ -28,6 +28,7 @@ mod cuda_capabilities;
 mod cutlass_deps;
 mod cutlass_git;
 mod develop_pytest;
+mod device_step_cache;
 mod dist_compile;
 mod error_output;
 mod generated_files;

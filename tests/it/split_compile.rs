@@ -32,7 +32,7 @@ fn source() -> String {
 
 /// Each cubin of `object` (by the name cuobjdump gives it) → its sections (name → bytes),
 /// every section but `.note.nv.tkinfo`, which records the tool's command line.
-fn cubins(
+pub(crate) fn cubins(
     cuobjdump: &Path,
     object: &Path,
 ) -> (BTreeMap<String, BTreeMap<String, Vec<u8>>>, String) {
