@@ -11,7 +11,9 @@
 //! records the value and the first file the object was built from that spells the name. An
 //! object none of whose files spells it compiles to the same code whatever the id, so a new
 //! commit reuses it; one that spells it (the bindings, through `TORCH_LIBRARY_EXPAND`)
-//! compiles again.
+//! compiles again — unless the op namespace can be re-applied to its object: a host C++ object
+//! checked, when it was compiled, to hold the id only as whole byte strings gets a new id of the
+//! same length written over the old one (`namespace.rs`) instead of a compiler run.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::namespace::{self, Patchability, ReapplyError};
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 
@@ -51,7 +54,13 @@ pub(crate) struct Manifest {
     /// The first of `deps` that spells `TORCH_EXTENSION_NAME`; `None`: the object is the same
     /// under any op namespace.
     spelled_in: Option<PathBuf>,
-    /// Hash over all of the above: the cache key of this object.
+    /// Whether a new op namespace can be re-applied to the object instead of compiling it
+    /// (`namespace.rs`); `None`: not checked (no file spells the name, or an older entry).
+    /// Not in `key`: like `object_hash`, a fact about the object, not about what it was built
+    /// from.
+    #[serde(default)]
+    reapply: Option<Patchability>,
+    /// Hash over all of the above but `object_hash` and `reapply`: the cache key of this object.
     key: String,
 }
 
@@ -90,6 +99,12 @@ pub(crate) enum Freshness {
     Fresh,
     /// Reused although something changed, for the reason given (shown with `-v`).
     FreshBecause(String),
+    /// Reusable once the op namespace `to` is written over `from` in the object
+    /// ([`Cache::reapply`]).
+    Reapply {
+        from: String,
+        to: String,
+    },
     Stale(String),
 }
 
@@ -108,6 +123,8 @@ pub(crate) struct Cache {
     /// kbuild's cache directory, whose paths the key writes as [`CACHE_DIR_ALIAS`].
     kbuild_cache: Option<PathBuf>,
     hashes: Mutex<HashMap<PathBuf, Option<FileFacts>>>,
+    /// Labels of the units whose op namespace was re-applied in this build.
+    reapplied: Mutex<Vec<String>>,
 }
 
 impl Cache {
@@ -116,6 +133,7 @@ impl Cache {
             dir: dir.to_path_buf(),
             kbuild_cache: kbuild_cache.map(|d| std::path::absolute(d).unwrap_or(d.to_path_buf())),
             hashes: Mutex::new(HashMap::new()),
+            reapplied: Mutex::new(Vec::new()),
         }
     }
 
@@ -261,20 +279,68 @@ impl Cache {
                 hash: facts.hash,
             });
         }
+        let (object_hash, reapply) = match (&argv.namespace, &spelled_in) {
+            (Some(id), Some(_)) => {
+                let object = std::fs::read(&job.object)?;
+                let reapply = namespace::patchability(job.lang, &object, id);
+                (hex::encode(Sha256::digest(&object)), Some(reapply))
+            }
+            _ => (hash_file(&job.object)?, None),
+        };
         let mut manifest = Manifest {
             version: MANIFEST_VERSION,
             label: job.label.clone(),
             compiler_id: job.compiler_id.clone(),
             argv_hash: argv.hash.clone(),
             argv: argv.words.clone(),
-            object_hash: hash_file(&job.object)?,
+            object_hash,
             deps: entries,
             namespace: argv.namespace.clone(),
             spelled_in,
+            reapply,
             key: String::new(),
         };
         manifest.key = key(&manifest);
         Ok(Some(manifest))
+    }
+
+    /// Write the op namespace `to` over `from` in the object of `job`, which [`Cache::check`]
+    /// found reusable so ([`Freshness::Reapply`]), and record the object under `to`. On error
+    /// the object and its entry are as they were, or the entry no longer matches the object
+    /// (the next check compiles). Returns the entry as recorded.
+    pub(crate) fn reapply(
+        &self,
+        job: &CompileJob,
+        from: &str,
+        to: &str,
+    ) -> Result<Manifest, ReapplyError> {
+        let path = self.manifest_path(job);
+        let unreadable = |source| ReapplyError::Read {
+            path: path.clone(),
+            source,
+        };
+        let text = std::fs::read(&path).map_err(unreadable)?;
+        let mut m = serde_json::from_slice::<Manifest>(&text)
+            .map_err(|e| unreadable(std::io::Error::other(e)))?;
+        if m.namespace.as_deref() != Some(from) {
+            return Err(ReapplyError::Changed { path });
+        }
+        let recorded = m.reapply.take().ok_or(ReapplyError::NotPatchable)?;
+        let done =
+            namespace::reapply(&job.object, &m.object_hash, &recorded, job.lang, (from, to))?;
+        m.namespace = Some(to.to_string());
+        m.object_hash = done.object_hash;
+        m.reapply = Some(done.patchability);
+        m.key = key(&m);
+        self.store(job, Some(&m))
+            .map_err(|source| ReapplyError::Write { path, source })?;
+        lock(&self.reapplied).push(job.label.clone());
+        Ok(m)
+    }
+
+    /// The labels of the units whose op namespace [`Cache::reapply`] re-applied.
+    pub(crate) fn reapplied(&self) -> Vec<String> {
+        lock(&self.reapplied).clone()
     }
 
     /// Write (atomically) or, with `None`, remove the manifest of `job`.
@@ -409,7 +475,8 @@ fn flags_changed(before: &[String], now: &[String]) -> String {
 /// Whether an object whose files and flags are unchanged can be reused under the op namespace
 /// of `argv`: always when none of its files spells `TORCH_EXTENSION_NAME` (the define cannot
 /// change its code; nvcc's `.note.nv.tkinfo` keeps the old value as a record of the command
-/// line, nothing the code reads), else only under the namespace it was compiled with.
+/// line, nothing the code reads), else under the namespace it was compiled with, or under
+/// another once it is re-applied to the object when [`namespace::can_reapply`] allows.
 fn namespace_freshness(m: &Manifest, argv: &Argv, unalias: impl Fn(&Path) -> PathBuf) -> Freshness {
     let (Some(before), Some(now)) = (&m.namespace, &argv.namespace) else {
         return match m.namespace == argv.namespace {
@@ -421,10 +488,23 @@ fn namespace_freshness(m: &Manifest, argv: &Argv, unalias: impl Fn(&Path) -> Pat
         return Freshness::Fresh;
     }
     match &m.spelled_in {
-        Some(path) => Freshness::Stale(format!(
-            "the op namespace changed (`{before}` -> `{now}`) and `{}` spells `{NAMESPACE_DEFINE}`",
-            unalias(path).display()
-        )),
+        Some(path) => {
+            let changed = format!(
+                "the op namespace changed (`{before}` -> `{now}`) and `{}` spells \
+                 `{NAMESPACE_DEFINE}`",
+                unalias(path).display()
+            );
+            let reapply = (m.reapply.as_ref())
+                .ok_or_else(|| "the object was not checked for re-applying it".to_string())
+                .and_then(|recorded| namespace::can_reapply(recorded, before, now));
+            match reapply {
+                Ok(()) => Freshness::Reapply {
+                    from: before.clone(),
+                    to: now.clone(),
+                },
+                Err(why) => Freshness::Stale(format!("{changed}; {why}")),
+            }
+        }
         None => Freshness::FreshBecause(format!(
             "no file it is built from spells `{NAMESPACE_DEFINE}`, so the new op namespace \
              `{now}` (was `{before}`) does not change it"

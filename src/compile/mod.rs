@@ -5,6 +5,7 @@ mod cache;
 mod command;
 mod depfile;
 mod dist;
+mod namespace;
 mod nvcc_steps;
 mod redis;
 mod remote;
@@ -79,6 +80,10 @@ pub struct CompileSummary {
     /// Of the cached units, those whose objects came from the remote cache.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remote: Vec<String>,
+    /// Of the cached units, those whose object got the new op namespace written over the old
+    /// one instead of a compiler run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reapplied: Vec<String>,
     /// Per job, in job order: how long its compiler ran; `None` when it came from the cache.
     #[serde(skip)]
     pub compile_times: Vec<Option<Duration>>,
@@ -250,6 +255,11 @@ pub fn compile_all(
             .compile_times
             .push((done.outcome == UnitOutcome::Compiled).then_some(done.elapsed));
     }
+    let reapplied = cache.reapplied();
+    summary.reapplied = (jobs.iter())
+        .filter(|j| reapplied.contains(&j.label))
+        .map(|j| j.label.clone())
+        .collect();
     if let Some(remote) = &remote {
         let hits = remote.hits();
         summary.remote = jobs
@@ -406,6 +416,25 @@ fn reuse<'a>(
             reporter.verbose(&format!("fresh `{}`: {why}", job.label));
             return Ok(Reuse::Done);
         }
+        Freshness::Reapply { from, to } => match caches.local.reapply(job, &from, &to) {
+            Ok(manifest) => {
+                reporter.verbose(&format!(
+                    "reused `{}`: op namespace re-applied: {from} → {to}",
+                    job.label
+                ));
+                // It now carries the namespace the remote key names, like a compiled one.
+                if let Some(r) = caches.remote
+                    && let Some(key) = r.key(job, &command_for(job))
+                {
+                    r.store(job, &key, &manifest, reporter);
+                }
+                return Ok(Reuse::Done);
+            }
+            Err(e) => reporter.verbose(&format!(
+                "compile `{}`: the op namespace `{to}` could not be re-applied: {e}",
+                job.label
+            )),
+        },
         Freshness::Stale(why) => reporter.verbose(&format!("compile `{}`: {why}", job.label)),
     }
     let remote = caches

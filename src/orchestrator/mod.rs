@@ -120,6 +120,7 @@ impl<'r> Builder<'r> {
             skipped: skipped_once(plans),
             compiled: compiled.compiled,
             cached: compiled.cached,
+            reapplied: compiled.reapplied,
             schedule,
             seconds: started.elapsed().as_secs_f64(),
         })

@@ -39,6 +39,10 @@ pub struct BuildReport {
     /// Labels of the units a compiler ran for, and of those that came from the cache.
     pub compiled: Vec<String>,
     pub cached: Vec<String>,
+    /// Of the cached units, those whose object got the new op namespace written over the old
+    /// one (`compile/namespace.rs`) instead of a compiler run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reapplied: Vec<String>,
     /// How the compile jobs were run; absent when nothing needed compiling.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduleReport>,
@@ -108,6 +112,7 @@ impl BuildReport {
             skipped: Vec::new(),
             compiled: Vec::new(),
             cached: Vec::new(),
+            reapplied: Vec::new(),
             schedule: None,
             seconds: started.elapsed().as_secs_f64(),
         }
@@ -129,6 +134,7 @@ impl BuildReport {
             skipped: skipped_once(plans),
             compiled: Vec::new(),
             cached,
+            reapplied: Vec::new(),
             schedule: None,
             seconds: started.elapsed().as_secs_f64(),
         }

@@ -1,7 +1,9 @@
-//! The op namespace (`-DTORCH_EXTENSION_NAME=<id>`, new with every commit) recompiles only the
-//! units whose files spell it; the link and the loaded module always take the new one.
+//! The op namespace (`-DTORCH_EXTENSION_NAME=<id>`, new with every commit) never recompiles the
+//! units whose files do not spell it; those that do get the new id written over the old one in
+//! their object when it has the same length, and compile again otherwise. The link and the
+//! loaded module always take the new id.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::fake_cc::{FakeCompiler, job, write};
@@ -39,6 +41,7 @@ fn jobs(root: &Path, cc: &FakeCompiler, id: &str) -> Vec<CompileJob> {
         .collect()
 }
 
+/// The fake compiler's objects are copies of the sources: never patchable.
 #[test]
 fn a_new_op_namespace_recompiles_only_units_whose_files_spell_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -68,7 +71,8 @@ fn a_new_op_namespace_recompiles_only_units_whose_files_spell_it() {
     );
     said(format!(
         "verbose compile `b.cpp`: the op namespace changed (`_p_1` -> `_p_2`) and `{}` spells \
-         `TORCH_EXTENSION_NAME`",
+         `TORCH_EXTENSION_NAME`; it cannot be re-applied to the object: not an object file \
+         kbuild can read (Unknown file magic)",
         root.join("include/reg.h").display()
     ));
     // The same namespace again: nothing.
@@ -120,32 +124,114 @@ fn git(root: &Path, args: &[&str]) {
     assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
-/// `kbuild build --backend cpu --json`: the compiled labels and the variant's id.
-fn build(root: &Path) -> (Vec<String>, String) {
-    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json"]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = stdout_json(&out);
-    let mut compiled: Vec<String> = json["compiled"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
-    compiled.sort();
-    let id = json["variants"][0]["id"].as_str().unwrap().to_string();
-    (compiled, id)
+/// A compiler launcher (`KBUILD_COMPILER_LAUNCHER`) that appends the source of each compile it
+/// runs to a log, then runs it: the compiler runs counted outside kbuild.
+struct CountingLauncher {
+    path: PathBuf,
+    log: PathBuf,
 }
 
-/// `kbuild -v build --backend cpu`: what it said.
-fn build_verbose(root: &Path) -> String {
-    let out = run(kbuild(root).args(["-v", "build", "--backend", "cpu"]));
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    stderr
+impl CountingLauncher {
+    fn new(dir: &Path) -> Self {
+        let path = dir.join("counting-launcher");
+        let log = dir.join("compiles.log");
+        let script = format!(
+            "#!/bin/sh\nprev=\nfor a in \"$@\"; do\n  [ \"$prev\" = -c ] && echo \"$a\" >> '{}'\n  \
+             prev=$a\ndone\nexec \"$@\"\n",
+            log.display()
+        );
+        std::fs::write(&path, script).unwrap();
+        crate::common::fake_cc::make_executable(&path);
+        std::fs::write(&log, "").unwrap();
+        CountingLauncher { path, log }
+    }
+
+    /// The file names of the sources compiled since the last call, sorted; clears the log.
+    fn take(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap();
+        std::fs::write(&self.log, "").unwrap();
+        let mut names: Vec<String> = (text.lines())
+            .map(|l| {
+                Path::new(l)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// What `kbuild -v build --backend cpu --json` did.
+struct Built {
+    id: String,
+    /// The JSON report's `compiled` and `reapplied` labels.
+    compiled: Vec<String>,
+    reapplied: Vec<String>,
+    /// What `-v` said.
+    said: String,
+}
+
+fn build(root: &Path, launcher: &CountingLauncher) -> Built {
+    let out = run(kbuild(root)
+        .args(["-v", "build", "--backend", "cpu", "--json"])
+        .env("KBUILD_COMPILER_LAUNCHER", &launcher.path));
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    let json = stdout_json(&out);
+    let labels = |key: &str| -> Vec<String> {
+        let list = json.get(key).and_then(|v| v.as_array()).cloned();
+        let mut labels: Vec<String> = (list.unwrap_or_default().iter())
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        labels.sort();
+        labels
+    };
+    Built {
+        id: json["variants"][0]["id"].as_str().unwrap().to_string(),
+        compiled: labels("compiled"),
+        reapplied: labels("reapplied"),
+        said,
+    }
+}
+
+/// The shared objects of the built variants (outside `build/.kbuild`), at least one.
+fn variant_objects(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let build = root.join("build");
+    let found: Vec<_> = walkdir::WalkDir::new(&build)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| {
+            !e.path()
+                .strip_prefix(&build)
+                .unwrap()
+                .starts_with(".kbuild")
+        })
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "so"))
+        .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    assert!(!found.is_empty(), "no .so under {}", build.display());
+    found
+}
+
+fn count(haystack: &[u8], needle: &str) -> usize {
+    haystack
+        .windows(needle.len())
+        .filter(|w| *w == needle.as_bytes())
+        .count()
+}
+
+/// Every built extension carries `id`, and `old` nowhere but inside `id` (a clean id is the
+/// start of its `_dirty` one).
+fn assert_carries_only(root: &Path, id: &str, old: &str) {
+    for (path, bytes) in variant_objects(root) {
+        let ids = count(&bytes, id);
+        let inside = if id.contains(old) { ids } else { 0 };
+        assert!(ids > 0, "`{id}` not in {}", path.display());
+        assert_eq!(count(&bytes, old), inside, "`{old}` in {}", path.display());
+    }
 }
 
 /// The op, called through `kernels` and through `torch.ops.<id>` of the namespace it must have.
@@ -164,49 +250,97 @@ fn assert_loads_under(root: &Path, id: &str) {
     assert_eq!(python_ok(&code, &[]).trim(), "ok");
 }
 
-#[test]
-fn a_commit_that_changes_no_source_recompiles_only_the_bindings_and_loads_the_new_namespace() {
+/// relu-v5 with a README, committed in a git repository of its own.
+fn committed_relu() -> tempfile::TempDir {
     let project = fixture("relu-v5");
     let root = project.path();
+    std::fs::write(root.join("README.md"), "# relu\n").unwrap();
     git(root, &["init", "-q"]);
     git(root, &["add", "."]);
     git(root, &["commit", "-q", "-m", "v1"]);
-    let (compiled, first) = build(root);
-    assert_eq!(compiled.len(), 2, "{compiled:?}");
+    project
+}
+
+const BINDING: &str = "torch-ext/torch_binding.cpp [cpu]";
+const KERNEL: &str = "relu_cpu/relu_cpu.cpp [cpu]";
+
+#[test]
+fn a_commit_that_changes_no_source_runs_no_compiler_and_loads_the_new_namespace() {
+    let project = committed_relu();
+    let root = project.path();
+    let logs = tempfile::tempdir().unwrap();
+    let launcher = CountingLauncher::new(logs.path());
+    let first = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp", "torch_binding.cpp"]);
 
     git(root, &["commit", "-q", "--allow-empty", "-m", "nothing"]);
-    let said = build_verbose(root);
-    // The build after it has nothing left to do, and says which namespace it built.
-    let (compiled, second) = build(root);
-    assert_eq!(compiled, Vec::<String>::new());
-    assert_ne!(second, first);
-    let fresh = format!(
-        "fresh `relu_cpu/relu_cpu.cpp [cpu]`: no file it is built from spells \
-         `TORCH_EXTENSION_NAME`, so the new op namespace `{second}` (was `{first}`)"
-    );
-    let binding = format!(
-        "compile `torch-ext/torch_binding.cpp [cpu]`: the op namespace changed (`{first}` -> \
-         `{second}`) and `{}` spells `TORCH_EXTENSION_NAME`",
-        root.join("torch-ext/torch_binding.cpp").display()
-    );
-    assert!(said.contains(&fresh), "{fresh}\n{said}");
-    assert!(said.contains(&binding), "{binding}\n{said}");
-    assert!(said.contains("(1 compiled, 1 fresh)"), "{said}");
-    assert_loads_under(root, &second);
+    let second = build(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new(), "{}", second.said);
+    assert_ne!(second.id, first.id);
+    assert_eq!(second.id.len(), first.id.len());
+    assert_eq!(second.compiled, Vec::<String>::new());
+    assert_eq!(second.reapplied, [BINDING]);
+    let said = |line: String| assert!(second.said.contains(&line), "{line}\n{}", second.said);
+    said(format!(
+        "fresh `{KERNEL}`: no file it is built from spells `TORCH_EXTENSION_NAME`, so the new op \
+         namespace `{}` (was `{}`)",
+        second.id, first.id
+    ));
+    said(format!(
+        "reused `{BINDING}`: op namespace re-applied: {} → {}",
+        first.id, second.id
+    ));
+    said("(0 compiled, 2 fresh)".into());
+    assert_carries_only(root, &second.id, &first.id);
+    assert_loads_under(root, &second.id);
 
-    // The kernel starts spelling the name: it compiles with every new namespace from then on.
+    // A kernel that spells the name in a guard holds no id in its object: once compiled with
+    // the guard, it is re-applied like the bindings.
     let kernel = root.join("relu_cpu/relu_cpu.cpp");
     let text = std::fs::read_to_string(&kernel).unwrap();
     let guard = "#ifndef TORCH_EXTENSION_NAME\n#error built outside its extension\n#endif\n";
     std::fs::write(&kernel, format!("{guard}{text}")).unwrap();
     git(root, &["commit", "-q", "-am", "guard"]);
-    let (compiled, _) = build(root);
-    assert_eq!(compiled.len(), 2, "{compiled:?}");
-    git(
-        root,
-        &["commit", "-q", "--allow-empty", "-m", "nothing again"],
+    let third = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp"]);
+    assert_eq!(third.reapplied, [BINDING]);
+    git(root, &["commit", "-q", "--allow-empty", "-m", "again"]);
+    let fourth = build(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new(), "{}", fourth.said);
+    assert_eq!(fourth.reapplied, [KERNEL, BINDING]);
+    assert_carries_only(root, &fourth.id, &third.id);
+    assert_loads_under(root, &fourth.id);
+}
+
+#[test]
+fn a_namespace_of_another_length_recompiles_only_the_binding_unit() {
+    let project = committed_relu();
+    let root = project.path();
+    let logs = tempfile::tempdir().unwrap();
+    let launcher = CountingLauncher::new(logs.path());
+    let clean = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp", "torch_binding.cpp"]);
+
+    // A tracked file changed: the id gains `_dirty`.
+    std::fs::write(root.join("README.md"), "# relu, edited\n").unwrap();
+    let dirty = build(root, &launcher);
+    assert_eq!(dirty.id, format!("{}_dirty", clean.id));
+    assert_eq!(launcher.take(), ["torch_binding.cpp"], "{}", dirty.said);
+    assert_eq!(dirty.compiled, [BINDING]);
+    assert_eq!(dirty.reapplied, Vec::<String>::new());
+    let why = format!(
+        "compile `{BINDING}`: the op namespace changed (`{}` -> `{}`) and `{}` spells \
+         `TORCH_EXTENSION_NAME`; `{}` is {} bytes long and `{}` {}, so the names that hold it \
+         change length",
+        clean.id,
+        dirty.id,
+        root.join("torch-ext/torch_binding.cpp").display(),
+        dirty.id,
+        dirty.id.len(),
+        clean.id,
+        clean.id.len()
     );
-    let (compiled, third) = build(root);
-    assert_eq!(compiled.len(), 2, "{compiled:?}");
-    assert_loads_under(root, &third);
+    assert!(dirty.said.contains(&why), "{why}\n{}", dirty.said);
+    assert_carries_only(root, &dirty.id, &clean.id);
+    assert_loads_under(root, &dirty.id);
 }
