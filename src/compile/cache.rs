@@ -12,8 +12,9 @@
 //! object none of whose files spells it compiles to the same code whatever the id, so a new
 //! commit reuses it; one that spells it (the bindings, through `TORCH_LIBRARY_EXPAND`)
 //! compiles again — unless the op namespace can be re-applied to its object: a host C++ object
-//! checked, when it was compiled, to hold the id only as whole byte strings gets a new id of the
-//! same length written over the old one (`namespace.rs`) instead of a compiler run.
+//! whose every byte from the id was found when it was compiled (the manifest's `reapply`) gets a
+//! new id of the same length written over the old one (`namespace.rs`) instead of a compiler
+//! run.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -31,7 +32,7 @@ use crate::process::CommandSpec;
 const MANIFEST_VERSION: u32 = 3;
 
 /// The define that carries the op namespace, keyed without its value (see the module docs).
-const NAMESPACE_DEFINE: &str = "TORCH_EXTENSION_NAME";
+pub(crate) const NAMESPACE_DEFINE: &str = "TORCH_EXTENSION_NAME";
 
 /// How paths under kbuild's cache directory are written in the key.
 const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";
@@ -65,6 +66,22 @@ pub(crate) struct Manifest {
 }
 
 impl Manifest {
+    /// The op namespace the object was compiled with, when [`namespace::survey`] found the
+    /// compiler took it apart: a compile under [`namespace::probe_id`] can find its pieces
+    /// ([`Manifest::learned`]).
+    pub(crate) fn wants_probe(&self) -> Option<&str> {
+        match self.reapply {
+            Some(Patchability::Split { .. }) => self.namespace.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Record where the object holds its op namespace, as a probe compile found it
+    /// ([`namespace::learn`]).
+    pub(crate) fn learned(&mut self, patchability: Patchability) {
+        self.reapply = Some(patchability);
+    }
+
     /// SHA-256 of the object, hex.
     pub(crate) fn object_hash(&self) -> &str {
         &self.object_hash
@@ -282,7 +299,7 @@ impl Cache {
         let (object_hash, reapply) = match (&argv.namespace, &spelled_in) {
             (Some(id), Some(_)) => {
                 let object = std::fs::read(&job.object)?;
-                let reapply = namespace::patchability(job.lang, &object, id);
+                let reapply = namespace::survey(job.lang, &object, id);
                 (hex::encode(Sha256::digest(&object)), Some(reapply))
             }
             _ => (hash_file(&job.object)?, None),
@@ -326,8 +343,7 @@ impl Cache {
             return Err(ReapplyError::Changed { path });
         }
         let recorded = m.reapply.take().ok_or(ReapplyError::NotPatchable)?;
-        let done =
-            namespace::reapply(&job.object, &m.object_hash, &recorded, job.lang, (from, to))?;
+        let done = namespace::reapply(&job.object, &m.object_hash, &recorded, (from, to))?;
         m.namespace = Some(to.to_string());
         m.object_hash = done.object_hash;
         m.reapply = Some(done.patchability);

@@ -32,7 +32,8 @@ use crate::process::{
 use crate::report::{Reporter, UnitOutcome};
 use crate::schedule::NvccMode;
 use crate::schedule::{JobError, Schedule, Unit, run_scheduled};
-use cache::{Argv, Cache, Freshness};
+use cache::{Argv, Cache, Freshness, Manifest};
+use namespace::Patchability;
 use remote::{Lookup, RemoteCache};
 
 /// How to run the compile jobs.
@@ -386,8 +387,15 @@ fn compile_one(
     let deps = dependencies(job, &tmp.depfile, spec.cwd.as_deref())?;
     rename(&tmp.depfile, &job.depfile)?;
     rename(&tmp.object, &job.object)?;
+    drop(tmp);
+    let mut manifest = (caches.local)
+        .manifest(job, &argv, &deps, started)
+        .map_err(|e| io_error(&job.object, e))?;
+    if let Some(manifest) = &mut manifest {
+        probe_namespace(job, manifest, launcher, settings, reporter, cancel)?;
+    }
     let shared = remote.as_ref().map(|(r, key)| (*r, key.as_str()));
-    record(job, caches.local, &argv, &deps, started, shared, reporter)?;
+    record(job, caches.local, manifest, shared, reporter)?;
     Ok(UnitOutcome::Compiled)
 }
 
@@ -448,20 +456,74 @@ fn reuse<'a>(
     Ok(Reuse::Compile { remote })
 }
 
-/// Record the object `job` just compiled from `deps` in the local cache and share it with the
-/// remote one (under `key`).
+/// When the compiler took the op namespace apart in the object `job` just compiled
+/// ([`Manifest::wants_probe`]), compile the unit once more under a probe id of the same length
+/// to find where each of its characters went ([`namespace::learn`]): the next namespace is
+/// then written over them instead of compiling. A failed probe leaves the object unpatchable.
+fn probe_namespace(
+    job: &CompileJob,
+    manifest: &mut Manifest,
+    launcher: Option<&Path>,
+    settings: &CompileSettings,
+    reporter: &dyn Reporter,
+    cancel: &Cancel,
+) -> Result<(), JobError<CompileError>> {
+    let Some(id) = manifest.wants_probe().map(str::to_string) else {
+        return Ok(());
+    };
+    let not = |why: String| Patchability::NotPatchable { why };
+    let Some(probe) = namespace::probe_id(&id) else {
+        manifest.learned(not(format!("the last word of `{id}` is too long to probe")));
+        return Ok(());
+    };
+    let tmp = TempOutputs::new(job);
+    let defines = (job.defines.iter())
+        .map(|(name, value)| match name == cache::NAMESPACE_DEFINE {
+            true => (name.clone(), Some(probe.clone())),
+            false => (name.clone(), value.clone()),
+        })
+        .collect();
+    let spec = launched(
+        launcher,
+        command_for(&CompileJob {
+            object: tmp.object.clone(),
+            depfile: tmp.depfile.clone(),
+            defines,
+            ..job.clone()
+        }),
+    );
+    reporter.verbose(&format!(
+        "probe `{}`: the compiler took `{id}` apart; compiling it under `{probe}` finds the \
+         pieces: {spec}",
+        job.label
+    ));
+    let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
+    let learned = match run_gated(&spec, settings.memory.as_deref(), key.as_deref(), cancel) {
+        Ok(_) => match (std::fs::read(&job.object), std::fs::read(&tmp.object)) {
+            (Ok(object), Ok(probed)) => namespace::learn(&object, &id, &probed, &probe),
+            (Err(e), _) | (_, Err(e)) => not(format!("cannot read the probe's object: {e}")),
+        },
+        Err(failure) => match CompileError::from_failure(&job.label, job.lang, failure) {
+            Some(e) => not(format!("the probe compile under `{probe}` failed: {e}")),
+            None => return Err(JobError::Cancelled),
+        },
+    };
+    if let Patchability::NotPatchable { why } = &learned {
+        reporter.verbose(&format!("probe `{}`: {why}", job.label));
+    }
+    manifest.learned(learned);
+    Ok(())
+}
+
+/// Record the object `job` just compiled (its `manifest`, `None` when a dependency changed
+/// while compiling) in the local cache and share it with the remote one (under `key`).
 fn record(
     job: &CompileJob,
     cache: &Cache,
-    argv: &Argv,
-    deps: &[PathBuf],
-    started: SystemTime,
+    manifest: Option<Manifest>,
     remote: Option<(&RemoteCache, &str)>,
     reporter: &dyn Reporter,
 ) -> Result<(), JobError<CompileError>> {
-    let manifest = cache
-        .manifest(job, argv, deps, started)
-        .map_err(|e| io_error(&job.object, e))?;
     if manifest.is_none() {
         reporter.verbose(&format!(
             "`{}`: a dependency changed while compiling; it will compile again next time",

@@ -1,16 +1,21 @@
 //! Re-applying the op namespace to a cached object instead of compiling it again.
 //!
 //! A new commit changes `TORCH_EXTENSION_NAME`'s value (`_relu_cpu_0b016b8` → `_relu_cpu_4c1f9e2`)
-//! and nothing else. In a host C++ object the value lives as whole byte strings: symbol names
-//! (`PyInit_<id>`, `TORCH_LIBRARY_init_<id>`, mangled names, in `.strtab`), string literals in
-//! `.rodata`, section and debug strings. When a compiled object is checked to hold it only so
-//! ([`patchability`]), a new id of the same byte length is written over every occurrence
-//! ([`reapply`]): the offsets into the string tables and the length prefixes of mangled names
-//! stay valid, so the object is the one the compiler would have made.
+//! and nothing else. In a host C++ object the value's bytes sit at fixed places: symbol names
+//! (`PyInit_<id>`, `TORCH_LIBRARY_init_<id>`, mangled names, in `.strtab`), string literals, and
+//! the constants the compiler builds a string from (g++ -O3 makes the bindings' 17-byte
+//! `std::string` of the name from a 16-byte `.rodata.cst16` vector and a `movb` immediate for
+//! the last character). Where each of them is, is recorded when the object is compiled
+//! ([`Site`]s): the id's whole occurrences when it occurs only whole ([`survey`]), else what a
+//! second compile under a probe id of the same length, every varying character changed,
+//! changes ([`learn`]): every differing byte must be a character of the id, or the object is
+//! not patchable. A new id of the same byte length is then written over the sites
+//! ([`reapply`]): the offsets into the string tables, the length prefixes of mangled names and
+//! the code stay as they are, so the object does what the compiler's would.
 //!
-//! What the check cannot see: code that computes with the id's characters at compile time (a
-//! `constexpr` hash of the name, a comparison of it with another literal folded away). No
-//! binding does that; a project that does should fix the id (`--unique-id`).
+//! What neither check can see: code that computes with the id's characters at compile time and
+//! gets the same result under the probe (a comparison of the name with another literal, folded
+//! away). No binding does that; a project that does should fix the id (`--unique-id`).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -39,11 +44,21 @@ const HASHED_SECTIONS: [&str; 6] = [
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Patchability {
-    /// The id occurs `sites` times, each whole, and no other bytes hold part of its
-    /// [`varying`] word.
-    Patchable { sites: usize },
+    /// The id's [`varying`] characters sit at these places and nowhere else.
+    Patchable { sites: Vec<Site> },
+    /// Pieces of the id lie outside its whole occurrences: a compile under a probe id
+    /// ([`probe_id`], [`learn`]) can find where; until then not patchable, for this reason.
+    Split { why: String },
     /// It cannot, for this reason (shown with `-v`).
     NotPatchable { why: String },
+}
+
+/// Bytes `at..at + len` of the object are characters `from..from + len` of the id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Site {
+    pub(crate) at: usize,
+    pub(crate) from: usize,
+    pub(crate) len: usize,
 }
 
 /// Re-applying the namespace failed: the unit compiles instead (the reason shown with `-v`).
@@ -58,12 +73,8 @@ pub(crate) enum ReapplyError {
     Changed { path: PathBuf },
     #[error("its cache entry does not record the object as patchable")]
     NotPatchable,
-    #[error("the object holds `{id}` {found} times where its cache entry recorded {recorded}")]
-    Sites {
-        id: String,
-        found: usize,
-        recorded: usize,
-    },
+    #[error("the object does not hold `{id}` where its cache entry recorded it (byte {at})")]
+    Site { id: String, at: usize },
     #[error("cannot write `{}`: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -79,10 +90,11 @@ pub(crate) struct Reapplied {
 }
 
 /// Can a later id be written over `id` in `object`, a unit of `lang` just compiled? Host C++
-/// only, in a relocatable ELF object without LTO code, compressed sections or name hashes;
-/// `id` must occur only whole: no [`WINDOW`]-byte piece of it that holds part of its
-/// [`varying`] word may occur anywhere else.
-pub(crate) fn patchability(lang: Lang, object: &[u8], id: &str) -> Patchability {
+/// only, in a relocatable ELF object without LTO code, compressed sections or name hashes.
+/// When `id` occurs only whole, its occurrences are the sites; when a [`WINDOW`]-byte piece of
+/// it that holds part of its [`varying`] word occurs anywhere else, the compiler took the
+/// string apart: [`Patchability::Split`].
+pub(crate) fn survey(lang: Lang, object: &[u8], id: &str) -> Patchability {
     let not = |why: String| Patchability::NotPatchable { why };
     if lang == Lang::Cuda {
         return not(
@@ -97,26 +109,85 @@ pub(crate) fn patchability(lang: Lang, object: &[u8], id: &str) -> Patchability 
     if let Err(why) = sections_allow(object) {
         return not(why);
     }
-    let sites = occurrences(object, id.as_bytes());
+    let whole = occurrences(object, id.as_bytes());
     let pieces = varying_windows(id);
     let mut outside = 0;
-    for site in sites.iter().copied().chain([object.len()]) {
+    for site in whole.iter().copied().chain([object.len()]) {
         let between = &object[outside..site];
         if let Some(piece) = between.windows(WINDOW).find(|w| pieces.contains(w)) {
-            return not(format!(
-                "`{}` occurs outside the id: the compiler may have split the string",
-                String::from_utf8_lossy(piece)
-            ));
+            return Patchability::Split {
+                why: format!(
+                    "`{}` occurs outside the id: the compiler split the string",
+                    String::from_utf8_lossy(piece)
+                ),
+            };
         }
         outside = site + id.len();
     }
-    Patchability::Patchable { sites: sites.len() }
+    let sites = whole.into_iter().map(|at| Site {
+        at,
+        from: 0,
+        len: id.len(),
+    });
+    Patchability::Patchable {
+        sites: sites.collect(),
+    }
+}
+
+/// `id` with each character of its [`varying`] word replaced by a hex digit it does not have
+/// there and no other varying character gets: every byte of an object that comes from one of
+/// those characters differs between the two compiles, and says which character it is. `None`
+/// when the word is too long to give each a digit of its own.
+pub(crate) fn probe_id(id: &str) -> Option<String> {
+    let word = varying(id);
+    let mut probe = id.as_bytes().to_vec();
+    let mut used = Vec::new();
+    for k in word {
+        let digit = (b"0123456789abcdef".iter().copied())
+            .find(|d| *d != id.as_bytes()[k] && !used.contains(d))?;
+        used.push(digit);
+        probe[k] = digit;
+    }
+    String::from_utf8(probe).ok()
+}
+
+/// Where `object` (compiled under `id`) holds the [`varying`] characters of `id`, from the
+/// same unit compiled under `probe` ([`probe_id`]): every byte that differs must be the same
+/// character of both ids; anything else (another size, a byte computed from the id) makes it
+/// not patchable.
+pub(crate) fn learn(object: &[u8], id: &str, probed: &[u8], probe: &str) -> Patchability {
+    let not = |why: String| Patchability::NotPatchable { why };
+    if object.len() != probed.len() {
+        return not(format!(
+            "its size depends on the id ({} bytes under `{id}`, {} under `{probe}`)",
+            object.len(),
+            probed.len()
+        ));
+    }
+    let word = varying(id);
+    let mut sites: Vec<Site> = Vec::new();
+    for at in (0..object.len()).filter(|&at| object[at] != probed[at]) {
+        let k = word
+            .clone()
+            .find(|&k| probe.as_bytes()[k] == probed[at] && id.as_bytes()[k] == object[at]);
+        let Some(from) = k else {
+            return not(format!(
+                "byte {at} changes with the id but is none of its characters: the code \
+                 computes with the id"
+            ));
+        };
+        match sites.last_mut() {
+            Some(s) if s.at + s.len == at && s.from + s.len == from => s.len += 1,
+            _ => sites.push(Site { at, from, len: 1 }),
+        }
+    }
+    Patchability::Patchable { sites }
 }
 
 /// Why `to` cannot be written over `from` in an object whose [`Patchability`] is `recorded`;
 /// `Ok` when it can.
 pub(crate) fn can_reapply(recorded: &Patchability, from: &str, to: &str) -> Result<(), String> {
-    if let Patchability::NotPatchable { why } = recorded {
+    if let Patchability::NotPatchable { why } | Patchability::Split { why } = recorded {
         return Err(format!("it cannot be re-applied to the object: {why}"));
     }
     if from.len() != to.len() {
@@ -142,20 +213,19 @@ pub(crate) fn can_reapply(recorded: &Patchability, from: &str, to: &str) -> Resu
     Ok(())
 }
 
-/// Write `to` over every occurrence of `from` in the object at `path`, whose content must
-/// still hash to `object_hash` and hold `from` as `recorded` says; the object is replaced
-/// atomically.
+/// Write `to` over the sites of `from` in the object at `path`, whose content must still hash
+/// to `object_hash` and hold `from` where `recorded` says; the object is replaced atomically.
+/// The new [`Patchability`] has the same sites.
 pub(crate) fn reapply(
     path: &Path,
     object_hash: &str,
     recorded: &Patchability,
-    lang: Lang,
     (from, to): (&str, &str),
 ) -> Result<Reapplied, ReapplyError> {
-    let Patchability::Patchable { sites } = *recorded else {
+    let Patchability::Patchable { sites } = recorded else {
         return Err(ReapplyError::NotPatchable);
     };
-    let object = std::fs::read(path).map_err(|source| ReapplyError::Read {
+    let mut object = std::fs::read(path).map_err(|source| ReapplyError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -164,34 +234,39 @@ pub(crate) fn reapply(
             path: path.to_path_buf(),
         });
     }
-    let (patched, found) = replace(&object, from.as_bytes(), to.as_bytes());
-    if found != sites {
-        return Err(ReapplyError::Sites {
-            id: from.to_string(),
-            found,
-            recorded: sites,
-        });
-    }
-    crate::files::write_atomic(path, &patched).map_err(|source| ReapplyError::Write {
+    write_sites(&mut object, sites, from, to)?;
+    crate::files::write_atomic(path, &object).map_err(|source| ReapplyError::Write {
         path: path.to_path_buf(),
         source,
     })?;
     Ok(Reapplied {
-        object_hash: hex::encode(Sha256::digest(&patched)),
-        patchability: patchability(lang, &patched, to),
+        object_hash: hex::encode(Sha256::digest(&object)),
+        patchability: recorded.clone(),
     })
 }
 
-/// `object` with every (non-overlapping) occurrence of `from` replaced by `to`, of the same
-/// length, and how many there were.
-fn replace(object: &[u8], from: &[u8], to: &[u8]) -> (Vec<u8>, usize) {
-    debug_assert_eq!(from.len(), to.len());
-    let mut out = object.to_vec();
-    let sites = occurrences(object, from);
-    for &site in &sites {
-        out[site..site + to.len()].copy_from_slice(to);
+/// `object` with `to` written over `from` at each of `sites`, each checked to hold `from`.
+fn write_sites(
+    object: &mut [u8],
+    sites: &[Site],
+    from: &str,
+    to: &str,
+) -> Result<(), ReapplyError> {
+    let wrong = |at| ReapplyError::Site {
+        id: from.to_string(),
+        at,
+    };
+    for site in sites {
+        let chars = site.from..site.from + site.len;
+        let (Some(old), Some(new)) = (from.get(chars.clone()), to.get(chars)) else {
+            return Err(wrong(site.at));
+        };
+        match object.get_mut(site.at..site.at + site.len) {
+            Some(bytes) if *bytes == *old.as_bytes() => bytes.copy_from_slice(new.as_bytes()),
+            _ => return Err(wrong(site.at)),
+        }
     }
-    (out, sites.len())
+    Ok(())
 }
 
 /// Where `needle` starts in `haystack`, left to right, not overlapping.
@@ -300,7 +375,7 @@ mod tests {
             offsets.push(out.len() as u64);
             out.extend_from_slice(bytes);
         }
-        while out.len() % 8 != 0 {
+        while !out.len().is_multiple_of(8) {
             out.push(0);
         }
         let shoff = out.len() as u64;
@@ -338,32 +413,47 @@ mod tests {
             .collect()
     }
 
+    /// What g++ -O3 makes of `std::string(STRINGIFY(TORCH_EXTENSION_NAME))` for a 17-byte id:
+    /// the first 16 bytes as a vector constant, the last as a `movb` immediate.
+    fn split_object(id: &str) -> Vec<u8> {
+        let mut text = vec![0x66, 0x0f, 0x6f, 0x05, 0, 0, 0, 0, 0xc6, 0x40, 0x10];
+        text.push(id.as_bytes()[16]);
+        let strtab = strings(&[&format!("PyInit_{id}")]);
+        let cst16 = &id.as_bytes()[..16];
+        elf_object(&[
+            (".text", 0x6, &text),
+            (".rodata.cst16", 0x12, cst16),
+            (".strtab", 0, &strtab),
+        ])
+    }
+
+    fn sites_of(p: Patchability) -> Vec<Site> {
+        match p {
+            Patchability::Patchable { sites } => sites,
+            other => panic!("not patchable: {other:?}"),
+        }
+    }
+
     #[test]
-    fn an_object_holding_the_id_only_whole_is_patchable_and_counts_its_sites() {
+    fn an_object_holding_the_id_only_whole_has_its_occurrences_as_sites() {
         let symbol = format!("_ZL28TORCH_LIBRARY_init_{OLD}RN5torch7LibraryE");
         let rodata = strings(&[OLD, "relu(Tensor! out, Tensor input) -> ()"]);
         let strtab = strings(&[&symbol, &format!("PyInit_{OLD}"), "relu_cpu"]);
         let object = elf_object(&[(".rodata.str1.1", 0x32, &rodata), (".strtab", 0, &strtab)]);
-        assert_eq!(
-            patchability(Lang::Cxx, &object, OLD),
-            Patchability::Patchable { sites: 3 }
-        );
+        let sites = sites_of(survey(Lang::Cxx, &object, OLD));
+        assert_eq!(sites.len(), 3);
+        for site in sites {
+            assert_eq!((site.from, site.len), (0, OLD.len()));
+            assert_eq!(&object[site.at..site.at + site.len], OLD.as_bytes());
+        }
     }
 
     #[test]
-    fn a_fragment_of_the_ids_hash_outside_it_makes_the_object_unpatchable() {
-        // `mov` immediates that build the string 8 bytes at a time: `_relu_cp`, `u_0b016b`, `8`.
-        let mut text = vec![0x48, 0xb8];
-        text.extend_from_slice(b"_relu_cp");
-        text.extend_from_slice(&[0x48, 0xba]);
-        text.extend_from_slice(b"u_0b016b");
-        text.extend_from_slice(&[0xc6, 0x40, 0x10, b'8']);
-        let strtab = strings(&[&format!("PyInit_{OLD}")]);
-        let object = elf_object(&[(".text", 0x6, &text), (".strtab", 0, &strtab)]);
-        let Patchability::NotPatchable { why } = patchability(Lang::Cxx, &object, OLD) else {
-            panic!("patchable")
+    fn a_fragment_of_the_ids_hash_outside_it_marks_the_object_split() {
+        let Patchability::Split { why } = survey(Lang::Cxx, &split_object(OLD), OLD) else {
+            panic!("not split")
         };
-        assert!(why.contains("`u_0b` occurs outside the id"), "{why}");
+        assert!(why.contains("`pu_0` occurs outside the id"), "{why}");
     }
 
     #[test]
@@ -371,10 +461,7 @@ mod tests {
         // `relu`, `_cpu`: the package and backend occur in every other name of the bindings.
         let strtab = strings(&[OLD, "relu_cpu", "_cpu_relu", "torch_relu"]);
         let object = elf_object(&[(".strtab", 0, &strtab)]);
-        assert_eq!(
-            patchability(Lang::Cxx, &object, OLD),
-            Patchability::Patchable { sites: 1 }
-        );
+        assert_eq!(sites_of(survey(Lang::Cxx, &object, OLD)).len(), 1);
     }
 
     #[test]
@@ -384,9 +471,9 @@ mod tests {
         let lto = elf_object(&[(".gnu.lto_.symtab.0", 0, b"x"), (".strtab", 0, &strtab)]);
         let compressed = elf_object(&[(".debug_str", 0x800, b"x"), (".strtab", 0, &strtab)]);
         let hashed = elf_object(&[(".debug_names", 0, b"x"), (".strtab", 0, &strtab)]);
-        let why = |lang, object: &[u8]| match patchability(lang, object, OLD) {
+        let why = |lang, object: &[u8]| match survey(lang, object, OLD) {
             Patchability::NotPatchable { why } => why,
-            Patchability::Patchable { .. } => "patchable".into(),
+            other => format!("{other:?}"),
         };
         assert!(why(Lang::Cuda, &plain).contains("CUDA object"));
         assert!(why(Lang::Cxx, &lto).contains("link-time-optimization"));
@@ -396,8 +483,71 @@ mod tests {
     }
 
     #[test]
+    fn the_probe_id_changes_every_hash_digit_to_a_digit_of_its_own() {
+        let dirty = format!("{OLD}_dirty");
+        for id in [OLD, dirty.as_str(), "_relu_cpu_aaaaaaa"] {
+            let probe = probe_id(id).unwrap();
+            assert_eq!(probe.len(), id.len());
+            let word = varying(id);
+            let digits: Vec<u8> = probe.as_bytes()[word.clone()].to_vec();
+            for (k, (a, b)) in id.bytes().zip(probe.bytes()).enumerate() {
+                assert_eq!(a != b, word.contains(&k), "{id} {probe}");
+            }
+            let mut distinct = digits.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(distinct.len(), digits.len(), "{probe}");
+        }
+        assert_eq!(
+            probe_id("_p_cpu_0123456789abcdef0"),
+            None,
+            "17 digits of its own"
+        );
+    }
+
+    #[test]
+    fn a_probe_compile_finds_the_split_pieces_and_the_immediate() {
+        let probe = probe_id(OLD).unwrap();
+        let (object, probed) = (split_object(OLD), split_object(&probe));
+        let sites = sites_of(learn(&object, OLD, &probed, &probe));
+        // The immediate, the vector constant's hash digits, the symbol's.
+        assert_eq!(sites.len(), 3, "{sites:?}");
+        assert!(sites.iter().any(|s| (s.from, s.len) == (16, 1)));
+        assert!(sites.iter().any(|s| (s.from, s.len) == (10, 6)));
+        assert!(sites.iter().any(|s| (s.from, s.len) == (10, 7)));
+
+        let mut patched = object.clone();
+        write_sites(&mut patched, &sites, OLD, NEW).unwrap();
+        assert_eq!(
+            patched,
+            split_object(NEW),
+            "the object the compiler makes under NEW"
+        );
+    }
+
+    #[test]
+    fn a_byte_the_id_changes_into_none_of_its_characters_makes_it_unpatchable() {
+        let probe = probe_id(OLD).unwrap();
+        let (object, mut probed) = (split_object(OLD), split_object(&probe));
+        let at = probed.len() - 1;
+        probed[at] ^= 0x55;
+        let Patchability::NotPatchable { why } = learn(&object, OLD, &probed, &probe) else {
+            panic!("patchable")
+        };
+        assert!(
+            why.contains(&format!("byte {at} changes with the id")),
+            "{why}"
+        );
+        probed.push(0);
+        let Patchability::NotPatchable { why } = learn(&object, OLD, &probed, &probe) else {
+            panic!("patchable")
+        };
+        assert!(why.contains("its size depends on the id"), "{why}");
+    }
+
+    #[test]
     fn a_new_id_is_re_applicable_only_at_the_same_length_and_only_in_its_last_word() {
-        let ok = Patchability::Patchable { sites: 2 };
+        let ok = Patchability::Patchable { sites: Vec::new() };
         assert_eq!(can_reapply(&ok, OLD, NEW), Ok(()));
         let dirty = format!("{OLD}_dirty");
         assert_eq!(can_reapply(&ok, &dirty, &format!("{NEW}_dirty")), Ok(()));
@@ -414,29 +564,29 @@ mod tests {
         let why = "a CUDA object".to_string();
         let not = can_reapply(&Patchability::NotPatchable { why }, OLD, NEW).unwrap_err();
         assert!(not.ends_with("a CUDA object"), "{not}");
+        let split = Patchability::Split {
+            why: "split".into(),
+        };
+        assert!(can_reapply(&split, OLD, NEW).is_err());
     }
 
     #[test]
-    fn reapplying_writes_the_new_id_over_every_site_and_checks_the_recorded_state() {
+    fn reapplying_writes_the_new_id_over_the_sites_and_checks_the_recorded_state() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.o");
-        let symbol = format!("_ZL28TORCH_LIBRARY_init_{OLD}RN5torch7LibraryE");
-        let strtab = strings(&[&symbol, OLD, OLD]);
-        let object = elf_object(&[(".strtab", 0, &strtab)]);
+        let object = split_object(OLD);
         std::fs::write(&path, &object).unwrap();
         let hash = hex::encode(Sha256::digest(&object));
+        let probe = probe_id(OLD).unwrap();
+        let learned = learn(&object, OLD, &split_object(&probe), &probe);
         let ids = (OLD, NEW);
 
-        let miscounted = Patchability::Patchable { sites: 2 };
-        let err = reapply(&path, &hash, &miscounted, Lang::Cxx, ids).unwrap_err();
-        assert!(matches!(err, ReapplyError::Sites { found: 3, .. }), "{err}");
-        let err = reapply(
-            &path,
-            "0",
-            &Patchability::Patchable { sites: 3 },
-            Lang::Cxx,
-            ids,
-        );
+        let mut wrong = sites_of(learned.clone());
+        wrong[0].at += 1;
+        let wrong = Patchability::Patchable { sites: wrong };
+        let err = reapply(&path, &hash, &wrong, ids).unwrap_err();
+        assert!(matches!(err, ReapplyError::Site { .. }), "{err}");
+        let err = reapply(&path, "0", &learned, ids);
         assert!(matches!(err, Err(ReapplyError::Changed { .. })));
         assert_eq!(
             std::fs::read(&path).unwrap(),
@@ -444,22 +594,12 @@ mod tests {
             "untouched on failure"
         );
 
-        let done = reapply(
-            &path,
-            &hash,
-            &Patchability::Patchable { sites: 3 },
-            Lang::Cxx,
-            ids,
-        );
-        let done = done.unwrap();
+        let done = reapply(&path, &hash, &learned, ids).unwrap();
         let patched = std::fs::read(&path).unwrap();
-        assert_eq!(patched.len(), object.len());
-        assert!(occurrences(&patched, OLD.as_bytes()).is_empty());
-        assert_eq!(occurrences(&patched, NEW.as_bytes()).len(), 3);
-        let (expected, _) = replace(&object, OLD.as_bytes(), NEW.as_bytes());
-        assert_eq!(patched, expected, "nothing but the sites changed");
+        assert_eq!(patched, split_object(NEW));
+        assert!(occurrences(&patched, &OLD.as_bytes()[10..]).is_empty());
         assert_eq!(done.object_hash, hex::encode(Sha256::digest(&patched)));
-        assert_eq!(done.patchability, Patchability::Patchable { sites: 3 });
+        assert_eq!(done.patchability, learned, "the sites stay where they were");
     }
 
     #[test]

@@ -164,22 +164,19 @@ impl CountingLauncher {
     }
 }
 
-/// What `kbuild -v build --backend cpu --json` did.
+/// What `kbuild build --backend cpu --json` did.
 struct Built {
     id: String,
-    /// The JSON report's `compiled` and `reapplied` labels.
+    /// The report's `compiled` and `reapplied` labels, sorted.
     compiled: Vec<String>,
     reapplied: Vec<String>,
-    /// What `-v` said.
-    said: String,
 }
 
 fn build(root: &Path, launcher: &CountingLauncher) -> Built {
     let out = run(kbuild(root)
-        .args(["-v", "build", "--backend", "cpu", "--json"])
+        .args(["build", "--backend", "cpu", "--json"])
         .env("KBUILD_COMPILER_LAUNCHER", &launcher.path));
-    let said = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{said}");
+    assert!(out.status.success());
     let json = stdout_json(&out);
     let labels = |key: &str| -> Vec<String> {
         let list = json.get(key).and_then(|v| v.as_array()).cloned();
@@ -193,8 +190,17 @@ fn build(root: &Path, launcher: &CountingLauncher) -> Built {
         id: json["variants"][0]["id"].as_str().unwrap().to_string(),
         compiled: labels("compiled"),
         reapplied: labels("reapplied"),
-        said,
     }
+}
+
+/// `kbuild -v build --backend cpu` (`--json` would silence `-v`): what it said.
+fn build_verbose(root: &Path, launcher: &CountingLauncher) -> String {
+    let out = run(kbuild(root)
+        .args(["-v", "build", "--backend", "cpu"])
+        .env("KBUILD_COMPILER_LAUNCHER", &launcher.path));
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    said
 }
 
 /// The shared objects of the built variants (outside `build/.kbuild`), at least one.
@@ -270,29 +276,51 @@ fn a_commit_that_changes_no_source_runs_no_compiler_and_loads_the_new_namespace(
     let root = project.path();
     let logs = tempfile::tempdir().unwrap();
     let launcher = CountingLauncher::new(logs.path());
+    let said = build_verbose(root, &launcher);
+    // The bindings twice: g++ builds the name's `std::string` from a vector constant and an
+    // immediate, and a compile under a probe id finds them.
+    assert_eq!(
+        launcher.take(),
+        ["relu_cpu.cpp", "torch_binding.cpp", "torch_binding.cpp"]
+    );
+    // Nothing changed: nothing runs, and the report names the id.
     let first = build(root, &launcher);
-    assert_eq!(launcher.take(), ["relu_cpu.cpp", "torch_binding.cpp"]);
+    let probe = format!("probe `{BINDING}`: the compiler took `{}` apart", first.id);
+    assert!(said.contains(&probe), "{probe}\n{said}");
 
     git(root, &["commit", "-q", "--allow-empty", "-m", "nothing"]);
+    let said = build_verbose(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new(), "{said}");
     let second = build(root, &launcher);
-    assert_eq!(launcher.take(), Vec::<String>::new(), "{}", second.said);
     assert_ne!(second.id, first.id);
     assert_eq!(second.id.len(), first.id.len());
-    assert_eq!(second.compiled, Vec::<String>::new());
-    assert_eq!(second.reapplied, [BINDING]);
-    let said = |line: String| assert!(second.said.contains(&line), "{line}\n{}", second.said);
-    said(format!(
+    let says = |line: String| assert!(said.contains(&line), "{line}\n{said}");
+    says(format!(
         "fresh `{KERNEL}`: no file it is built from spells `TORCH_EXTENSION_NAME`, so the new op \
          namespace `{}` (was `{}`)",
         second.id, first.id
     ));
-    said(format!(
+    says(format!(
         "reused `{BINDING}`: op namespace re-applied: {} → {}",
         first.id, second.id
     ));
-    said("(0 compiled, 2 fresh)".into());
+    says("(0 compiled, 2 fresh)".into());
     assert_carries_only(root, &second.id, &first.id);
     assert_loads_under(root, &second.id);
+    // Byte for byte the object g++ makes under the new id, in a build of its own.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = run(kbuild(root)
+        .args(["build", "--backend", "cpu", "--out-dir"])
+        .arg(elsewhere.path()));
+    assert!(out.status.success());
+    let object = |out: &Path| {
+        let found = walkdir::WalkDir::new(out)
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .find(|p| p.ends_with("obj/torch-ext__torch_binding.cpp.o"));
+        std::fs::read(found.expect("the binding's object")).unwrap()
+    };
+    assert!(object(&root.join("build")) == object(elsewhere.path()));
 
     // A kernel that spells the name in a guard holds no id in its object: once compiled with
     // the guard, it is re-applied like the bindings.
@@ -303,10 +331,12 @@ fn a_commit_that_changes_no_source_runs_no_compiler_and_loads_the_new_namespace(
     git(root, &["commit", "-q", "-am", "guard"]);
     let third = build(root, &launcher);
     assert_eq!(launcher.take(), ["relu_cpu.cpp"]);
+    assert_eq!(third.compiled, [KERNEL]);
     assert_eq!(third.reapplied, [BINDING]);
     git(root, &["commit", "-q", "--allow-empty", "-m", "again"]);
     let fourth = build(root, &launcher);
-    assert_eq!(launcher.take(), Vec::<String>::new(), "{}", fourth.said);
+    assert_eq!(launcher.take(), Vec::<String>::new());
+    assert_eq!(fourth.compiled, Vec::<String>::new());
     assert_eq!(fourth.reapplied, [KERNEL, BINDING]);
     assert_carries_only(root, &fourth.id, &third.id);
     assert_loads_under(root, &fourth.id);
@@ -319,15 +349,23 @@ fn a_namespace_of_another_length_recompiles_only_the_binding_unit() {
     let logs = tempfile::tempdir().unwrap();
     let launcher = CountingLauncher::new(logs.path());
     let clean = build(root, &launcher);
-    assert_eq!(launcher.take(), ["relu_cpu.cpp", "torch_binding.cpp"]);
+    assert_eq!(
+        launcher.take().len(),
+        3,
+        "the kernel, the bindings and their probe"
+    );
 
     // A tracked file changed: the id gains `_dirty`.
     std::fs::write(root.join("README.md"), "# relu, edited\n").unwrap();
+    let said = build_verbose(root, &launcher);
+    let compiles = ["torch_binding.cpp", "torch_binding.cpp"];
+    assert_eq!(
+        launcher.take(),
+        compiles,
+        "the bindings and their probe\n{said}"
+    );
     let dirty = build(root, &launcher);
     assert_eq!(dirty.id, format!("{}_dirty", clean.id));
-    assert_eq!(launcher.take(), ["torch_binding.cpp"], "{}", dirty.said);
-    assert_eq!(dirty.compiled, [BINDING]);
-    assert_eq!(dirty.reapplied, Vec::<String>::new());
     let why = format!(
         "compile `{BINDING}`: the op namespace changed (`{}` -> `{}`) and `{}` spells \
          `TORCH_EXTENSION_NAME`; `{}` is {} bytes long and `{}` {}, so the names that hold it \
@@ -340,7 +378,8 @@ fn a_namespace_of_another_length_recompiles_only_the_binding_unit() {
         clean.id,
         clean.id.len()
     );
-    assert!(dirty.said.contains(&why), "{why}\n{}", dirty.said);
+    assert!(said.contains(&why), "{why}\n{said}");
+    assert!(said.contains("(1 compiled, 1 fresh)"), "{said}");
     assert_carries_only(root, &dirty.id, &clean.id);
     assert_loads_under(root, &dirty.id);
 }
