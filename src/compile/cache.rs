@@ -82,6 +82,11 @@ impl Manifest {
         self.reapply = Some(patchability);
     }
 
+    /// Where the object holds its op namespace, when known.
+    pub(crate) fn reapply(&self) -> Option<&Patchability> {
+        self.reapply.as_ref()
+    }
+
     /// SHA-256 of the object, hex.
     pub(crate) fn object_hash(&self) -> &str {
         &self.object_hash

@@ -549,7 +549,12 @@ fn from_remote(
     argv: &Argv,
     reporter: &dyn Reporter,
 ) -> Result<bool, JobError<CompileError>> {
-    let Lookup::Hit { object, deps } = remote.lookup(job, key, reporter) else {
+    let Lookup::Hit {
+        object,
+        deps,
+        reapply,
+    } = remote.lookup(job, key, reporter)
+    else {
         return Ok(false);
     };
     let listed: Vec<String> = (deps.iter())
@@ -559,9 +564,15 @@ fn from_remote(
     crate::files::write_atomic(&job.depfile, depfile.as_bytes())
         .map_err(|e| io_error(&job.depfile, e))?;
     crate::files::write_atomic(&job.object, &object).map_err(|e| io_error(&job.object, e))?;
-    let manifest = cache
+    let mut manifest = cache
         .manifest(job, argv, &deps, SystemTime::now())
         .map_err(|e| io_error(&job.object, e))?;
+    // The pieces the compiling checkout's probe found: `reapply` checks each before writing.
+    if let (Some(m), Some(found @ Patchability::Patchable { .. })) = (&mut manifest, reapply)
+        && m.wants_probe().is_some()
+    {
+        m.learned(found);
+    }
     cache
         .store(job, manifest.as_ref())
         .map_err(|e| io_error(&cache.manifest_path(job), e))?;

@@ -4,10 +4,9 @@
 //! loaded module always take the new id.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::fake_cc::{FakeCompiler, job, write};
-use crate::common::kbuild::{fixture, kbuild, python_ok, run, stdout_json};
+use crate::common::kbuild::{fixture, git, kbuild, python_ok, run, stdout_json};
 use kbuild::compile::{CompileSettings, compile_all};
 use kbuild::plan::CompileJob;
 use kbuild::report::Recorder;
@@ -112,16 +111,6 @@ fn a_unit_that_starts_spelling_the_namespace_recompiles_with_each_new_one() {
     compile_all(&jobs(root, &cc, "_p_3"), &settings(root), &rec).unwrap();
     compile_all(&jobs(root, &cc, "_p_4"), &settings(root), &rec).unwrap();
     assert_eq!(cc.take_compiled(), ["a.cpp"]);
-}
-
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@localhost"])
-        .args(args)
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
 /// A compiler launcher (`KBUILD_COMPILER_LAUNCHER`) that appends the source of each compile it
