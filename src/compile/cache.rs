@@ -66,12 +66,12 @@ pub(crate) struct Manifest {
 }
 
 impl Manifest {
-    /// The op namespace the object was compiled with, when [`namespace::survey`] found the
-    /// compiler took it apart: a compile under [`namespace::probe_id`] can find its pieces
+    /// The op namespace the object was compiled with, when [`namespace::survey`] found it
+    /// patchable once a compile under [`namespace::probe_id`] finds where the id lies
     /// ([`Manifest::learned`]).
     pub(crate) fn wants_probe(&self) -> Option<&str> {
         match self.reapply {
-            Some(Patchability::Split { .. }) => self.namespace.as_deref(),
+            Some(Patchability::Unprobed) => self.namespace.as_deref(),
             _ => None,
         }
     }
@@ -302,9 +302,9 @@ impl Cache {
             });
         }
         let (object_hash, reapply) = match (&argv.namespace, &spelled_in) {
-            (Some(id), Some(_)) => {
+            (Some(_), Some(_)) => {
                 let object = std::fs::read(&job.object)?;
-                let reapply = namespace::survey(job.lang, &object, id);
+                let reapply = namespace::survey(job.lang, &object);
                 (hex::encode(Sha256::digest(&object)), Some(reapply))
             }
             _ => (hash_file(&job.object)?, None),

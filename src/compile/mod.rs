@@ -456,7 +456,7 @@ fn reuse<'a>(
     Ok(Reuse::Compile { remote })
 }
 
-/// When the compiler took the op namespace apart in the object `job` just compiled
+/// When the object `job` just compiled spells the op namespace and may be patched
 /// ([`Manifest::wants_probe`]), compile the unit once more under a probe id of the same length
 /// to find where each of its characters went ([`namespace::learn`]): the next namespace is
 /// then written over them instead of compiling. A failed probe leaves the object unpatchable.
@@ -493,8 +493,7 @@ fn probe_namespace(
         }),
     );
     reporter.verbose(&format!(
-        "probe `{}`: the compiler took `{id}` apart; compiling it under `{probe}` finds the \
-         pieces: {spec}",
+        "probe `{}`: compiling it under `{probe}` finds where `{id}` lies in its object: {spec}",
         job.label
     ));
     let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));

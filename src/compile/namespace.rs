@@ -3,19 +3,20 @@
 //! A new commit changes `TORCH_EXTENSION_NAME`'s value (`_relu_cpu_0b016b8` → `_relu_cpu_4c1f9e2`)
 //! and nothing else. In a host C++ object the value's bytes sit at fixed places: symbol names
 //! (`PyInit_<id>`, `TORCH_LIBRARY_init_<id>`, mangled names, in `.strtab`), string literals, and
-//! the constants the compiler builds a string from (g++ -O3 makes the bindings' 17-byte
+//! the constants the compiler builds a string from: g++ -O3 makes the bindings' 17-byte
 //! `std::string` of the name from a 16-byte `.rodata.cst16` vector and a `movb` immediate for
-//! the last character). Where each of them is, is recorded when the object is compiled
-//! ([`Site`]s): the id's whole occurrences when it occurs only whole ([`survey`]), else what a
-//! second compile under a probe id of the same length, every varying character changed,
-//! changes ([`learn`]): every differing byte must be a character of the id, or the object is
-//! not patchable. A new id of the same byte length is then written over the sites
-//! ([`reapply`]): the offsets into the string tables, the length prefixes of mangled names and
-//! the code stay as they are, so the object does what the compiler's would.
+//! the last character, so the id is not there to be found whole. Where each byte is, is found
+//! when the object is compiled: the unit compiles once more under a probe id of the same length
+//! whose every varying character is another, distinct one ([`probe_id`]), and every byte that
+//! differs between the two objects must be the same character of both ids ([`learn`]), else
+//! (a size or a value computed from the id) the object is not patchable. A new id of the same
+//! byte length is then written over those [`Site`]s ([`reapply`]): the offsets into the string
+//! tables, the length prefixes of mangled names and the code stay as they are, and the object
+//! is byte for byte the compiler's.
 //!
-//! What neither check can see: code that computes with the id's characters at compile time and
-//! gets the same result under the probe (a comparison of the name with another literal, folded
-//! away). No binding does that; a project that does should fix the id (`--unique-id`).
+//! What the probe cannot see: a result computed from the id that is the same under the probe
+//! (whether a character is a digit, a comparison of the name with another literal). No binding
+//! does that; a project that does should fix the id (`--unique-id`).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -24,10 +25,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::plan::Lang;
-
-/// Bytes of a window of the id looked for outside its whole occurrences: a fragment of the
-/// string the compiler split into instruction immediates or otherwise took apart.
-const WINDOW: usize = 4;
 
 /// Sections whose contents index names by a hash of them, or hold code where the id may be
 /// encoded: writing over the names there would leave those stale.
@@ -46,9 +43,8 @@ const HASHED_SECTIONS: [&str; 6] = [
 pub(crate) enum Patchability {
     /// The id's [`varying`] characters sit at these places and nowhere else.
     Patchable { sites: Vec<Site> },
-    /// Pieces of the id lie outside its whole occurrences: a compile under a probe id
-    /// ([`probe_id`], [`learn`]) can find where; until then not patchable, for this reason.
-    Split { why: String },
+    /// Not known yet: a compile under a probe id ([`probe_id`], [`learn`]) finds them.
+    Unprobed,
     /// It cannot, for this reason (shown with `-v`).
     NotPatchable { why: String },
 }
@@ -89,48 +85,19 @@ pub(crate) struct Reapplied {
     pub(crate) patchability: Patchability,
 }
 
-/// Can a later id be written over `id` in `object`, a unit of `lang` just compiled? Host C++
-/// only, in a relocatable ELF object without LTO code, compressed sections or name hashes.
-/// When `id` occurs only whole, its occurrences are the sites; when a [`WINDOW`]-byte piece of
-/// it that holds part of its [`varying`] word occurs anywhere else, the compiler took the
-/// string apart: [`Patchability::Split`].
-pub(crate) fn survey(lang: Lang, object: &[u8], id: &str) -> Patchability {
+/// Can a later id be written over the id in `object`, a unit of `lang` just compiled, once a
+/// probe compile finds where it is ([`Patchability::Unprobed`])? Host C++ only, in a relocatable
+/// ELF object without LTO code, compressed sections or name hashes.
+pub(crate) fn survey(lang: Lang, object: &[u8]) -> Patchability {
     let not = |why: String| Patchability::NotPatchable { why };
     if lang == Lang::Cuda {
         return not(
             "a CUDA object: its device code may hold the id inside a compressed fatbinary".into(),
         );
     }
-    if id.len() < WINDOW {
-        return not(format!(
-            "`{id}` is too short to tell apart from other bytes"
-        ));
-    }
-    if let Err(why) = sections_allow(object) {
-        return not(why);
-    }
-    let whole = occurrences(object, id.as_bytes());
-    let pieces = varying_windows(id);
-    let mut outside = 0;
-    for site in whole.iter().copied().chain([object.len()]) {
-        let between = &object[outside..site];
-        if let Some(piece) = between.windows(WINDOW).find(|w| pieces.contains(w)) {
-            return Patchability::Split {
-                why: format!(
-                    "`{}` occurs outside the id: the compiler split the string",
-                    String::from_utf8_lossy(piece)
-                ),
-            };
-        }
-        outside = site + id.len();
-    }
-    let sites = whole.into_iter().map(|at| Site {
-        at,
-        from: 0,
-        len: id.len(),
-    });
-    Patchability::Patchable {
-        sites: sites.collect(),
+    match sections_allow(object) {
+        Ok(()) => Patchability::Unprobed,
+        Err(why) => not(why),
     }
 }
 
@@ -187,8 +154,14 @@ pub(crate) fn learn(object: &[u8], id: &str, probed: &[u8], probe: &str) -> Patc
 /// Why `to` cannot be written over `from` in an object whose [`Patchability`] is `recorded`;
 /// `Ok` when it can.
 pub(crate) fn can_reapply(recorded: &Patchability, from: &str, to: &str) -> Result<(), String> {
-    if let Patchability::NotPatchable { why } | Patchability::Split { why } = recorded {
-        return Err(format!("it cannot be re-applied to the object: {why}"));
+    match recorded {
+        Patchability::NotPatchable { why } => {
+            return Err(format!("it cannot be re-applied to the object: {why}"));
+        }
+        Patchability::Unprobed => {
+            return Err("where the object holds the old one is not known (never probed)".into());
+        }
+        Patchability::Patchable { .. } => {}
     }
     if from.len() != to.len() {
         return Err(format!(
@@ -269,33 +242,6 @@ fn write_sites(
     Ok(())
 }
 
-/// Where `needle` starts in `haystack`, left to right, not overlapping.
-fn occurrences(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
-    let mut found = Vec::new();
-    let mut at = 0;
-    while let Some(i) = find(&haystack[at..], needle) {
-        found.push(at + i);
-        at += i + needle.len();
-    }
-    found
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() {
-        return None;
-    }
-    let first = needle[0];
-    let mut start = 0;
-    while start + needle.len() <= haystack.len() {
-        let i = start + haystack[start..].iter().position(|b| *b == first)?;
-        if haystack.get(i..i + needle.len()) == Some(needle) {
-            return Some(i);
-        }
-        start = i + 1;
-    }
-    None
-}
-
 /// The bytes of `id` that change from build to build: its last `_`-separated word (the commit,
 /// or a `--unique-id`'s last word), the one before a `_dirty` suffix; all of it when it ends in
 /// `_`.
@@ -306,15 +252,6 @@ fn varying(id: &str) -> Range<usize> {
         None if !base.is_empty() => 0..base.len(),
         _ => 0..id.len(),
     }
-}
-
-/// The [`WINDOW`]-byte pieces of `id` that hold at least one byte of its [`varying`] word.
-fn varying_windows(id: &str) -> Vec<&[u8]> {
-    let word = varying(id);
-    (id.as_bytes().windows(WINDOW).enumerate())
-        .filter(|(start, _)| *start < word.end && start + WINDOW > word.start)
-        .map(|(_, w)| w)
-        .collect()
 }
 
 /// `Err(why)` unless `object` is a relocatable ELF object whose sections hold names only as
@@ -434,44 +371,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_object_holding_the_id_only_whole_has_its_occurrences_as_sites() {
-        let symbol = format!("_ZL28TORCH_LIBRARY_init_{OLD}RN5torch7LibraryE");
-        let rodata = strings(&[OLD, "relu(Tensor! out, Tensor input) -> ()"]);
-        let strtab = strings(&[&symbol, &format!("PyInit_{OLD}"), "relu_cpu"]);
-        let object = elf_object(&[(".rodata.str1.1", 0x32, &rodata), (".strtab", 0, &strtab)]);
-        let sites = sites_of(survey(Lang::Cxx, &object, OLD));
-        assert_eq!(sites.len(), 3);
-        for site in sites {
-            assert_eq!((site.from, site.len), (0, OLD.len()));
-            assert_eq!(&object[site.at..site.at + site.len], OLD.as_bytes());
-        }
+    /// The places of `id`'s hash digits (`from` 10, 7 long) in `object`.
+    fn whole_hash_sites(object: &[u8], id: &str) -> Vec<Site> {
+        let hash = &id.as_bytes()[10..];
+        (object.windows(hash.len()).enumerate())
+            .filter(|(_, w)| *w == hash)
+            .map(|(at, _)| Site {
+                at,
+                from: 10,
+                len: 7,
+            })
+            .collect()
     }
 
     #[test]
-    fn a_fragment_of_the_ids_hash_outside_it_marks_the_object_split() {
-        let Patchability::Split { why } = survey(Lang::Cxx, &split_object(OLD), OLD) else {
-            panic!("not split")
-        };
-        assert!(why.contains("`pu_0` occurs outside the id"), "{why}");
-    }
-
-    #[test]
-    fn words_the_id_shares_with_other_names_do_not_count_as_fragments() {
-        // `relu`, `_cpu`: the package and backend occur in every other name of the bindings.
-        let strtab = strings(&[OLD, "relu_cpu", "_cpu_relu", "torch_relu"]);
-        let object = elf_object(&[(".strtab", 0, &strtab)]);
-        assert_eq!(sites_of(survey(Lang::Cxx, &object, OLD)).len(), 1);
-    }
-
-    #[test]
-    fn cuda_lto_compressed_and_non_elf_objects_are_unpatchable() {
+    fn a_host_object_waits_for_a_probe_and_cuda_lto_compressed_and_non_elf_ones_never_do() {
         let strtab = strings(&[OLD]);
         let plain = elf_object(&[(".strtab", 0, &strtab)]);
         let lto = elf_object(&[(".gnu.lto_.symtab.0", 0, b"x"), (".strtab", 0, &strtab)]);
         let compressed = elf_object(&[(".debug_str", 0x800, b"x"), (".strtab", 0, &strtab)]);
         let hashed = elf_object(&[(".debug_names", 0, b"x"), (".strtab", 0, &strtab)]);
-        let why = |lang, object: &[u8]| match survey(lang, object, OLD) {
+        assert_eq!(survey(Lang::Cxx, &plain), Patchability::Unprobed);
+        let why = |lang, object: &[u8]| match survey(lang, object) {
             Patchability::NotPatchable { why } => why,
             other => format!("{other:?}"),
         };
@@ -480,6 +401,21 @@ mod tests {
         assert!(why(Lang::Cxx, &compressed).contains("`.debug_str` is compressed"));
         assert!(why(Lang::Cxx, &hashed).contains("by their hash"));
         assert!(why(Lang::Cxx, OLD.as_bytes()).contains("not an object file"));
+    }
+
+    #[test]
+    fn an_id_the_object_holds_only_whole_is_learned_as_the_hash_of_each_occurrence() {
+        let object = |id: &str| {
+            let symbol = format!("_ZL28TORCH_LIBRARY_init_{id}RN5torch7LibraryE");
+            // `relu`, `_cpu`: the package and backend occur in other names too.
+            let rodata = strings(&[id, "relu(Tensor! out, Tensor input) -> ()", "_cpu_relu"]);
+            let strtab = strings(&[&symbol, &format!("PyInit_{id}"), "relu_cpu"]);
+            elf_object(&[(".rodata.str1.1", 0x32, &rodata), (".strtab", 0, &strtab)])
+        };
+        let probe = probe_id(OLD).unwrap();
+        let sites = sites_of(learn(&object(OLD), OLD, &object(&probe), &probe));
+        assert_eq!(sites, whole_hash_sites(&object(OLD), OLD));
+        assert_eq!(sites.len(), 3);
     }
 
     #[test]
@@ -526,20 +462,32 @@ mod tests {
     }
 
     #[test]
-    fn a_byte_the_id_changes_into_none_of_its_characters_makes_it_unpatchable() {
+    fn a_value_computed_from_the_id_makes_the_object_unpatchable() {
+        // A `constexpr` FNV-1a of the name beside the name itself: no byte of the hash is a
+        // character of the id, so writing another id over the name would leave it stale.
+        let object = |id: &str| {
+            let fnv = (id.bytes()).fold(0x811c9dc5u32, |h, b| {
+                (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+            });
+            let strtab = strings(&[&format!("PyInit_{id}")]);
+            elf_object(&[
+                (".rodata", 0x2, &fnv.to_le_bytes()),
+                (".strtab", 0, &strtab),
+            ])
+        };
         let probe = probe_id(OLD).unwrap();
-        let (object, mut probed) = (split_object(OLD), split_object(&probe));
-        let at = probed.len() - 1;
-        probed[at] ^= 0x55;
-        let Patchability::NotPatchable { why } = learn(&object, OLD, &probed, &probe) else {
+        let Patchability::NotPatchable { why } = learn(&object(OLD), OLD, &object(&probe), &probe)
+        else {
             panic!("patchable")
         };
         assert!(
-            why.contains(&format!("byte {at} changes with the id")),
+            why.contains("changes with the id but is none of its characters"),
             "{why}"
         );
-        probed.push(0);
-        let Patchability::NotPatchable { why } = learn(&object, OLD, &probed, &probe) else {
+
+        let mut longer = object(&probe);
+        longer.push(0);
+        let Patchability::NotPatchable { why } = learn(&object(OLD), OLD, &longer, &probe) else {
             panic!("patchable")
         };
         assert!(why.contains("its size depends on the id"), "{why}");
@@ -564,10 +512,8 @@ mod tests {
         let why = "a CUDA object".to_string();
         let not = can_reapply(&Patchability::NotPatchable { why }, OLD, NEW).unwrap_err();
         assert!(not.ends_with("a CUDA object"), "{not}");
-        let split = Patchability::Split {
-            why: "split".into(),
-        };
-        assert!(can_reapply(&split, OLD, NEW).is_err());
+        let unprobed = can_reapply(&Patchability::Unprobed, OLD, NEW).unwrap_err();
+        assert!(unprobed.contains("never probed"), "{unprobed}");
     }
 
     #[test]
@@ -597,7 +543,7 @@ mod tests {
         let done = reapply(&path, &hash, &learned, ids).unwrap();
         let patched = std::fs::read(&path).unwrap();
         assert_eq!(patched, split_object(NEW));
-        assert!(occurrences(&patched, &OLD.as_bytes()[10..]).is_empty());
+        assert!(whole_hash_sites(&patched, OLD).is_empty());
         assert_eq!(done.object_hash, hex::encode(Sha256::digest(&patched)));
         assert_eq!(done.patchability, learned, "the sites stay where they were");
     }
