@@ -12,9 +12,16 @@
 //! object none of whose files spells it compiles to the same code whatever the id, so a new
 //! commit reuses it; one that spells it (the bindings, through `TORCH_LIBRARY_EXPAND`)
 //! compiles again — unless the op namespace can be re-applied to its object: a host C++ object
-//! whose every byte from the id was found when it was compiled (the manifest's `reapply`) gets a
-//! new id of the same length written over the old one (`namespace.rs`) instead of a compiler
-//! run.
+//! whose every byte from the id is known (the manifest's `reapply`, found by a probe compile the
+//! first time a build wants another id of the same length) gets a new id of that length written
+//! over the old one (`namespace.rs`) instead of a compiler run.
+//!
+//! An id's length changes when `_dirty` comes or goes. So that an edit loop does not recompile
+//! the bindings at each switch, an object that may be re-applied is kept aside, with its entry,
+//! when a build wants an id of another length: one copy per unit and length
+//! (`<entry>.ns<length>.json` and its object, in this directory, which `kbuild clean` removes),
+//! put back in place when a build wants that length again and the copy is still fresh but for
+//! the id.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -24,7 +31,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::namespace::{self, Patchability, ReapplyError};
+use super::namespace::{self, Next, Patchability, ReapplyError};
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 
@@ -68,7 +75,7 @@ pub(crate) struct Manifest {
 impl Manifest {
     /// The op namespace the object was compiled with, when [`namespace::survey`] found it
     /// patchable once a compile under [`namespace::probe_id`] finds where the id lies
-    /// ([`Manifest::learned`]).
+    /// ([`Manifest::learned`]), and that has not happened yet.
     pub(crate) fn wants_probe(&self) -> Option<&str> {
         match self.reapply {
             Some(Patchability::Unprobed) => self.namespace.as_deref(),
@@ -124,6 +131,12 @@ pub(crate) enum Freshness {
     /// Reusable once the op namespace `to` is written over `from` in the object
     /// ([`Cache::reapply`]).
     Reapply {
+        from: String,
+        to: String,
+    },
+    /// Likewise, once a compile under a probe id found where the object holds `from`
+    /// ([`Cache::learned`]).
+    Probe {
         from: String,
         to: String,
     },
@@ -230,23 +243,22 @@ impl Cache {
 
     /// Can the object of `job` be reused as is?
     pub(crate) fn check(&self, job: &CompileJob, argv: &Argv) -> Freshness {
-        let stale = |why: &str| Freshness::Stale(why.to_string());
-        let Ok(text) = std::fs::read(self.manifest_path(job)) else {
-            return stale("not built before");
-        };
-        let Ok(m) = serde_json::from_slice::<Manifest>(&text) else {
-            return stale("cache entry unreadable");
-        };
-        if m.version != MANIFEST_VERSION {
-            return stale("cache entry from another kbuild version");
+        match read_manifest(&self.manifest_path(job)) {
+            Ok(m) => self.check_entry(job, &m, &job.object, argv),
+            Err(why) => Freshness::Stale(why.to_string()),
         }
+    }
+
+    /// Can `object`, which the entry `m` of `job` records, be reused under `argv`?
+    fn check_entry(&self, job: &CompileJob, m: &Manifest, object: &Path, argv: &Argv) -> Freshness {
+        let stale = |why: &str| Freshness::Stale(why.to_string());
         if m.compiler_id != job.compiler_id {
             return stale("compiler changed");
         }
         if m.argv_hash != argv.hash {
             return Freshness::Stale(flags_changed(&m.argv, &argv.words));
         }
-        match hash_file(&job.object) {
+        match hash_file(object) {
             Ok(h) if h == m.object_hash => {}
             Ok(_) => return stale("object file was modified"),
             Err(_) => return stale("object file missing"),
@@ -257,19 +269,107 @@ impl Cache {
                 return Freshness::Stale(format!("`{}` changed", path.display()));
             }
         }
-        if key(&m) != m.key {
+        if key(m) != m.key {
             return stale("cache entry inconsistent");
         }
-        namespace_freshness(&m, argv, |p| self.unalias(p))
+        namespace_freshness(m, argv, |p| self.unalias(p))
+    }
+
+    /// The manifest and object paths of the copy of `job`'s object kept for op namespaces of
+    /// `len` bytes.
+    fn copy_paths(&self, job: &CompileJob, len: usize) -> (PathBuf, PathBuf) {
+        let entry = self.manifest_path(job);
+        let stem = entry.with_extension("");
+        let with = |ext: &str| {
+            let mut name = stem.clone().into_os_string();
+            name.push(format!(".ns{len}{ext}"));
+            PathBuf::from(name)
+        };
+        (with(".json"), with(".o"))
+    }
+
+    /// When `argv` wants an op namespace of another length than the object of `job` has, and
+    /// that object spells it and may be re-applied: keep it (and its entry) aside as the copy for
+    /// its length, replacing the one kept before. Returns the length it was kept for.
+    pub(crate) fn keep_copy(
+        &self,
+        job: &CompileJob,
+        argv: &Argv,
+    ) -> std::io::Result<Option<usize>> {
+        let Ok(m) = read_manifest(&self.manifest_path(job)) else {
+            return Ok(None);
+        };
+        let (Some(id), Some(now)) = (&m.namespace, &argv.namespace) else {
+            return Ok(None);
+        };
+        let worth = matches!(
+            m.reapply,
+            Some(Patchability::Patchable { .. } | Patchability::Unprobed)
+        );
+        if id.len() == now.len() || m.spelled_in.is_none() || !worth {
+            return Ok(None);
+        }
+        let (entry, object) = self.copy_paths(job, id.len());
+        crate::files::write_atomic(&object, &std::fs::read(&job.object)?)?;
+        let json = serde_json::to_vec(&m).map_err(std::io::Error::other)?;
+        crate::files::write_atomic(&entry, &json)?;
+        Ok(Some(id.len()))
+    }
+
+    /// Whether the copy kept for `argv`'s op namespace's length ([`Cache::keep_copy`]) serves
+    /// `argv`, as is or once re-applied: then it is put in place of the object of `job` and its
+    /// entry, and what it needs is returned (never [`Freshness::Stale`]).
+    pub(crate) fn restore_copy(&self, job: &CompileJob, argv: &Argv) -> Option<Freshness> {
+        let len = argv.namespace.as_ref()?.len();
+        let (entry, object) = self.copy_paths(job, len);
+        let m = read_manifest(&entry).ok()?;
+        let fresh = self.check_entry(job, &m, &object, argv);
+        if matches!(fresh, Freshness::Stale(_)) {
+            return None;
+        }
+        let moved = (std::fs::rename(&object, &job.object))
+            .and_then(|()| std::fs::rename(&entry, self.manifest_path(job)));
+        moved.is_ok().then_some(fresh)
+    }
+
+    /// Record where the object of `job`, compiled under `from`, holds it, as a probe compile
+    /// started at `started` found ([`namespace::learn`]). Errs when the entry names another
+    /// namespace or a file it was built from changed since `started` (the probe may have seen
+    /// either version).
+    pub(crate) fn learned(
+        &self,
+        job: &CompileJob,
+        from: &str,
+        found: Patchability,
+        started: SystemTime,
+    ) -> Result<(), ReapplyError> {
+        let path = self.manifest_path(job);
+        let mut m = read_manifest(&path).map_err(|why| ReapplyError::Read {
+            path: path.clone(),
+            source: std::io::Error::other(why),
+        })?;
+        let changed = (m.deps.iter()).find(|d| {
+            let modified = std::fs::metadata(self.unalias(&d.path)).and_then(|m| m.modified());
+            !matches!(modified, Ok(t) if t <= started)
+        });
+        if let Some(dep) = changed {
+            return Err(ReapplyError::Changed {
+                path: self.unalias(&dep.path),
+            });
+        }
+        if m.namespace.as_deref() != Some(from) {
+            return Err(ReapplyError::Changed { path });
+        }
+        m.reapply = Some(found);
+        self.store(job, Some(&m))
+            .map_err(|source| ReapplyError::Write { path, source })
     }
 
     /// The files the object of `job` was last built from (source first), as its manifest
     /// records them; `None` without a readable manifest of this version.
     pub(crate) fn recorded_dependencies(&self, job: &CompileJob) -> Option<Vec<PathBuf>> {
-        let text = std::fs::read(self.manifest_path(job)).ok()?;
-        let m = serde_json::from_slice::<Manifest>(&text).ok()?;
-        (m.version == MANIFEST_VERSION)
-            .then(|| m.deps.into_iter().map(|d| self.unalias(&d.path)).collect())
+        let m = read_manifest(&self.manifest_path(job)).ok()?;
+        Some(m.deps.into_iter().map(|d| self.unalias(&d.path)).collect())
     }
 
     /// Build the manifest for an object just compiled from `deps` (source first). `None` when a
@@ -518,11 +618,10 @@ fn namespace_freshness(m: &Manifest, argv: &Argv, unalias: impl Fn(&Path) -> Pat
             let reapply = (m.reapply.as_ref())
                 .ok_or_else(|| "the object was not checked for re-applying it".to_string())
                 .and_then(|recorded| namespace::can_reapply(recorded, before, now));
+            let (from, to) = (before.clone(), now.clone());
             match reapply {
-                Ok(()) => Freshness::Reapply {
-                    from: before.clone(),
-                    to: now.clone(),
-                },
+                Ok(Next::Write) => Freshness::Reapply { from, to },
+                Ok(Next::Probe) => Freshness::Probe { from, to },
                 Err(why) => Freshness::Stale(format!("{changed}; {why}")),
             }
         }
@@ -539,6 +638,16 @@ fn spells(text: &[u8], word: &str) -> bool {
     match std::str::from_utf8(text) {
         Ok(text) => text.contains(word),
         Err(_) => text.windows(word.len()).any(|w| w == word.as_bytes()),
+    }
+}
+
+/// The entry at `path`, or why it cannot serve.
+fn read_manifest(path: &Path) -> Result<Manifest, &'static str> {
+    let text = std::fs::read(path).map_err(|_| "not built before")?;
+    let m = serde_json::from_slice::<Manifest>(&text).map_err(|_| "cache entry unreadable")?;
+    match m.version == MANIFEST_VERSION {
+        true => Ok(m),
+        false => Err("cache entry from another kbuild version"),
     }
 }
 

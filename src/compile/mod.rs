@@ -9,6 +9,7 @@ mod namespace;
 mod nvcc_steps;
 mod redis;
 mod remote;
+mod reuse;
 mod split;
 
 use std::path::{Path, PathBuf};
@@ -32,9 +33,9 @@ use crate::process::{
 use crate::report::{Reporter, UnitOutcome};
 use crate::schedule::NvccMode;
 use crate::schedule::{JobError, Schedule, Unit, run_scheduled};
-use cache::{Argv, Cache, Freshness, Manifest};
-use namespace::Patchability;
-use remote::{Lookup, RemoteCache};
+use cache::{Cache, Manifest};
+use remote::RemoteCache;
+use reuse::{Reuse, Serving};
 
 /// How to run the compile jobs.
 #[derive(Debug, Clone)]
@@ -81,8 +82,9 @@ pub struct CompileSummary {
     /// Of the cached units, those whose objects came from the remote cache.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remote: Vec<String>,
-    /// Of the cached units, those whose object got the new op namespace written over the old
-    /// one instead of a compiler run.
+    /// The units whose object got the new op namespace written over the old one instead of a
+    /// compile under it: cached ones, and compiled ones whose compile was the probe that found
+    /// where the old one lies.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reapplied: Vec<String>,
     /// Per job, in job order: how long its compiler ran; `None` when it came from the cache.
@@ -337,19 +339,25 @@ fn compile_one(
     let argv = caches
         .local
         .argv(job, &command_for(job), &settings.nvcc_env);
-    let remote = match reuse(job, caches, &argv, reporter)? {
+    let serving = Serving {
+        job,
+        caches,
+        argv: &argv,
+        launcher,
+        settings,
+        reporter,
+        cancel,
+    };
+    let (remote, known) = match reuse::reuse(&serving)? {
         Reuse::Done => return Ok(UnitOutcome::Cached),
-        Reuse::Compile { remote } => remote,
+        Reuse::Probed => return Ok(UnitOutcome::Compiled),
+        Reuse::Compile { remote, known } => (remote, known),
     };
 
     // The compiler writes beside the final paths; they are renamed into place only on success,
     // so a failed or interrupted compile leaves the previous object and its cache entry intact.
     let tmp = TempOutputs::new(job);
-    for path in [&job.object, &job.depfile] {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-        }
-    }
+    create_parents(job)?;
     let mut spec = launched(
         launcher,
         command_for(&CompileJob {
@@ -388,130 +396,13 @@ fn compile_one(
     rename(&tmp.depfile, &job.depfile)?;
     rename(&tmp.object, &job.object)?;
     drop(tmp);
-    let mut manifest = (caches.local)
+    let manifest = (caches.local)
         .manifest(job, &argv, &deps, started)
         .map_err(|e| io_error(&job.object, e))?;
-    if let Some(manifest) = &mut manifest {
-        probe_namespace(job, manifest, launcher, settings, reporter, cancel)?;
-    }
+    let manifest = reuse::with_known(manifest, known);
     let shared = remote.as_ref().map(|(r, key)| (*r, key.as_str()));
     record(job, caches.local, manifest, shared, reporter)?;
     Ok(UnitOutcome::Compiled)
-}
-
-/// Whether `job` needs its compiler: not when its object is fresh here or the remote cache
-/// has it.
-enum Reuse<'a> {
-    Done,
-    /// Compile, then share the object under this remote key.
-    Compile {
-        remote: Option<(&'a RemoteCache, String)>,
-    },
-}
-
-fn reuse<'a>(
-    job: &CompileJob,
-    caches: &Caches<'a>,
-    argv: &Argv,
-    reporter: &dyn Reporter,
-) -> Result<Reuse<'a>, JobError<CompileError>> {
-    match caches.local.check(job, argv) {
-        Freshness::Fresh => {
-            reporter.verbose(&format!("fresh `{}`", job.label));
-            return Ok(Reuse::Done);
-        }
-        Freshness::FreshBecause(why) => {
-            reporter.verbose(&format!("fresh `{}`: {why}", job.label));
-            return Ok(Reuse::Done);
-        }
-        Freshness::Reapply { from, to } => match caches.local.reapply(job, &from, &to) {
-            Ok(manifest) => {
-                reporter.verbose(&format!(
-                    "reused `{}`: op namespace re-applied: {from} → {to}",
-                    job.label
-                ));
-                // It now carries the namespace the remote key names, like a compiled one.
-                if let Some(r) = caches.remote
-                    && let Some(key) = r.key(job, &command_for(job))
-                {
-                    r.store(job, &key, &manifest, reporter);
-                }
-                return Ok(Reuse::Done);
-            }
-            Err(e) => reporter.verbose(&format!(
-                "compile `{}`: the op namespace `{to}` could not be re-applied: {e}",
-                job.label
-            )),
-        },
-        Freshness::Stale(why) => reporter.verbose(&format!("compile `{}`: {why}", job.label)),
-    }
-    let remote = caches
-        .remote
-        .and_then(|r| Some((r, r.key(job, &command_for(job))?)));
-    if let Some((remote, key)) = &remote
-        && from_remote(job, caches.local, remote, key, argv, reporter)?
-    {
-        return Ok(Reuse::Done);
-    }
-    Ok(Reuse::Compile { remote })
-}
-
-/// When the object `job` just compiled spells the op namespace and may be patched
-/// ([`Manifest::wants_probe`]), compile the unit once more under a probe id of the same length
-/// to find where each of its characters went ([`namespace::learn`]): the next namespace is
-/// then written over them instead of compiling. A failed probe leaves the object unpatchable.
-fn probe_namespace(
-    job: &CompileJob,
-    manifest: &mut Manifest,
-    launcher: Option<&Path>,
-    settings: &CompileSettings,
-    reporter: &dyn Reporter,
-    cancel: &Cancel,
-) -> Result<(), JobError<CompileError>> {
-    let Some(id) = manifest.wants_probe().map(str::to_string) else {
-        return Ok(());
-    };
-    let not = |why: String| Patchability::NotPatchable { why };
-    let Some(probe) = namespace::probe_id(&id) else {
-        manifest.learned(not(format!("the last word of `{id}` is too long to probe")));
-        return Ok(());
-    };
-    let tmp = TempOutputs::new(job);
-    let defines = (job.defines.iter())
-        .map(|(name, value)| match name == cache::NAMESPACE_DEFINE {
-            true => (name.clone(), Some(probe.clone())),
-            false => (name.clone(), value.clone()),
-        })
-        .collect();
-    let spec = launched(
-        launcher,
-        command_for(&CompileJob {
-            object: tmp.object.clone(),
-            depfile: tmp.depfile.clone(),
-            defines,
-            ..job.clone()
-        }),
-    );
-    reporter.verbose(&format!(
-        "probe `{}`: compiling it under `{probe}` finds where `{id}` lies in its object: {spec}",
-        job.label
-    ));
-    let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
-    let learned = match run_gated(&spec, settings.memory.as_deref(), key.as_deref(), cancel) {
-        Ok(_) => match (std::fs::read(&job.object), std::fs::read(&tmp.object)) {
-            (Ok(object), Ok(probed)) => namespace::learn(&object, &id, &probed, &probe),
-            (Err(e), _) | (_, Err(e)) => not(format!("cannot read the probe's object: {e}")),
-        },
-        Err(failure) => match CompileError::from_failure(&job.label, job.lang, failure) {
-            Some(e) => not(format!("the probe compile under `{probe}` failed: {e}")),
-            None => return Err(JobError::Cancelled),
-        },
-    };
-    if let Patchability::NotPatchable { why } = &learned {
-        reporter.verbose(&format!("probe `{}`: {why}", job.label));
-    }
-    manifest.learned(learned);
-    Ok(())
 }
 
 /// Record the object `job` just compiled (its `manifest`, `None` when a dependency changed
@@ -536,47 +427,6 @@ fn record(
         remote.store(job, key, manifest, reporter);
     }
     Ok(())
-}
-
-/// Put the remote's object for `job` in place, with its depfile and local cache entry:
-/// `false` when the remote has none that fits this checkout.
-fn from_remote(
-    job: &CompileJob,
-    cache: &Cache,
-    remote: &RemoteCache,
-    key: &str,
-    argv: &Argv,
-    reporter: &dyn Reporter,
-) -> Result<bool, JobError<CompileError>> {
-    let Lookup::Hit {
-        object,
-        deps,
-        reapply,
-    } = remote.lookup(job, key, reporter)
-    else {
-        return Ok(false);
-    };
-    let listed: Vec<String> = (deps.iter())
-        .map(|d| d.display().to_string().replace(' ', "\\ "))
-        .collect();
-    let depfile = format!("{}: {}\n", job.object.display(), listed.join(" \\\n  "));
-    crate::files::write_atomic(&job.depfile, depfile.as_bytes())
-        .map_err(|e| io_error(&job.depfile, e))?;
-    crate::files::write_atomic(&job.object, &object).map_err(|e| io_error(&job.object, e))?;
-    let mut manifest = cache
-        .manifest(job, argv, &deps, SystemTime::now())
-        .map_err(|e| io_error(&job.object, e))?;
-    // The pieces the compiling checkout's probe found: `reapply` checks each before writing.
-    if let (Some(m), Some(found @ Patchability::Patchable { .. })) = (&mut manifest, reapply)
-        && m.wants_probe().is_some()
-    {
-        m.learned(found);
-    }
-    cache
-        .store(job, manifest.as_ref())
-        .map_err(|e| io_error(&cache.manifest_path(job), e))?;
-    reporter.verbose(&format!("`{}` from the remote cache", job.label));
-    Ok(true)
 }
 
 /// Compile `job` as nvcc's separate steps when settings and the unit allow: `Some(what the
@@ -743,6 +593,16 @@ impl Drop for TempOutputs {
         let _ = std::fs::remove_file(&self.object);
         let _ = std::fs::remove_file(&self.depfile);
     }
+}
+
+/// The directories the object and depfile of `job` go in.
+fn create_parents(job: &CompileJob) -> Result<(), CompileError> {
+    for path in [&job.object, &job.depfile] {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+        }
+    }
+    Ok(())
 }
 
 fn rename(from: &Path, to: &Path) -> Result<(), JobError<CompileError>> {

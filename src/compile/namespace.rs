@@ -6,13 +6,16 @@
 //! the constants the compiler builds a string from: g++ -O3 makes the bindings' 17-byte
 //! `std::string` of the name from a 16-byte `.rodata.cst16` vector and a `movb` immediate for
 //! the last character, so the id is not there to be found whole. Where each byte is, is found
-//! when the object is compiled: the unit compiles once more under a probe id of the same length
-//! whose every varying character is another, distinct one ([`probe_id`]), and every byte that
-//! differs between the two objects must be the same character of both ids ([`learn`]), else
-//! (a size or a value computed from the id) the object is not patchable. A new id of the same
-//! byte length is then written over those [`Site`]s ([`reapply`]): the offsets into the string
-//! tables, the length prefixes of mangled names and the code stay as they are, and the object
-//! is byte for byte the compiler's.
+//! the first time a build wants another id of the same length for an object whose places are not
+//! known yet ([`Patchability::Unprobed`]): instead of compiling under the new id, the unit
+//! compiles under a probe id of the old one's length whose every varying character is another,
+//! distinct one ([`probe_id`] of the old id), and every byte that differs between the old object
+//! and the probe's must be the same character of both ids ([`learn`]), else (a size or a value
+//! computed from the id) the object is not patchable. The new id, and every later one of the
+//! same byte length, is then written over those [`Site`]s ([`reapply`]): the offsets into the
+//! string tables, the length prefixes of mangled names and the code stay as they are, and the
+//! object is byte for byte the compiler's. A cold build thus compiles each unit once, as if
+//! nothing were re-applied; the probe costs the one compile the new id would have cost.
 //!
 //! What the probe cannot see: a result computed from the id that is the same under the probe
 //! (whether a character is a digit, a comparison of the name with another literal). No binding
@@ -43,7 +46,8 @@ const HASHED_SECTIONS: [&str; 6] = [
 pub(crate) enum Patchability {
     /// The id's [`varying`] characters sit at these places and nowhere else.
     Patchable { sites: Vec<Site> },
-    /// Not known yet: a compile under a probe id ([`probe_id`], [`learn`]) finds them.
+    /// Not known yet: a compile under a probe id ([`probe_id`], [`learn`]) finds them when a
+    /// build first wants another id of the same length.
     Unprobed,
     /// It cannot, for this reason (shown with `-v`).
     NotPatchable { why: String },
@@ -86,7 +90,8 @@ pub(crate) struct Reapplied {
 }
 
 /// Can a later id be written over the id in `object`, a unit of `lang` just compiled, once a
-/// probe compile finds where it is ([`Patchability::Unprobed`])? Host C++ only, in a relocatable
+/// probe compile finds where it is ([`Patchability::Unprobed`], probed only when a later build
+/// wants another id)? Host C++ only, in a relocatable
 /// ELF object without LTO code, compressed sections or name hashes.
 pub(crate) fn survey(lang: Lang, object: &[u8]) -> Patchability {
     let not = |why: String| Patchability::NotPatchable { why };
@@ -151,18 +156,26 @@ pub(crate) fn learn(object: &[u8], id: &str, probed: &[u8], probe: &str) -> Patc
     Patchability::Patchable { sites }
 }
 
-/// Why `to` cannot be written over `from` in an object whose [`Patchability`] is `recorded`;
-/// `Ok` when it can.
-pub(crate) fn can_reapply(recorded: &Patchability, from: &str, to: &str) -> Result<(), String> {
-    match recorded {
+/// What it takes to give an object whose [`Patchability`] is `recorded`, compiled under
+/// `from`, the op namespace `to` without compiling it under `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Write `to` over the recorded sites ([`reapply`]).
+    Write,
+    /// Find the sites first: compile under [`probe_id`]`(from)` and [`learn`] them, then write.
+    Probe,
+}
+
+/// How `to` can be written over `from` in an object whose [`Patchability`] is `recorded`, or
+/// why it cannot.
+pub(crate) fn can_reapply(recorded: &Patchability, from: &str, to: &str) -> Result<Next, String> {
+    let next = match recorded {
         Patchability::NotPatchable { why } => {
             return Err(format!("it cannot be re-applied to the object: {why}"));
         }
-        Patchability::Unprobed => {
-            return Err("where the object holds the old one is not known (never probed)".into());
-        }
-        Patchability::Patchable { .. } => {}
-    }
+        Patchability::Unprobed => Next::Probe,
+        Patchability::Patchable { .. } => Next::Write,
+    };
     if from.len() != to.len() {
         return Err(format!(
             "`{to}` is {} bytes long and `{from}` {}, so the names that hold it change length",
@@ -183,7 +196,7 @@ pub(crate) fn can_reapply(recorded: &Patchability, from: &str, to: &str) -> Resu
             &from[checked]
         ));
     }
-    Ok(())
+    Ok(next)
 }
 
 /// Write `to` over the sites of `from` in the object at `path`, whose content must still hash
@@ -496,9 +509,10 @@ mod tests {
     #[test]
     fn a_new_id_is_re_applicable_only_at_the_same_length_and_only_in_its_last_word() {
         let ok = Patchability::Patchable { sites: Vec::new() };
-        assert_eq!(can_reapply(&ok, OLD, NEW), Ok(()));
+        assert_eq!(can_reapply(&ok, OLD, NEW), Ok(Next::Write));
         let dirty = format!("{OLD}_dirty");
-        assert_eq!(can_reapply(&ok, &dirty, &format!("{NEW}_dirty")), Ok(()));
+        let new_dirty = format!("{NEW}_dirty");
+        assert_eq!(can_reapply(&ok, &dirty, &new_dirty), Ok(Next::Write));
         let longer = can_reapply(&ok, OLD, &dirty).unwrap_err();
         assert!(
             longer.contains("23 bytes long and `_relu_cpu_0b016b8` 17"),
@@ -512,8 +526,12 @@ mod tests {
         let why = "a CUDA object".to_string();
         let not = can_reapply(&Patchability::NotPatchable { why }, OLD, NEW).unwrap_err();
         assert!(not.ends_with("a CUDA object"), "{not}");
-        let unprobed = can_reapply(&Patchability::Unprobed, OLD, NEW).unwrap_err();
-        assert!(unprobed.contains("never probed"), "{unprobed}");
+        let unprobed = &Patchability::Unprobed;
+        assert_eq!(can_reapply(unprobed, OLD, NEW), Ok(Next::Probe));
+        assert!(
+            can_reapply(unprobed, OLD, &dirty).is_err(),
+            "a probe needs the same length"
+        );
     }
 
     #[test]

@@ -39,8 +39,9 @@ pub struct BuildReport {
     /// Labels of the units a compiler ran for, and of those that came from the cache.
     pub compiled: Vec<String>,
     pub cached: Vec<String>,
-    /// Of the cached units, those whose object got the new op namespace written over the old
-    /// one (`compile/namespace.rs`) instead of a compiler run.
+    /// The units whose object got the new op namespace written over the old one
+    /// (`compile/namespace.rs`) instead of a compile under it: cached ones, and compiled ones
+    /// whose one compile was the probe that found where the old one lies.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reapplied: Vec<String>,
     /// How the compile jobs were run; absent when nothing needed compiling.

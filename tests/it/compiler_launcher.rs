@@ -147,9 +147,9 @@ fn a_rebuild_without_kbuilds_cache_is_served_by_sccache() {
         .arg("--stop-server")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .output();
-    // Both C++ units of the cpu variant (the binding and the kernel) come from sccache, and so
-    // does the binding's compile under a probe op namespace (compile/namespace.rs).
-    assert_eq!(hits(&after) - before, 3, "{after}");
+    // Both C++ units of the cpu variant (the binding and the kernel) come from sccache; a cold
+    // build runs no probe compile (compile/namespace.rs probes only for a second id).
+    assert_eq!(hits(&after) - before, 2, "{after}");
     assert!(
         so(project.path()) == first_so,
         "the extension differs after an sccache hit"

@@ -1,7 +1,8 @@
 //! The op namespace (`-DTORCH_EXTENSION_NAME=<id>`, new with every commit) never recompiles the
 //! units whose files do not spell it; those that do get the new id written over the old one in
-//! their object when it has the same length, and compile again otherwise. The link and the
-//! loaded module always take the new id.
+//! their object when it has the same length (after one probe compile per length learns where it
+//! lies), from the object kept for its length when `_dirty` comes or goes, and compile again
+//! otherwise. The link and the loaded module always take the new id.
 
 use std::path::{Path, PathBuf};
 
@@ -259,6 +260,36 @@ fn committed_relu() -> tempfile::TempDir {
 const BINDING: &str = "torch-ext/torch_binding.cpp [cpu]";
 const KERNEL: &str = "relu_cpu/relu_cpu.cpp [cpu]";
 
+/// The probe id a `-v` build said it compiled the bindings under.
+fn probe_in(said: &str) -> String {
+    let start = "probe compiled under `";
+    let at = said
+        .find(start)
+        .unwrap_or_else(|| panic!("no probe\n{said}"))
+        + start.len();
+    said[at..].split('`').next().unwrap().to_string()
+}
+
+/// The binding's object of a build into `out`.
+fn binding_object(out: &Path) -> Vec<u8> {
+    let found = walkdir::WalkDir::new(out)
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.ends_with("obj/torch-ext__torch_binding.cpp.o"));
+    std::fs::read(found.expect("the binding's object")).unwrap()
+}
+
+/// The binding's object is byte for byte the one g++ makes under the current id, in a build of
+/// its own.
+fn assert_binding_as_compiled(root: &Path) {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = run(kbuild(root)
+        .args(["build", "--backend", "cpu", "--out-dir"])
+        .arg(elsewhere.path()));
+    assert!(out.status.success());
+    assert!(binding_object(&root.join("build")) == binding_object(elsewhere.path()));
+}
+
 #[test]
 fn a_commit_that_changes_no_source_runs_no_compiler_and_loads_the_new_namespace() {
     let project = committed_relu();
@@ -266,94 +297,126 @@ fn a_commit_that_changes_no_source_runs_no_compiler_and_loads_the_new_namespace(
     let logs = tempfile::tempdir().unwrap();
     let launcher = CountingLauncher::new(logs.path());
     let said = build_verbose(root, &launcher);
-    // The bindings twice: a compile under a probe id finds where the name lies in the object
-    // (g++ builds its `std::string` from a vector constant and an immediate).
-    assert_eq!(
-        launcher.take(),
-        ["relu_cpu.cpp", "torch_binding.cpp", "torch_binding.cpp"]
-    );
+    // A cold build compiles each unit once: no probe.
+    assert_eq!(launcher.take(), ["relu_cpu.cpp", "torch_binding.cpp"]);
+    assert!(!said.contains("probe compiled"), "{said}");
     // Nothing changed: nothing runs, and the report names the id.
     let first = build(root, &launcher);
-    let probe = format!("probe `{BINDING}`: compiling it under `_relu_cpu_");
-    let finds = format!("` finds where `{}` lies in its object", first.id);
-    assert!(said.contains(&probe) && said.contains(&finds), "{said}");
+    assert_eq!(launcher.take(), Vec::<String>::new());
 
+    // The first new id: the bindings compile once, under a probe id that tells where the old
+    // one lies (g++ builds its `std::string` from a vector constant and an immediate), and the
+    // new one is written there.
     git(root, &["commit", "-q", "--allow-empty", "-m", "nothing"]);
     let said = build_verbose(root, &launcher);
-    assert_eq!(launcher.take(), Vec::<String>::new(), "{said}");
+    assert_eq!(launcher.take(), ["torch_binding.cpp"], "{said}");
     let second = build(root, &launcher);
     assert_ne!(second.id, first.id);
     assert_eq!(second.id.len(), first.id.len());
-    let says = |line: String| assert!(said.contains(&line), "{line}\n{said}");
-    says(format!(
-        "fresh `{KERNEL}`: no file it is built from spells `TORCH_EXTENSION_NAME`, so the new op \
-         namespace `{}` (was `{}`)",
-        second.id, first.id
-    ));
-    says(format!(
-        "reused `{BINDING}`: op namespace re-applied: {} → {}",
-        first.id, second.id
-    ));
-    says("(0 compiled, 2 fresh)".into());
+    let probe = probe_in(&said);
+    assert_eq!(probe.len(), first.id.len());
+    let says = |said: &str, line: String| assert!(said.contains(&line), "{line}\n{said}");
+    says(
+        &said,
+        format!(
+            "probe `{BINDING}`: probe compiled under `{probe}` to learn where the op namespace \
+             lies in the object of `{}`, to re-apply `{}`: ",
+            first.id, second.id
+        ),
+    );
+    says(
+        &said,
+        format!(
+            "reused `{BINDING}`: op namespace re-applied after its probe: {} → {}",
+            first.id, second.id
+        ),
+    );
+    says(&said, "(1 compiled, 1 fresh)".into());
     assert_carries_only(root, &second.id, &first.id);
+    assert_carries_only(root, &second.id, &probe);
     assert_loads_under(root, &second.id);
-    // Byte for byte the object g++ makes under the new id, in a build of its own.
-    let elsewhere = tempfile::tempdir().unwrap();
-    let out = run(kbuild(root)
-        .args(["build", "--backend", "cpu", "--out-dir"])
-        .arg(elsewhere.path()));
-    assert!(out.status.success());
-    let object = |out: &Path| {
-        let found = walkdir::WalkDir::new(out)
-            .into_iter()
-            .map(|e| e.unwrap().into_path())
-            .find(|p| p.ends_with("obj/torch-ext__torch_binding.cpp.o"));
-        std::fs::read(found.expect("the binding's object")).unwrap()
-    };
-    assert!(object(&root.join("build")) == object(elsewhere.path()));
+    assert_binding_as_compiled(root);
 
-    // A kernel that spells the name, in a guard: compiled with the guard (and probed: its
-    // object holds nothing of the id), it is re-applied like the bindings.
+    // From then on: no compiler.
+    git(root, &["commit", "-q", "--allow-empty", "-m", "again"]);
+    let said = build_verbose(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new(), "{said}");
+    let third = build(root, &launcher);
+    says(
+        &said,
+        format!(
+            "fresh `{KERNEL}`: no file it is built from spells `TORCH_EXTENSION_NAME`, so the \
+             new op namespace `{}` (was `{}`)",
+            third.id, first.id
+        ),
+    );
+    says(
+        &said,
+        format!(
+            "reused `{BINDING}`: op namespace re-applied: {} → {}",
+            second.id, third.id
+        ),
+    );
+    says(&said, "(0 compiled, 2 fresh)".into());
+    assert_carries_only(root, &third.id, &second.id);
+    assert_loads_under(root, &third.id);
+    assert_binding_as_compiled(root);
+
+    // A kernel that spells the name, in a guard: compiled once with the guard, probed at the
+    // next commit (its object holds nothing of the id), then re-applied like the bindings.
     let kernel = root.join("relu_cpu/relu_cpu.cpp");
     let text = std::fs::read_to_string(&kernel).unwrap();
     let guard = "#ifndef TORCH_EXTENSION_NAME\n#error built outside its extension\n#endif\n";
     std::fs::write(&kernel, format!("{guard}{text}")).unwrap();
     git(root, &["commit", "-q", "-am", "guard"]);
-    let third = build(root, &launcher);
-    assert_eq!(launcher.take(), ["relu_cpu.cpp", "relu_cpu.cpp"]);
-    assert_eq!(third.compiled, [KERNEL]);
-    assert_eq!(third.reapplied, [BINDING]);
+    let guarded = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp"]);
+    assert_eq!(guarded.compiled, [KERNEL]);
+    assert_eq!(guarded.reapplied, [BINDING]);
+    git(
+        root,
+        &["commit", "-q", "--allow-empty", "-m", "probe the kernel"],
+    );
+    let probed = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp"]);
+    assert_eq!(probed.compiled, [KERNEL]);
+    assert_eq!(probed.reapplied, [KERNEL, BINDING]);
     git(root, &["commit", "-q", "--allow-empty", "-m", "again"]);
-    let fourth = build(root, &launcher);
+    let last = build(root, &launcher);
     assert_eq!(launcher.take(), Vec::<String>::new());
-    assert_eq!(fourth.compiled, Vec::<String>::new());
-    assert_eq!(fourth.reapplied, [KERNEL, BINDING]);
-    assert_carries_only(root, &fourth.id, &third.id);
-    assert_loads_under(root, &fourth.id);
+    assert_eq!(last.compiled, Vec::<String>::new());
+    assert_eq!(last.reapplied, [KERNEL, BINDING]);
+    assert_carries_only(root, &last.id, &probed.id);
+    assert_loads_under(root, &last.id);
+}
+
+/// The kept copies of the binding's object, by the length they are kept for.
+fn kept_copies(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = walkdir::WalkDir::new(root.join("build/.kbuild"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("torch_binding") && n.ends_with(".o") && n.contains(".ns"))
+        .map(|n| n.rsplit('.').nth(1).unwrap().to_string())
+        .collect();
+    names.sort();
+    names
 }
 
 #[test]
-fn a_namespace_of_another_length_recompiles_only_the_binding_unit() {
+fn switching_between_dirty_and_clean_recompiles_the_binding_only_until_each_length_is_learned() {
     let project = committed_relu();
     let root = project.path();
     let logs = tempfile::tempdir().unwrap();
     let launcher = CountingLauncher::new(logs.path());
     let clean = build(root, &launcher);
-    assert_eq!(
-        launcher.take().len(),
-        3,
-        "the kernel, the bindings and their probe"
-    );
+    assert_eq!(launcher.take(), ["relu_cpu.cpp", "torch_binding.cpp"]);
 
-    // A tracked file changed: the id gains `_dirty`.
+    // A tracked file changed: the id gains `_dirty`, another length: the bindings compile, and
+    // their object for the clean length is kept aside.
     std::fs::write(root.join("README.md"), "# relu, edited\n").unwrap();
     let said = build_verbose(root, &launcher);
-    let compiles = ["torch_binding.cpp", "torch_binding.cpp"];
-    assert_eq!(
-        launcher.take(),
-        compiles,
-        "the bindings and their probe\n{said}"
-    );
+    assert_eq!(launcher.take(), ["torch_binding.cpp"], "{said}");
     let dirty = build(root, &launcher);
     assert_eq!(dirty.id, format!("{}_dirty", clean.id));
     let why = format!(
@@ -369,7 +432,68 @@ fn a_namespace_of_another_length_recompiles_only_the_binding_unit() {
         clean.id.len()
     );
     assert!(said.contains(&why), "{why}\n{said}");
+    let kept = format!(
+        "`{BINDING}`: its object is kept aside for op namespaces of {} characters",
+        clean.id.len()
+    );
+    assert!(said.contains(&kept), "{kept}\n{said}");
     assert!(said.contains("(1 compiled, 1 fresh)"), "{said}");
     assert_carries_only(root, &dirty.id, &clean.id);
     assert_loads_under(root, &dirty.id);
+
+    // Committed: the clean copy comes back, and learns its places from a probe (one compile).
+    git(root, &["commit", "-q", "-am", "readme"]);
+    let said = build_verbose(root, &launcher);
+    assert_eq!(launcher.take(), ["torch_binding.cpp"], "the probe\n{said}");
+    let committed = build(root, &launcher);
+    let from_copy = format!(
+        "to learn where the op namespace lies in the object of `{}` (from the {}-character \
+         copy), to re-apply `{}`",
+        clean.id,
+        clean.id.len(),
+        committed.id
+    );
+    assert!(said.contains(&from_copy), "{from_copy}\n{said}");
+    assert_carries_only(root, &committed.id, &clean.id);
+    // Edited again: the dirty copy comes back and is probed likewise.
+    std::fs::write(root.join("README.md"), "# relu, edited twice\n").unwrap();
+    build(root, &launcher);
+    assert_eq!(launcher.take(), ["torch_binding.cpp"], "the probe");
+
+    // Both lengths learned: commits and edits that leave the bindings' files alone compile
+    // nothing for them; an edit of the kernel compiles the kernel.
+    git(root, &["commit", "-q", "-am", "readme again"]);
+    let said = build_verbose(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new(), "{said}");
+    let again = build(root, &launcher);
+    let copy = format!(
+        "reused `{BINDING}`: op namespace re-applied (from the {}-character copy): {} → {}",
+        again.id.len(),
+        committed.id,
+        again.id
+    );
+    assert!(said.contains(&copy), "{copy}\n{said}");
+    let kernel = root.join("relu_cpu/relu_cpu.cpp");
+    let text = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(&kernel, format!("// edited\n{text}")).unwrap();
+    let edited = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp"]);
+    assert_eq!(edited.id, format!("{}_dirty", again.id));
+    assert_eq!(edited.compiled, [KERNEL]);
+    assert_eq!(edited.reapplied, [BINDING]);
+    assert_carries_only(root, &edited.id, &committed.id);
+    assert_loads_under(root, &edited.id);
+    git(root, &["commit", "-q", "-am", "kernel"]);
+    let last = build(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new());
+    assert_eq!(last.reapplied, [BINDING]);
+    assert_carries_only(root, &last.id, &again.id);
+    assert_loads_under(root, &last.id);
+    assert_binding_as_compiled(root);
+
+    // One copy per length, the one in use not among them; `kbuild clean` removes it.
+    let dirty_len = edited.id.len().to_string();
+    assert_eq!(kept_copies(root), [format!("ns{dirty_len}")]);
+    assert!(run(kbuild(root).arg("clean")).status.success());
+    assert_eq!(kept_copies(root), Vec::<String>::new());
 }

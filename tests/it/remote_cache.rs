@@ -319,7 +319,7 @@ fn second_checkout_of_a_cpu_project_compiles_nothing_and_writes_identical_varian
 
 /// The op namespace one checkout re-applied is shared under the new id: a clone at that
 /// commit fetches an object that carries it (and nothing of the old one), with the places the
-/// first checkout's probe found, so its own next commit compiles nothing either.
+/// first checkout's probe found, so its own next commit compiles nothing, not even a probe.
 #[test]
 fn an_object_whose_namespace_was_reapplied_is_shared_under_the_new_one() {
     let redis = Redis::start();
@@ -331,8 +331,12 @@ fn an_object_whose_namespace_was_reapplied_is_shared_under_the_new_one() {
     let first = build_backend(&alice, "cpu", &redis.url());
     assert_eq!(first["compiled"].as_array().unwrap().len(), 2, "{first:#}");
     git(&alice, &["commit", "-q", "--allow-empty", "-m", "next"]);
-    let next = build_backend(&alice, "cpu", &redis.url());
+    let probed = build_backend(&alice, "cpu", &redis.url());
     let binding = serde_json::json!(["torch-ext/torch_binding.cpp [cpu]"]);
+    assert_eq!(probed["compiled"], binding, "the probe: {probed:#}");
+    assert_eq!(probed["reapplied"], binding, "{probed:#}");
+    git(&alice, &["commit", "-q", "--allow-empty", "-m", "next"]);
+    let next = build_backend(&alice, "cpu", &redis.url());
     assert_eq!(next["compiled"], serde_json::json!([]), "{next:#}");
     assert_eq!(next["reapplied"], binding, "{next:#}");
 
@@ -350,13 +354,14 @@ fn an_object_whose_namespace_was_reapplied_is_shared_under_the_new_one() {
     for ((path, x), (_, y)) in a.iter().zip(&b) {
         assert!(x == y, "`{}` differs between the checkouts", path.display());
     }
-    let old = first["variants"][0]["id"].as_str().unwrap().as_bytes();
-    for (path, bytes) in b
-        .iter()
-        .filter(|(p, _)| p.extension().is_some_and(|e| e == "so"))
-    {
-        let found = bytes.windows(old.len()).any(|w| w == old);
-        assert!(!found, "the old op namespace is in `{}`", path.display());
+    for old in [&first, &probed].map(|b| b["variants"][0]["id"].as_str().unwrap().as_bytes()) {
+        for (path, bytes) in b
+            .iter()
+            .filter(|(p, _)| p.extension().is_some_and(|e| e == "so"))
+        {
+            let found = bytes.windows(old.len()).any(|w| w == old);
+            assert!(!found, "an old op namespace is in `{}`", path.display());
+        }
     }
     git(&bob, &["commit", "-q", "--allow-empty", "-m", "bob's"]);
     let after = build_backend(&bob, "cpu", &redis.url());
