@@ -11,7 +11,17 @@
 //! records the value and the first file the object was built from that spells the name. An
 //! object none of whose files spells it compiles to the same code whatever the id, so a new
 //! commit reuses it; one that spells it (the bindings, through `TORCH_LIBRARY_EXPAND`)
-//! compiles again.
+//! compiles again — unless the op namespace can be re-applied to its object: a host C++ object
+//! whose every byte from the id is known (the manifest's `reapply`, found by a probe compile the
+//! first time a build wants another id of the same length) gets a new id of that length written
+//! over the old one (`namespace.rs`) instead of a compiler run.
+//!
+//! An id's length changes when `_dirty` comes or goes. So that an edit loop does not recompile
+//! the bindings at each switch, an object that may be re-applied is kept aside, with its entry,
+//! when a build wants an id of another length: one copy per unit and length
+//! (`<entry>.ns<length>.json` and its object, in this directory, which `kbuild clean` removes),
+//! put back in place when a build wants that length again and the copy is still fresh but for
+//! the id.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +31,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::namespace::{self, Next, Patchability, ReapplyError};
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 
@@ -28,7 +39,7 @@ use crate::process::CommandSpec;
 const MANIFEST_VERSION: u32 = 3;
 
 /// The define that carries the op namespace, keyed without its value (see the module docs).
-const NAMESPACE_DEFINE: &str = "TORCH_EXTENSION_NAME";
+pub(crate) const NAMESPACE_DEFINE: &str = "TORCH_EXTENSION_NAME";
 
 /// How paths under kbuild's cache directory are written in the key.
 const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";
@@ -51,11 +62,38 @@ pub(crate) struct Manifest {
     /// The first of `deps` that spells `TORCH_EXTENSION_NAME`; `None`: the object is the same
     /// under any op namespace.
     spelled_in: Option<PathBuf>,
-    /// Hash over all of the above: the cache key of this object.
+    /// Whether a new op namespace can be re-applied to the object instead of compiling it
+    /// (`namespace.rs`); `None`: not checked (no file spells the name, or an older entry).
+    /// Not in `key`: like `object_hash`, a fact about the object, not about what it was built
+    /// from.
+    #[serde(default)]
+    reapply: Option<Patchability>,
+    /// Hash over all of the above but `object_hash` and `reapply`: the cache key of this object.
     key: String,
 }
 
 impl Manifest {
+    /// The op namespace the object was compiled with, when [`namespace::survey`] found it
+    /// patchable once a compile under [`namespace::probe_id`] finds where the id lies
+    /// ([`Manifest::learned`]), and that has not happened yet.
+    pub(crate) fn wants_probe(&self) -> Option<&str> {
+        match self.reapply {
+            Some(Patchability::Unprobed) => self.namespace.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Record where the object holds its op namespace, as a probe compile found it
+    /// ([`namespace::learn`]).
+    pub(crate) fn learned(&mut self, patchability: Patchability) {
+        self.reapply = Some(patchability);
+    }
+
+    /// Where the object holds its op namespace, when known.
+    pub(crate) fn reapply(&self) -> Option<&Patchability> {
+        self.reapply.as_ref()
+    }
+
     /// SHA-256 of the object, hex.
     pub(crate) fn object_hash(&self) -> &str {
         &self.object_hash
@@ -90,6 +128,18 @@ pub(crate) enum Freshness {
     Fresh,
     /// Reused although something changed, for the reason given (shown with `-v`).
     FreshBecause(String),
+    /// Reusable once the op namespace `to` is written over `from` in the object
+    /// ([`Cache::reapply`]).
+    Reapply {
+        from: String,
+        to: String,
+    },
+    /// Likewise, once a compile under a probe id found where the object holds `from`
+    /// ([`Cache::learned`]).
+    Probe {
+        from: String,
+        to: String,
+    },
     Stale(String),
 }
 
@@ -108,6 +158,8 @@ pub(crate) struct Cache {
     /// kbuild's cache directory, whose paths the key writes as [`CACHE_DIR_ALIAS`].
     kbuild_cache: Option<PathBuf>,
     hashes: Mutex<HashMap<PathBuf, Option<FileFacts>>>,
+    /// Labels of the units whose op namespace was re-applied in this build.
+    reapplied: Mutex<Vec<String>>,
 }
 
 impl Cache {
@@ -116,6 +168,7 @@ impl Cache {
             dir: dir.to_path_buf(),
             kbuild_cache: kbuild_cache.map(|d| std::path::absolute(d).unwrap_or(d.to_path_buf())),
             hashes: Mutex::new(HashMap::new()),
+            reapplied: Mutex::new(Vec::new()),
         }
     }
 
@@ -190,23 +243,22 @@ impl Cache {
 
     /// Can the object of `job` be reused as is?
     pub(crate) fn check(&self, job: &CompileJob, argv: &Argv) -> Freshness {
-        let stale = |why: &str| Freshness::Stale(why.to_string());
-        let Ok(text) = std::fs::read(self.manifest_path(job)) else {
-            return stale("not built before");
-        };
-        let Ok(m) = serde_json::from_slice::<Manifest>(&text) else {
-            return stale("cache entry unreadable");
-        };
-        if m.version != MANIFEST_VERSION {
-            return stale("cache entry from another kbuild version");
+        match read_manifest(&self.manifest_path(job)) {
+            Ok(m) => self.check_entry(job, &m, &job.object, argv),
+            Err(why) => Freshness::Stale(why.to_string()),
         }
+    }
+
+    /// Can `object`, which the entry `m` of `job` records, be reused under `argv`?
+    fn check_entry(&self, job: &CompileJob, m: &Manifest, object: &Path, argv: &Argv) -> Freshness {
+        let stale = |why: &str| Freshness::Stale(why.to_string());
         if m.compiler_id != job.compiler_id {
             return stale("compiler changed");
         }
         if m.argv_hash != argv.hash {
             return Freshness::Stale(flags_changed(&m.argv, &argv.words));
         }
-        match hash_file(&job.object) {
+        match hash_file(object) {
             Ok(h) if h == m.object_hash => {}
             Ok(_) => return stale("object file was modified"),
             Err(_) => return stale("object file missing"),
@@ -217,19 +269,107 @@ impl Cache {
                 return Freshness::Stale(format!("`{}` changed", path.display()));
             }
         }
-        if key(&m) != m.key {
+        if key(m) != m.key {
             return stale("cache entry inconsistent");
         }
-        namespace_freshness(&m, argv, |p| self.unalias(p))
+        namespace_freshness(m, argv, |p| self.unalias(p))
+    }
+
+    /// The manifest and object paths of the copy of `job`'s object kept for op namespaces of
+    /// `len` bytes.
+    fn copy_paths(&self, job: &CompileJob, len: usize) -> (PathBuf, PathBuf) {
+        let entry = self.manifest_path(job);
+        let stem = entry.with_extension("");
+        let with = |ext: &str| {
+            let mut name = stem.clone().into_os_string();
+            name.push(format!(".ns{len}{ext}"));
+            PathBuf::from(name)
+        };
+        (with(".json"), with(".o"))
+    }
+
+    /// When `argv` wants an op namespace of another length than the object of `job` has, and
+    /// that object spells it and may be re-applied: keep it (and its entry) aside as the copy for
+    /// its length, replacing the one kept before. Returns the length it was kept for.
+    pub(crate) fn keep_copy(
+        &self,
+        job: &CompileJob,
+        argv: &Argv,
+    ) -> std::io::Result<Option<usize>> {
+        let Ok(m) = read_manifest(&self.manifest_path(job)) else {
+            return Ok(None);
+        };
+        let (Some(id), Some(now)) = (&m.namespace, &argv.namespace) else {
+            return Ok(None);
+        };
+        let worth = matches!(
+            m.reapply,
+            Some(Patchability::Patchable { .. } | Patchability::Unprobed)
+        );
+        if id.len() == now.len() || m.spelled_in.is_none() || !worth {
+            return Ok(None);
+        }
+        let (entry, object) = self.copy_paths(job, id.len());
+        crate::files::write_atomic(&object, &std::fs::read(&job.object)?)?;
+        let json = serde_json::to_vec(&m).map_err(std::io::Error::other)?;
+        crate::files::write_atomic(&entry, &json)?;
+        Ok(Some(id.len()))
+    }
+
+    /// Whether the copy kept for `argv`'s op namespace's length ([`Cache::keep_copy`]) serves
+    /// `argv`, as is or once re-applied: then it is put in place of the object of `job` and its
+    /// entry, and what it needs is returned (never [`Freshness::Stale`]).
+    pub(crate) fn restore_copy(&self, job: &CompileJob, argv: &Argv) -> Option<Freshness> {
+        let len = argv.namespace.as_ref()?.len();
+        let (entry, object) = self.copy_paths(job, len);
+        let m = read_manifest(&entry).ok()?;
+        let fresh = self.check_entry(job, &m, &object, argv);
+        if matches!(fresh, Freshness::Stale(_)) {
+            return None;
+        }
+        let moved = (std::fs::rename(&object, &job.object))
+            .and_then(|()| std::fs::rename(&entry, self.manifest_path(job)));
+        moved.is_ok().then_some(fresh)
+    }
+
+    /// Record where the object of `job`, compiled under `from`, holds it, as a probe compile
+    /// started at `started` found ([`namespace::learn`]). Errs when the entry names another
+    /// namespace or a file it was built from changed since `started` (the probe may have seen
+    /// either version).
+    pub(crate) fn learned(
+        &self,
+        job: &CompileJob,
+        from: &str,
+        found: Patchability,
+        started: SystemTime,
+    ) -> Result<(), ReapplyError> {
+        let path = self.manifest_path(job);
+        let mut m = read_manifest(&path).map_err(|why| ReapplyError::Read {
+            path: path.clone(),
+            source: std::io::Error::other(why),
+        })?;
+        let changed = (m.deps.iter()).find(|d| {
+            let modified = std::fs::metadata(self.unalias(&d.path)).and_then(|m| m.modified());
+            !matches!(modified, Ok(t) if t <= started)
+        });
+        if let Some(dep) = changed {
+            return Err(ReapplyError::Changed {
+                path: self.unalias(&dep.path),
+            });
+        }
+        if m.namespace.as_deref() != Some(from) {
+            return Err(ReapplyError::Changed { path });
+        }
+        m.reapply = Some(found);
+        self.store(job, Some(&m))
+            .map_err(|source| ReapplyError::Write { path, source })
     }
 
     /// The files the object of `job` was last built from (source first), as its manifest
     /// records them; `None` without a readable manifest of this version.
     pub(crate) fn recorded_dependencies(&self, job: &CompileJob) -> Option<Vec<PathBuf>> {
-        let text = std::fs::read(self.manifest_path(job)).ok()?;
-        let m = serde_json::from_slice::<Manifest>(&text).ok()?;
-        (m.version == MANIFEST_VERSION)
-            .then(|| m.deps.into_iter().map(|d| self.unalias(&d.path)).collect())
+        let m = read_manifest(&self.manifest_path(job)).ok()?;
+        Some(m.deps.into_iter().map(|d| self.unalias(&d.path)).collect())
     }
 
     /// Build the manifest for an object just compiled from `deps` (source first). `None` when a
@@ -261,20 +401,67 @@ impl Cache {
                 hash: facts.hash,
             });
         }
+        let (object_hash, reapply) = match (&argv.namespace, &spelled_in) {
+            (Some(_), Some(_)) => {
+                let object = std::fs::read(&job.object)?;
+                let reapply = namespace::survey(job.lang, &object);
+                (hex::encode(Sha256::digest(&object)), Some(reapply))
+            }
+            _ => (hash_file(&job.object)?, None),
+        };
         let mut manifest = Manifest {
             version: MANIFEST_VERSION,
             label: job.label.clone(),
             compiler_id: job.compiler_id.clone(),
             argv_hash: argv.hash.clone(),
             argv: argv.words.clone(),
-            object_hash: hash_file(&job.object)?,
+            object_hash,
             deps: entries,
             namespace: argv.namespace.clone(),
             spelled_in,
+            reapply,
             key: String::new(),
         };
         manifest.key = key(&manifest);
         Ok(Some(manifest))
+    }
+
+    /// Write the op namespace `to` over `from` in the object of `job`, which [`Cache::check`]
+    /// found reusable so ([`Freshness::Reapply`]), and record the object under `to`. On error
+    /// the object and its entry are as they were, or the entry no longer matches the object
+    /// (the next check compiles). Returns the entry as recorded.
+    pub(crate) fn reapply(
+        &self,
+        job: &CompileJob,
+        from: &str,
+        to: &str,
+    ) -> Result<Manifest, ReapplyError> {
+        let path = self.manifest_path(job);
+        let unreadable = |source| ReapplyError::Read {
+            path: path.clone(),
+            source,
+        };
+        let text = std::fs::read(&path).map_err(unreadable)?;
+        let mut m = serde_json::from_slice::<Manifest>(&text)
+            .map_err(|e| unreadable(std::io::Error::other(e)))?;
+        if m.namespace.as_deref() != Some(from) {
+            return Err(ReapplyError::Changed { path });
+        }
+        let recorded = m.reapply.take().ok_or(ReapplyError::NotPatchable)?;
+        let done = namespace::reapply(&job.object, &m.object_hash, &recorded, (from, to))?;
+        m.namespace = Some(to.to_string());
+        m.object_hash = done.object_hash;
+        m.reapply = Some(done.patchability);
+        m.key = key(&m);
+        self.store(job, Some(&m))
+            .map_err(|source| ReapplyError::Write { path, source })?;
+        lock(&self.reapplied).push(job.label.clone());
+        Ok(m)
+    }
+
+    /// The labels of the units whose op namespace [`Cache::reapply`] re-applied.
+    pub(crate) fn reapplied(&self) -> Vec<String> {
+        lock(&self.reapplied).clone()
     }
 
     /// Write (atomically) or, with `None`, remove the manifest of `job`.
@@ -409,7 +596,8 @@ fn flags_changed(before: &[String], now: &[String]) -> String {
 /// Whether an object whose files and flags are unchanged can be reused under the op namespace
 /// of `argv`: always when none of its files spells `TORCH_EXTENSION_NAME` (the define cannot
 /// change its code; nvcc's `.note.nv.tkinfo` keeps the old value as a record of the command
-/// line, nothing the code reads), else only under the namespace it was compiled with.
+/// line, nothing the code reads), else under the namespace it was compiled with, or under
+/// another once it is re-applied to the object when [`namespace::can_reapply`] allows.
 fn namespace_freshness(m: &Manifest, argv: &Argv, unalias: impl Fn(&Path) -> PathBuf) -> Freshness {
     let (Some(before), Some(now)) = (&m.namespace, &argv.namespace) else {
         return match m.namespace == argv.namespace {
@@ -421,10 +609,22 @@ fn namespace_freshness(m: &Manifest, argv: &Argv, unalias: impl Fn(&Path) -> Pat
         return Freshness::Fresh;
     }
     match &m.spelled_in {
-        Some(path) => Freshness::Stale(format!(
-            "the op namespace changed (`{before}` -> `{now}`) and `{}` spells `{NAMESPACE_DEFINE}`",
-            unalias(path).display()
-        )),
+        Some(path) => {
+            let changed = format!(
+                "the op namespace changed (`{before}` -> `{now}`) and `{}` spells \
+                 `{NAMESPACE_DEFINE}`",
+                unalias(path).display()
+            );
+            let reapply = (m.reapply.as_ref())
+                .ok_or_else(|| "the object was not checked for re-applying it".to_string())
+                .and_then(|recorded| namespace::can_reapply(recorded, before, now));
+            let (from, to) = (before.clone(), now.clone());
+            match reapply {
+                Ok(Next::Write) => Freshness::Reapply { from, to },
+                Ok(Next::Probe) => Freshness::Probe { from, to },
+                Err(why) => Freshness::Stale(format!("{changed}; {why}")),
+            }
+        }
         None => Freshness::FreshBecause(format!(
             "no file it is built from spells `{NAMESPACE_DEFINE}`, so the new op namespace \
              `{now}` (was `{before}`) does not change it"
@@ -438,6 +638,16 @@ fn spells(text: &[u8], word: &str) -> bool {
     match std::str::from_utf8(text) {
         Ok(text) => text.contains(word),
         Err(_) => text.windows(word.len()).any(|w| w == word.as_bytes()),
+    }
+}
+
+/// The entry at `path`, or why it cannot serve.
+fn read_manifest(path: &Path) -> Result<Manifest, &'static str> {
+    let text = std::fs::read(path).map_err(|_| "not built before")?;
+    let m = serde_json::from_slice::<Manifest>(&text).map_err(|_| "cache entry unreadable")?;
+    match m.version == MANIFEST_VERSION {
+        true => Ok(m),
+        false => Err("cache entry from another kbuild version"),
     }
 }
 

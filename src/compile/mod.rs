@@ -5,9 +5,11 @@ mod cache;
 mod command;
 mod depfile;
 mod dist;
+mod namespace;
 mod nvcc_steps;
 mod redis;
 mod remote;
+mod reuse;
 mod split;
 mod step_cache;
 
@@ -32,8 +34,9 @@ use crate::process::{
 use crate::report::{Reporter, UnitOutcome};
 use crate::schedule::NvccMode;
 use crate::schedule::{JobError, Schedule, Unit, run_scheduled};
-use cache::{Argv, Cache, Freshness};
-use remote::{Lookup, RemoteCache};
+use cache::{Cache, Manifest};
+use remote::RemoteCache;
+use reuse::{Reuse, Serving};
 use step_cache::StepCache;
 
 /// How to run the compile jobs.
@@ -85,6 +88,11 @@ pub struct CompileSummary {
     /// `<unit>: <step>` (`relu.cu [cuda]: cicc compute_80`): they did not run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reused_steps: Vec<String>,
+    /// The units whose object got the new op namespace written over the old one instead of a
+    /// compile under it: cached ones, and compiled ones whose compile was the probe that found
+    /// where the old one lies.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reapplied: Vec<String>,
     /// Per job, in job order: how long its compiler ran; `None` when it came from the cache.
     #[serde(skip)]
     pub compile_times: Vec<Option<Duration>>,
@@ -271,6 +279,11 @@ pub fn compile_all(
         let units: Vec<&str> = jobs.iter().map(|j| j.label.as_str()).collect();
         summary.reused_steps = steps.hits(&units);
     }
+    let reapplied = cache.reapplied();
+    summary.reapplied = (jobs.iter())
+        .filter(|j| reapplied.contains(&j.label))
+        .map(|j| j.label.clone())
+        .collect();
     if let Some(remote) = &remote {
         let hits = remote.hits();
         summary.remote = jobs
@@ -349,19 +362,25 @@ fn compile_one(
     let argv = caches
         .local
         .argv(job, &command_for(job), &settings.nvcc_env);
-    let remote = match reuse(job, caches, &argv, reporter)? {
+    let serving = Serving {
+        job,
+        caches,
+        argv: &argv,
+        launcher,
+        settings,
+        reporter,
+        cancel,
+    };
+    let (remote, known) = match reuse::reuse(&serving)? {
         Reuse::Done => return Ok(UnitOutcome::Cached),
-        Reuse::Compile { remote } => remote,
+        Reuse::Probed => return Ok(UnitOutcome::Compiled),
+        Reuse::Compile { remote, known } => (remote, known),
     };
 
     // The compiler writes beside the final paths; they are renamed into place only on success,
     // so a failed or interrupted compile leaves the previous object and its cache entry intact.
     let tmp = TempOutputs::new(job);
-    for path in [&job.object, &job.depfile] {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-        }
-    }
+    create_parents(job)?;
     let mut spec = launched(
         launcher,
         command_for(&CompileJob {
@@ -405,63 +424,25 @@ fn compile_one(
     let deps = dependencies(job, &tmp.depfile, spec.cwd.as_deref())?;
     rename(&tmp.depfile, &job.depfile)?;
     rename(&tmp.object, &job.object)?;
+    drop(tmp);
+    let manifest = (caches.local)
+        .manifest(job, &argv, &deps, started)
+        .map_err(|e| io_error(&job.object, e))?;
+    let manifest = reuse::with_known(manifest, known);
     let shared = remote.as_ref().map(|(r, key)| (*r, key.as_str()));
-    record(job, caches.local, &argv, &deps, started, shared, reporter)?;
+    record(job, caches.local, manifest, shared, reporter)?;
     Ok(UnitOutcome::Compiled)
 }
 
-/// Whether `job` needs its compiler: not when its object is fresh here or the remote cache
-/// has it.
-enum Reuse<'a> {
-    Done,
-    /// Compile, then share the object under this remote key.
-    Compile {
-        remote: Option<(&'a RemoteCache, String)>,
-    },
-}
-
-fn reuse<'a>(
-    job: &CompileJob,
-    caches: &Caches<'a>,
-    argv: &Argv,
-    reporter: &dyn Reporter,
-) -> Result<Reuse<'a>, JobError<CompileError>> {
-    match caches.local.check(job, argv) {
-        Freshness::Fresh => {
-            reporter.verbose(&format!("fresh `{}`", job.label));
-            return Ok(Reuse::Done);
-        }
-        Freshness::FreshBecause(why) => {
-            reporter.verbose(&format!("fresh `{}`: {why}", job.label));
-            return Ok(Reuse::Done);
-        }
-        Freshness::Stale(why) => reporter.verbose(&format!("compile `{}`: {why}", job.label)),
-    }
-    let remote = caches
-        .remote
-        .and_then(|r| Some((r, r.key(job, &command_for(job))?)));
-    if let Some((remote, key)) = &remote
-        && from_remote(job, caches.local, remote, key, argv, reporter)?
-    {
-        return Ok(Reuse::Done);
-    }
-    Ok(Reuse::Compile { remote })
-}
-
-/// Record the object `job` just compiled from `deps` in the local cache and share it with the
-/// remote one (under `key`).
+/// Record the object `job` just compiled (its `manifest`, `None` when a dependency changed
+/// while compiling) in the local cache and share it with the remote one (under `key`).
 fn record(
     job: &CompileJob,
     cache: &Cache,
-    argv: &Argv,
-    deps: &[PathBuf],
-    started: SystemTime,
+    manifest: Option<Manifest>,
     remote: Option<(&RemoteCache, &str)>,
     reporter: &dyn Reporter,
 ) -> Result<(), JobError<CompileError>> {
-    let manifest = cache
-        .manifest(job, argv, deps, started)
-        .map_err(|e| io_error(&job.object, e))?;
     if manifest.is_none() {
         reporter.verbose(&format!(
             "`{}`: a dependency changed while compiling; it will compile again next time",
@@ -475,36 +456,6 @@ fn record(
         remote.store(job, key, manifest, reporter);
     }
     Ok(())
-}
-
-/// Put the remote's object for `job` in place, with its depfile and local cache entry:
-/// `false` when the remote has none that fits this checkout.
-fn from_remote(
-    job: &CompileJob,
-    cache: &Cache,
-    remote: &RemoteCache,
-    key: &str,
-    argv: &Argv,
-    reporter: &dyn Reporter,
-) -> Result<bool, JobError<CompileError>> {
-    let Lookup::Hit { object, deps } = remote.lookup(job, key, reporter) else {
-        return Ok(false);
-    };
-    let listed: Vec<String> = (deps.iter())
-        .map(|d| d.display().to_string().replace(' ', "\\ "))
-        .collect();
-    let depfile = format!("{}: {}\n", job.object.display(), listed.join(" \\\n  "));
-    crate::files::write_atomic(&job.depfile, depfile.as_bytes())
-        .map_err(|e| io_error(&job.depfile, e))?;
-    crate::files::write_atomic(&job.object, &object).map_err(|e| io_error(&job.object, e))?;
-    let manifest = cache
-        .manifest(job, argv, &deps, SystemTime::now())
-        .map_err(|e| io_error(&job.object, e))?;
-    cache
-        .store(job, manifest.as_ref())
-        .map_err(|e| io_error(&cache.manifest_path(job), e))?;
-    reporter.verbose(&format!("`{}` from the remote cache", job.label));
-    Ok(true)
 }
 
 /// What a unit compiled as nvcc's steps runs and writes.
@@ -681,6 +632,16 @@ impl Drop for TempOutputs {
         let _ = std::fs::remove_file(&self.object);
         let _ = std::fs::remove_file(&self.depfile);
     }
+}
+
+/// The directories the object and depfile of `job` go in.
+fn create_parents(job: &CompileJob) -> Result<(), CompileError> {
+    for path in [&job.object, &job.depfile] {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+        }
+    }
+    Ok(())
 }
 
 fn rename(from: &Path, to: &Path) -> Result<(), JobError<CompileError>> {

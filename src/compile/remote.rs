@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::cache::{self, Manifest};
+use super::namespace::Patchability;
 use super::redis::{Address, Client};
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
@@ -52,12 +53,21 @@ struct Entry {
     object_sha256: String,
     /// Every file the object was built from but the source (its content is in the key).
     deps: Vec<(String, String)>,
+    /// Where the object holds its op namespace, as the checkout that compiled it found out
+    /// (`namespace.rs`): a checkout that fetches it can re-apply the next one without probing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reapply: Option<Patchability>,
 }
 
 /// What came of a lookup.
 pub(crate) enum Lookup {
-    /// The object's bytes, digest checked, and the local paths it was built from.
-    Hit { object: Vec<u8>, deps: Vec<PathBuf> },
+    /// The object's bytes, digest checked, the local paths it was built from, and where it
+    /// holds its op namespace when the remote knows.
+    Hit {
+        object: Vec<u8>,
+        deps: Vec<PathBuf>,
+        reapply: Option<Patchability>,
+    },
     /// Nothing usable: compile.
     Miss,
 }
@@ -148,7 +158,11 @@ impl RemoteCache {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(job.label.clone());
-        Lookup::Hit { object, deps }
+        Lookup::Hit {
+            object,
+            deps,
+            reapply: entry.reapply,
+        }
     }
 
     /// Share the object `job` just compiled, as `manifest` records it.
@@ -173,6 +187,7 @@ impl RemoteCache {
                 .filter(|(path, _)| *path != job.source)
                 .map(|(path, hash)| (self.normalize(path), hash.to_string()))
                 .collect(),
+            reapply: manifest.reapply().cloned(),
         };
         let Ok(json) = serde_json::to_vec(&entry) else {
             return;

@@ -121,6 +121,7 @@ impl<'r> Builder<'r> {
             compiled: compiled.compiled,
             cached: compiled.cached,
             reused_steps: compiled.reused_steps,
+            reapplied: compiled.reapplied,
             schedule,
             seconds: started.elapsed().as_secs_f64(),
         })

@@ -43,6 +43,11 @@ pub struct BuildReport {
     /// `<unit>: <step>`: they did not run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reused_steps: Vec<String>,
+    /// The units whose object got the new op namespace written over the old one
+    /// (`compile/namespace.rs`) instead of a compile under it: cached ones, and compiled ones
+    /// whose one compile was the probe that found where the old one lies.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reapplied: Vec<String>,
     /// How the compile jobs were run; absent when nothing needed compiling.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduleReport>,
@@ -113,6 +118,7 @@ impl BuildReport {
             compiled: Vec::new(),
             cached: Vec::new(),
             reused_steps: Vec::new(),
+            reapplied: Vec::new(),
             schedule: None,
             seconds: started.elapsed().as_secs_f64(),
         }
@@ -135,6 +141,7 @@ impl BuildReport {
             compiled: Vec::new(),
             cached,
             reused_steps: Vec::new(),
+            reapplied: Vec::new(),
             schedule: None,
             seconds: started.elapsed().as_secs_f64(),
         }

@@ -1,11 +1,13 @@
-//! The op namespace (`-DTORCH_EXTENSION_NAME=<id>`, new with every commit) recompiles only the
-//! units whose files spell it; the link and the loaded module always take the new one.
+//! The op namespace (`-DTORCH_EXTENSION_NAME=<id>`, new with every commit) never recompiles the
+//! units whose files do not spell it; those that do get the new id written over the old one in
+//! their object when it has the same length (after one probe compile per length learns where it
+//! lies), from the object kept for its length when `_dirty` comes or goes, and compile again
+//! otherwise. The link and the loaded module always take the new id.
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 
 use crate::common::fake_cc::{FakeCompiler, job, write};
-use crate::common::kbuild::{fixture, kbuild, python_ok, run, stdout_json};
+use crate::common::kbuild::{fixture, git, kbuild, python_ok, run, stdout_json};
 use kbuild::compile::{CompileSettings, compile_all};
 use kbuild::plan::CompileJob;
 use kbuild::report::Recorder;
@@ -39,6 +41,7 @@ fn jobs(root: &Path, cc: &FakeCompiler, id: &str) -> Vec<CompileJob> {
         .collect()
 }
 
+/// The fake compiler's objects are copies of the sources: never patchable.
 #[test]
 fn a_new_op_namespace_recompiles_only_units_whose_files_spell_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -68,7 +71,8 @@ fn a_new_op_namespace_recompiles_only_units_whose_files_spell_it() {
     );
     said(format!(
         "verbose compile `b.cpp`: the op namespace changed (`_p_1` -> `_p_2`) and `{}` spells \
-         `TORCH_EXTENSION_NAME`",
+         `TORCH_EXTENSION_NAME`; it cannot be re-applied to the object: not an object file \
+         kbuild can read (Unknown file magic)",
         root.join("include/reg.h").display()
     ));
     // The same namespace again: nothing.
@@ -110,42 +114,120 @@ fn a_unit_that_starts_spelling_the_namespace_recompiles_with_each_new_one() {
     assert_eq!(cc.take_compiled(), ["a.cpp"]);
 }
 
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@localhost"])
-        .args(args)
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
+/// A compiler launcher (`KBUILD_COMPILER_LAUNCHER`) that appends the source of each compile it
+/// runs to a log, then runs it: the compiler runs counted outside kbuild.
+struct CountingLauncher {
+    path: PathBuf,
+    log: PathBuf,
 }
 
-/// `kbuild build --backend cpu --json`: the compiled labels and the variant's id.
-fn build(root: &Path) -> (Vec<String>, String) {
-    let out = run(kbuild(root).args(["build", "--backend", "cpu", "--json"]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+impl CountingLauncher {
+    fn new(dir: &Path) -> Self {
+        let path = dir.join("counting-launcher");
+        let log = dir.join("compiles.log");
+        let script = format!(
+            "#!/bin/sh\nprev=\nfor a in \"$@\"; do\n  [ \"$prev\" = -c ] && echo \"$a\" >> '{}'\n  \
+             prev=$a\ndone\nexec \"$@\"\n",
+            log.display()
+        );
+        std::fs::write(&path, script).unwrap();
+        crate::common::fake_cc::make_executable(&path);
+        std::fs::write(&log, "").unwrap();
+        CountingLauncher { path, log }
+    }
+
+    /// The file names of the sources compiled since the last call, sorted; clears the log.
+    fn take(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.log).unwrap();
+        std::fs::write(&self.log, "").unwrap();
+        let mut names: Vec<String> = (text.lines())
+            .map(|l| {
+                Path::new(l)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// What `kbuild build --backend cpu --json` did.
+struct Built {
+    id: String,
+    /// The report's `compiled` and `reapplied` labels, sorted.
+    compiled: Vec<String>,
+    reapplied: Vec<String>,
+}
+
+fn build(root: &Path, launcher: &CountingLauncher) -> Built {
+    let out = run(kbuild(root)
+        .args(["build", "--backend", "cpu", "--json"])
+        .env("KBUILD_COMPILER_LAUNCHER", &launcher.path));
+    assert!(out.status.success());
     let json = stdout_json(&out);
-    let mut compiled: Vec<String> = json["compiled"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
-    compiled.sort();
-    let id = json["variants"][0]["id"].as_str().unwrap().to_string();
-    (compiled, id)
+    let labels = |key: &str| -> Vec<String> {
+        let list = json.get(key).and_then(|v| v.as_array()).cloned();
+        let mut labels: Vec<String> = (list.unwrap_or_default().iter())
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        labels.sort();
+        labels
+    };
+    Built {
+        id: json["variants"][0]["id"].as_str().unwrap().to_string(),
+        compiled: labels("compiled"),
+        reapplied: labels("reapplied"),
+    }
 }
 
-/// `kbuild -v build --backend cpu`: what it said.
-fn build_verbose(root: &Path) -> String {
-    let out = run(kbuild(root).args(["-v", "build", "--backend", "cpu"]));
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    stderr
+/// `kbuild -v build --backend cpu` (`--json` would silence `-v`): what it said.
+fn build_verbose(root: &Path, launcher: &CountingLauncher) -> String {
+    let out = run(kbuild(root)
+        .args(["-v", "build", "--backend", "cpu"])
+        .env("KBUILD_COMPILER_LAUNCHER", &launcher.path));
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    said
+}
+
+/// The shared objects of the built variants (outside `build/.kbuild`), at least one.
+fn variant_objects(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let build = root.join("build");
+    let found: Vec<_> = walkdir::WalkDir::new(&build)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| {
+            !e.path()
+                .strip_prefix(&build)
+                .unwrap()
+                .starts_with(".kbuild")
+        })
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "so"))
+        .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    assert!(!found.is_empty(), "no .so under {}", build.display());
+    found
+}
+
+fn count(haystack: &[u8], needle: &str) -> usize {
+    haystack
+        .windows(needle.len())
+        .filter(|w| *w == needle.as_bytes())
+        .count()
+}
+
+/// Every built extension carries `id`, and `old` nowhere but inside `id` (a clean id is the
+/// start of its `_dirty` one).
+fn assert_carries_only(root: &Path, id: &str, old: &str) {
+    for (path, bytes) in variant_objects(root) {
+        let ids = count(&bytes, id);
+        let inside = if id.contains(old) { ids } else { 0 };
+        assert!(ids > 0, "`{id}` not in {}", path.display());
+        assert_eq!(count(&bytes, old), inside, "`{old}` in {}", path.display());
+    }
 }
 
 /// The op, called through `kernels` and through `torch.ops.<id>` of the namespace it must have.
@@ -164,49 +246,254 @@ fn assert_loads_under(root: &Path, id: &str) {
     assert_eq!(python_ok(&code, &[]).trim(), "ok");
 }
 
-#[test]
-fn a_commit_that_changes_no_source_recompiles_only_the_bindings_and_loads_the_new_namespace() {
+/// relu-v5 with a README, committed in a git repository of its own.
+fn committed_relu() -> tempfile::TempDir {
     let project = fixture("relu-v5");
     let root = project.path();
+    std::fs::write(root.join("README.md"), "# relu\n").unwrap();
     git(root, &["init", "-q"]);
     git(root, &["add", "."]);
     git(root, &["commit", "-q", "-m", "v1"]);
-    let (compiled, first) = build(root);
-    assert_eq!(compiled.len(), 2, "{compiled:?}");
+    project
+}
 
+const BINDING: &str = "torch-ext/torch_binding.cpp [cpu]";
+const KERNEL: &str = "relu_cpu/relu_cpu.cpp [cpu]";
+
+/// The probe id a `-v` build said it compiled the bindings under.
+fn probe_in(said: &str) -> String {
+    let start = "probe compiled under `";
+    let at = said
+        .find(start)
+        .unwrap_or_else(|| panic!("no probe\n{said}"))
+        + start.len();
+    said[at..].split('`').next().unwrap().to_string()
+}
+
+/// The binding's object of a build into `out`.
+fn binding_object(out: &Path) -> Vec<u8> {
+    let found = walkdir::WalkDir::new(out)
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.ends_with("obj/torch-ext__torch_binding.cpp.o"));
+    std::fs::read(found.expect("the binding's object")).unwrap()
+}
+
+/// The binding's object is byte for byte the one g++ makes under the current id, in a build of
+/// its own.
+fn assert_binding_as_compiled(root: &Path) {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = run(kbuild(root)
+        .args(["build", "--backend", "cpu", "--out-dir"])
+        .arg(elsewhere.path()));
+    assert!(out.status.success());
+    assert!(binding_object(&root.join("build")) == binding_object(elsewhere.path()));
+}
+
+#[test]
+fn a_commit_that_changes_no_source_runs_no_compiler_and_loads_the_new_namespace() {
+    let project = committed_relu();
+    let root = project.path();
+    let logs = tempfile::tempdir().unwrap();
+    let launcher = CountingLauncher::new(logs.path());
+    let said = build_verbose(root, &launcher);
+    // A cold build compiles each unit once: no probe.
+    assert_eq!(launcher.take(), ["relu_cpu.cpp", "torch_binding.cpp"]);
+    assert!(!said.contains("probe compiled"), "{said}");
+    // Nothing changed: nothing runs, and the report names the id.
+    let first = build(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new());
+
+    // The first new id: the bindings compile once, under a probe id that tells where the old
+    // one lies (g++ builds its `std::string` from a vector constant and an immediate), and the
+    // new one is written there.
     git(root, &["commit", "-q", "--allow-empty", "-m", "nothing"]);
-    let said = build_verbose(root);
-    // The build after it has nothing left to do, and says which namespace it built.
-    let (compiled, second) = build(root);
-    assert_eq!(compiled, Vec::<String>::new());
-    assert_ne!(second, first);
-    let fresh = format!(
-        "fresh `relu_cpu/relu_cpu.cpp [cpu]`: no file it is built from spells \
-         `TORCH_EXTENSION_NAME`, so the new op namespace `{second}` (was `{first}`)"
+    let said = build_verbose(root, &launcher);
+    assert_eq!(launcher.take(), ["torch_binding.cpp"], "{said}");
+    let second = build(root, &launcher);
+    assert_ne!(second.id, first.id);
+    assert_eq!(second.id.len(), first.id.len());
+    let probe = probe_in(&said);
+    assert_eq!(probe.len(), first.id.len());
+    let says = |said: &str, line: String| assert!(said.contains(&line), "{line}\n{said}");
+    says(
+        &said,
+        format!(
+            "probe `{BINDING}`: probe compiled under `{probe}` to learn where the op namespace \
+             lies in the object of `{}`, to re-apply `{}`: ",
+            first.id, second.id
+        ),
     );
-    let binding = format!(
-        "compile `torch-ext/torch_binding.cpp [cpu]`: the op namespace changed (`{first}` -> \
-         `{second}`) and `{}` spells `TORCH_EXTENSION_NAME`",
-        root.join("torch-ext/torch_binding.cpp").display()
+    says(
+        &said,
+        format!(
+            "reused `{BINDING}`: op namespace re-applied after its probe: {} → {}",
+            first.id, second.id
+        ),
     );
-    assert!(said.contains(&fresh), "{fresh}\n{said}");
-    assert!(said.contains(&binding), "{binding}\n{said}");
-    assert!(said.contains("(1 compiled, 1 fresh)"), "{said}");
-    assert_loads_under(root, &second);
+    says(&said, "(1 compiled, 1 fresh)".into());
+    assert_carries_only(root, &second.id, &first.id);
+    assert_carries_only(root, &second.id, &probe);
+    assert_loads_under(root, &second.id);
+    assert_binding_as_compiled(root);
 
-    // The kernel starts spelling the name: it compiles with every new namespace from then on.
+    // From then on: no compiler.
+    git(root, &["commit", "-q", "--allow-empty", "-m", "again"]);
+    let said = build_verbose(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new(), "{said}");
+    let third = build(root, &launcher);
+    says(
+        &said,
+        format!(
+            "fresh `{KERNEL}`: no file it is built from spells `TORCH_EXTENSION_NAME`, so the \
+             new op namespace `{}` (was `{}`)",
+            third.id, first.id
+        ),
+    );
+    says(
+        &said,
+        format!(
+            "reused `{BINDING}`: op namespace re-applied: {} → {}",
+            second.id, third.id
+        ),
+    );
+    says(&said, "(0 compiled, 2 fresh)".into());
+    assert_carries_only(root, &third.id, &second.id);
+    assert_loads_under(root, &third.id);
+    assert_binding_as_compiled(root);
+
+    // A kernel that spells the name, in a guard: compiled once with the guard, probed at the
+    // next commit (its object holds nothing of the id), then re-applied like the bindings.
     let kernel = root.join("relu_cpu/relu_cpu.cpp");
     let text = std::fs::read_to_string(&kernel).unwrap();
     let guard = "#ifndef TORCH_EXTENSION_NAME\n#error built outside its extension\n#endif\n";
     std::fs::write(&kernel, format!("{guard}{text}")).unwrap();
     git(root, &["commit", "-q", "-am", "guard"]);
-    let (compiled, _) = build(root);
-    assert_eq!(compiled.len(), 2, "{compiled:?}");
+    let guarded = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp"]);
+    assert_eq!(guarded.compiled, [KERNEL]);
+    assert_eq!(guarded.reapplied, [BINDING]);
     git(
         root,
-        &["commit", "-q", "--allow-empty", "-m", "nothing again"],
+        &["commit", "-q", "--allow-empty", "-m", "probe the kernel"],
     );
-    let (compiled, third) = build(root);
-    assert_eq!(compiled.len(), 2, "{compiled:?}");
-    assert_loads_under(root, &third);
+    let probed = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp"]);
+    assert_eq!(probed.compiled, [KERNEL]);
+    assert_eq!(probed.reapplied, [KERNEL, BINDING]);
+    git(root, &["commit", "-q", "--allow-empty", "-m", "again"]);
+    let last = build(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new());
+    assert_eq!(last.compiled, Vec::<String>::new());
+    assert_eq!(last.reapplied, [KERNEL, BINDING]);
+    assert_carries_only(root, &last.id, &probed.id);
+    assert_loads_under(root, &last.id);
+}
+
+/// The kept copies of the binding's object, by the length they are kept for.
+fn kept_copies(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = walkdir::WalkDir::new(root.join("build/.kbuild"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("torch_binding") && n.ends_with(".o") && n.contains(".ns"))
+        .map(|n| n.rsplit('.').nth(1).unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn switching_between_dirty_and_clean_recompiles_the_binding_only_until_each_length_is_learned() {
+    let project = committed_relu();
+    let root = project.path();
+    let logs = tempfile::tempdir().unwrap();
+    let launcher = CountingLauncher::new(logs.path());
+    let clean = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp", "torch_binding.cpp"]);
+
+    // A tracked file changed: the id gains `_dirty`, another length: the bindings compile, and
+    // their object for the clean length is kept aside.
+    std::fs::write(root.join("README.md"), "# relu, edited\n").unwrap();
+    let said = build_verbose(root, &launcher);
+    assert_eq!(launcher.take(), ["torch_binding.cpp"], "{said}");
+    let dirty = build(root, &launcher);
+    assert_eq!(dirty.id, format!("{}_dirty", clean.id));
+    let why = format!(
+        "compile `{BINDING}`: the op namespace changed (`{}` -> `{}`) and `{}` spells \
+         `TORCH_EXTENSION_NAME`; `{}` is {} bytes long and `{}` {}, so the names that hold it \
+         change length",
+        clean.id,
+        dirty.id,
+        root.join("torch-ext/torch_binding.cpp").display(),
+        dirty.id,
+        dirty.id.len(),
+        clean.id,
+        clean.id.len()
+    );
+    assert!(said.contains(&why), "{why}\n{said}");
+    let kept = format!(
+        "`{BINDING}`: its object is kept aside for op namespaces of {} characters",
+        clean.id.len()
+    );
+    assert!(said.contains(&kept), "{kept}\n{said}");
+    assert!(said.contains("(1 compiled, 1 fresh)"), "{said}");
+    assert_carries_only(root, &dirty.id, &clean.id);
+    assert_loads_under(root, &dirty.id);
+
+    // Committed: the clean copy comes back, and learns its places from a probe (one compile).
+    git(root, &["commit", "-q", "-am", "readme"]);
+    let said = build_verbose(root, &launcher);
+    assert_eq!(launcher.take(), ["torch_binding.cpp"], "the probe\n{said}");
+    let committed = build(root, &launcher);
+    let from_copy = format!(
+        "to learn where the op namespace lies in the object of `{}` (from the {}-character \
+         copy), to re-apply `{}`",
+        clean.id,
+        clean.id.len(),
+        committed.id
+    );
+    assert!(said.contains(&from_copy), "{from_copy}\n{said}");
+    assert_carries_only(root, &committed.id, &clean.id);
+    // Edited again: the dirty copy comes back and is probed likewise.
+    std::fs::write(root.join("README.md"), "# relu, edited twice\n").unwrap();
+    build(root, &launcher);
+    assert_eq!(launcher.take(), ["torch_binding.cpp"], "the probe");
+
+    // Both lengths learned: commits and edits that leave the bindings' files alone compile
+    // nothing for them; an edit of the kernel compiles the kernel.
+    git(root, &["commit", "-q", "-am", "readme again"]);
+    let said = build_verbose(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new(), "{said}");
+    let again = build(root, &launcher);
+    let copy = format!(
+        "reused `{BINDING}`: op namespace re-applied (from the {}-character copy): {} → {}",
+        again.id.len(),
+        committed.id,
+        again.id
+    );
+    assert!(said.contains(&copy), "{copy}\n{said}");
+    let kernel = root.join("relu_cpu/relu_cpu.cpp");
+    let text = std::fs::read_to_string(&kernel).unwrap();
+    std::fs::write(&kernel, format!("// edited\n{text}")).unwrap();
+    let edited = build(root, &launcher);
+    assert_eq!(launcher.take(), ["relu_cpu.cpp"]);
+    assert_eq!(edited.id, format!("{}_dirty", again.id));
+    assert_eq!(edited.compiled, [KERNEL]);
+    assert_eq!(edited.reapplied, [BINDING]);
+    assert_carries_only(root, &edited.id, &committed.id);
+    assert_loads_under(root, &edited.id);
+    git(root, &["commit", "-q", "-am", "kernel"]);
+    let last = build(root, &launcher);
+    assert_eq!(launcher.take(), Vec::<String>::new());
+    assert_eq!(last.reapplied, [BINDING]);
+    assert_carries_only(root, &last.id, &again.id);
+    assert_loads_under(root, &last.id);
+    assert_binding_as_compiled(root);
+
+    // One copy per length, the one in use not among them; `kbuild clean` removes it.
+    let dirty_len = edited.id.len().to_string();
+    assert_eq!(kept_copies(root), [format!("ns{dirty_len}")]);
+    assert!(run(kbuild(root).arg("clean")).status.success());
+    assert_eq!(kept_copies(root), Vec::<String>::new());
 }

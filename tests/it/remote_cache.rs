@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::fake_cc::{FakeCompiler, job, write};
-use crate::common::kbuild::{copy_dir, kbuild, repo, run, stdout_json};
+use crate::common::kbuild::{copy_dir, git, kbuild, repo, run, stdout_json};
 use kbuild::compile::{CompileError, CompileSettings, CompileSummary, RemoteSettings, compile_all};
 use kbuild::hint::Hint;
 use kbuild::plan::CompileJob;
@@ -315,6 +315,58 @@ fn second_checkout_of_a_cpu_project_compiles_nothing_and_writes_identical_varian
     for ((path, x), (_, y)) in a.iter().zip(&b) {
         assert!(x == y, "`{}` differs between the checkouts", path.display());
     }
+}
+
+/// The op namespace one checkout re-applied is shared under the new id: a clone at that
+/// commit fetches an object that carries it (and nothing of the old one), with the places the
+/// first checkout's probe found, so its own next commit compiles nothing, not even a probe.
+#[test]
+fn an_object_whose_namespace_was_reapplied_is_shared_under_the_new_one() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let alice = checkout_of_relu(dir.path(), "alice");
+    git(&alice, &["init", "-q"]);
+    git(&alice, &["add", "."]);
+    git(&alice, &["commit", "-q", "-m", "v1"]);
+    let first = build_backend(&alice, "cpu", &redis.url());
+    assert_eq!(first["compiled"].as_array().unwrap().len(), 2, "{first:#}");
+    git(&alice, &["commit", "-q", "--allow-empty", "-m", "next"]);
+    let probed = build_backend(&alice, "cpu", &redis.url());
+    let binding = serde_json::json!(["torch-ext/torch_binding.cpp [cpu]"]);
+    assert_eq!(probed["compiled"], binding, "the probe: {probed:#}");
+    assert_eq!(probed["reapplied"], binding, "{probed:#}");
+    git(&alice, &["commit", "-q", "--allow-empty", "-m", "next"]);
+    let next = build_backend(&alice, "cpu", &redis.url());
+    assert_eq!(next["compiled"], serde_json::json!([]), "{next:#}");
+    assert_eq!(next["reapplied"], binding, "{next:#}");
+
+    let bob = dir.path().join("bob");
+    git(dir.path(), &["clone", "-q", "alice", "bob"]);
+    let fetched = build_backend(&bob, "cpu", &redis.url());
+    // The kernel too is keyed remotely under the id alice compiled it with: the remote's key
+    // cannot know, before the lookup, that none of its headers spells the name.
+    let kernel = serde_json::json!(["relu_cpu/relu_cpu.cpp [cpu]"]);
+    assert_eq!(fetched["compiled"], kernel, "{fetched:#}");
+    assert_eq!(fetched["cached"], binding, "from the remote: {fetched:#}");
+    assert_eq!(fetched["variants"][0]["id"], next["variants"][0]["id"]);
+    let (a, b) = (variant_files(&alice), variant_files(&bob));
+    assert_eq!(a.len(), b.len());
+    for ((path, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x == y, "`{}` differs between the checkouts", path.display());
+    }
+    for old in [&first, &probed].map(|b| b["variants"][0]["id"].as_str().unwrap().as_bytes()) {
+        for (path, bytes) in b
+            .iter()
+            .filter(|(p, _)| p.extension().is_some_and(|e| e == "so"))
+        {
+            let found = bytes.windows(old.len()).any(|w| w == old);
+            assert!(!found, "an old op namespace is in `{}`", path.display());
+        }
+    }
+    git(&bob, &["commit", "-q", "--allow-empty", "-m", "bob's"]);
+    let after = build_backend(&bob, "cpu", &redis.url());
+    assert_eq!(after["compiled"], serde_json::json!([]), "{after:#}");
+    assert_eq!(after["reapplied"], binding, "{after:#}");
 }
 
 /// With one capability (one device pass per unit) so that the first build fits in a minute.

@@ -82,6 +82,17 @@ pub fn run(cmd: &mut Command) -> Output {
     out
 }
 
+/// `git ARGS` in `root` as a test user; panics with its output on failure.
+pub fn git(root: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@localhost"])
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
 /// Run a Python snippet with the test Python; panics with its output on failure.
 pub fn python_ok(code: &str, envs: &[(&str, &str)]) -> String {
     let mut cmd = Command::new(python());
