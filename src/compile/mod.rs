@@ -67,7 +67,8 @@ pub struct CompileSettings {
     /// The remote object cache shared with other checkouts and machines, when configured
     /// (`KBUILD_REMOTE_CACHE`).
     pub remote: Option<RemoteSettings>,
-    /// sccache, to distribute C++ units over sccache-dist's build servers (`KBUILD_DIST`).
+    /// sccache, to distribute units over sccache-dist's build servers (`KBUILD_DIST`); CUDA
+    /// units then need [`NvccMode::Threads`] (one nvcc each, which sccache splits).
     pub dist: Option<PathBuf>,
 }
 
@@ -283,8 +284,8 @@ fn dist_jobs(
         Some(_) => settings.jobs,
     };
     reporter.info(&format!(
-        "distributing C++ units over {} sccache-dist build server(s) with {} cores: up to {jobs} \
-         units at once",
+        "distributing C++ and CUDA units over {} sccache-dist build server(s) with {} cores: up \
+         to {jobs} units at once",
         dist.servers, dist.cpus
     ));
     jobs
@@ -307,7 +308,7 @@ pub fn recorded_dependencies(
 }
 
 /// What serves the compiles of one build beside the compiler: this work directory's object
-/// cache, the shared remote one, and sccache when C++ units go to sccache-dist's servers.
+/// cache, the shared remote one, and sccache when units go to sccache-dist's servers.
 struct Caches<'a> {
     local: &'a Cache,
     remote: Option<&'a RemoteCache>,
@@ -321,8 +322,9 @@ fn compile_one(
     reporter: &dyn Reporter,
     cancel: &Cancel,
 ) -> Result<UnitOutcome, JobError<CompileError>> {
-    let dist = caches.dist.filter(|_| job.lang == Lang::Cxx);
-    let launcher = settings.launcher.as_deref().or(dist);
+    // CUDA units too: sccache splits nvcc itself and ships its steps (cudafe++, cicc, ptxas,
+    // the host compile) to the servers; the build planned them as one nvcc each (`NvccMode`).
+    let launcher = settings.launcher.as_deref().or(caches.dist);
     let argv = caches
         .local
         .argv(job, &command_for(job), &settings.nvcc_env);
