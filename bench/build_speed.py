@@ -15,6 +15,10 @@ Same machine, same run, same sources, same capabilities, same parallelism (`kbui
               first, untimed build filled: what a CI shard or a teammate pays (needs
               `redis-server` on PATH: `apt-get install -y redis-server`)
 
+The same case for a real heavy project (kernels-community causal-conv1d from a git mirror), and
+cold builds on sccache-dist with 1 and 2 build servers (`KBUILD_DIST`), are in
+bench/remote_bench.py (its docstring gives the command).
+
 plus the peak memory of the cold builds (the largest single process; the sampled sum over the
 process tree; and, where this script can make a memory cgroup for each build, the tree's exact
 peak from the cgroup, page cache included), the size of each tool's extension `.so` after its

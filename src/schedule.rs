@@ -69,7 +69,7 @@ impl NvccMode {
         match self {
             NvccMode::Steps if launcher => (
                 NvccMode::Threads,
-                Some("a compiler launcher runs one nvcc per unit".into()),
+                Some("a compiler launcher (or `KBUILD_DIST`) runs one nvcc per unit".into()),
             ),
             NvccMode::Jobserver if !nvcc_has_jobserver => (
                 NvccMode::Threads,

@@ -1,7 +1,9 @@
 //! Distributed compilation on sccache-dist (`KBUILD_DIST=sccache`): asked once per build
-//! whether its scheduler has build servers, C++ units then run under sccache, which ships them
-//! to the servers, and more of them run at once than this machine has cores. A scheduler that
-//! is down or has no servers is said once, and the build compiles locally.
+//! whether its scheduler has build servers, every unit then runs under sccache, which ships
+//! C++ units whole and splits a CUDA unit's nvcc into its steps, sending cudafe++, cicc, ptxas
+//! and the host compile to the servers (preprocessing and fatbinary stay here); more units run
+//! at once than this machine has cores. A scheduler that is down or has no servers is said
+//! once, and the build compiles locally.
 
 use std::path::{Path, PathBuf};
 
@@ -82,7 +84,8 @@ pub(crate) fn connect(sccache: &Path, reporter: &dyn Reporter) -> Option<Dist> {
         }),
         DistStatus::Unavailable(why) => {
             reporter.warn(&format!(
-                "sccache-dist is not available ({why}); compiling locally\n\
+                "sccache-dist is not available ({why}); compiling locally (CUDA units with \
+                 one nvcc each, as planned for sccache)\n\
                  hint: start the scheduler and build servers named in sccache's config \
                  (`SCCACHE_CONF`), or unset `KBUILD_DIST`"
             ));

@@ -72,7 +72,8 @@ pub struct CompileSettings {
     /// The remote object cache shared with other checkouts and machines, when configured
     /// (`KBUILD_REMOTE_CACHE`).
     pub remote: Option<RemoteSettings>,
-    /// sccache, to distribute C++ units over sccache-dist's build servers (`KBUILD_DIST`).
+    /// sccache, to distribute units over sccache-dist's build servers (`KBUILD_DIST`); CUDA
+    /// units then need [`NvccMode::Threads`] (one nvcc each, which sccache splits).
     pub dist: Option<PathBuf>,
 }
 
@@ -317,8 +318,8 @@ fn dist_jobs(
         Some(_) => settings.jobs,
     };
     reporter.info(&format!(
-        "distributing C++ units over {} sccache-dist build server(s) with {} cores: up to {jobs} \
-         units at once",
+        "distributing C++ and CUDA units over {} sccache-dist build server(s) with {} cores: up \
+         to {jobs} units at once",
         dist.servers, dist.cpus
     ));
     jobs
@@ -341,7 +342,7 @@ pub fn recorded_dependencies(
 }
 
 /// What serves the compiles of one build beside the compiler: this work directory's object
-/// cache, the shared remote one, and sccache when C++ units go to sccache-dist's servers.
+/// cache, the shared remote one, and sccache when units go to sccache-dist's servers.
 struct Caches<'a> {
     local: &'a Cache,
     /// nvcc's device passes ([`NvccMode::Steps`] only).
@@ -357,8 +358,9 @@ fn compile_one(
     reporter: &dyn Reporter,
     cancel: &Cancel,
 ) -> Result<UnitOutcome, JobError<CompileError>> {
-    let dist = caches.dist.filter(|_| job.lang == Lang::Cxx);
-    let launcher = settings.launcher.as_deref().or(dist);
+    // CUDA units too: sccache splits nvcc itself and ships its steps (cudafe++, cicc, ptxas,
+    // the host compile) to the servers; the build planned them as one nvcc each (`NvccMode`).
+    let launcher = settings.launcher.as_deref().or(caches.dist);
     let argv = caches
         .local
         .argv(job, &command_for(job), &settings.nvcc_env);
@@ -406,17 +408,7 @@ fn compile_one(
         shown: &shown,
         step_cache: caches.steps,
     };
-    let said = match split_run(job, settings, &split, reporter, cancel)? {
-        Some(said) => said,
-        None => {
-            // A `--split-compile` nvcc runs its threads in job slots, as the steps would.
-            let (spec, _extra) = split::split_slots(&spec, settings.jobserver.as_deref());
-            let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
-            let output = run_gated(&spec, settings.memory.as_deref(), key.as_deref(), cancel)
-                .map_err(|f| job_error(job, &shown, f))?;
-            diagnostics(&output.stdout, &output.stderr)
-        }
-    };
+    let said = run_compiler(job, settings, &split, reporter, cancel)?;
     if !said.is_empty() {
         reporter.warn(&format!("`{}`:\n{said}", job.label));
     }
@@ -432,6 +424,27 @@ fn compile_one(
     let shared = remote.as_ref().map(|(r, key)| (*r, key.as_str()));
     record(job, caches.local, manifest, shared, reporter)?;
     Ok(UnitOutcome::Compiled)
+}
+
+/// Run the compile of `job` (its command and temporary outputs in `inputs`): as nvcc's steps
+/// when settings and the unit allow, else as one process under the memory gate. Returns what
+/// the compiler printed.
+fn run_compiler(
+    job: &CompileJob,
+    settings: &CompileSettings,
+    inputs: &SplitInputs,
+    reporter: &dyn Reporter,
+    cancel: &Cancel,
+) -> Result<String, JobError<CompileError>> {
+    if let Some(said) = split_run(job, settings, inputs, reporter, cancel)? {
+        return Ok(said);
+    }
+    // A `--split-compile` nvcc runs its threads in job slots, as the steps would.
+    let (spec, _extra) = split::split_slots(inputs.command, settings.jobserver.as_deref());
+    let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
+    let output = run_gated(&spec, settings.memory.as_deref(), key.as_deref(), cancel)
+        .map_err(|f| job_error(job, inputs.shown, f))?;
+    Ok(diagnostics(&output.stdout, &output.stderr))
 }
 
 /// Record the object `job` just compiled (its `manifest`, `None` when a dependency changed

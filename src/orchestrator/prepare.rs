@@ -164,6 +164,8 @@ fn plan_one(
 
 /// The one decision of how CUDA units run nvcc: the mode asked for, narrowed to what the
 /// compiler launcher and every toolchain's nvcc allow (`-v` says why it was narrowed).
+/// `KBUILD_DIST` counts as a launcher whether or not its scheduler answers later: the plan
+/// does not depend on the network, and a build that falls back compiles the same commands.
 fn nvcc_mode(
     settings: &BuildSettings,
     toolchains: &[Toolchain],
@@ -171,7 +173,7 @@ fn nvcc_mode(
 ) -> NvccMode {
     let nvccs: Vec<&Nvcc> = toolchains.iter().filter_map(|t| t.nvcc.as_ref()).collect();
     let (mode, why) = settings.budget.nvcc.allowed(
-        settings.compiler_launcher.is_some(),
+        settings.compiler_launcher.is_some() || settings.dist.is_some(),
         nvccs.iter().all(|n| nvcc_has_jobserver(n)),
     );
     if let (Some(why), false) = (why, nvccs.is_empty()) {

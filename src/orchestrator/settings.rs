@@ -35,7 +35,8 @@ pub struct BuildSettings {
     pub manylinux: Option<String>,
     /// The remote object cache's URL (`KBUILD_REMOTE_CACHE`), shared by checkouts and CI.
     pub remote_cache: Option<String>,
-    /// sccache, to compile C++ units on sccache-dist's build servers (`KBUILD_DIST`).
+    /// sccache, to compile units on sccache-dist's build servers (`KBUILD_DIST`); CUDA units
+    /// then run one nvcc each, which sccache splits (as under any launcher).
     pub dist: Option<PathBuf>,
 }
 

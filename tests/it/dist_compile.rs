@@ -1,14 +1,15 @@
 //! Distributed compilation on a real sccache-dist on loopback, started by each test: a
 //! scheduler and two build servers (bubblewrap sandboxes, as root), sccache's client with a
-//! private port and disk cache. `KBUILD_DIST` sends the C++ units there; a scheduler that is
-//! down costs one warning and the build compiles locally.
+//! private port and disk cache. `KBUILD_DIST` sends the units there (C++ whole, CUDA split by
+//! sccache into steps whose host compile, cicc and ptxas run on the servers); a scheduler that
+//! is down costs one warning and the build compiles locally.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::kbuild::{fixture, kbuild, run};
+use crate::common::kbuild::{cuda_bin, fixture, kbuild, run};
 
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -163,8 +164,12 @@ impl Dist {
     }
 
     fn build(&self, project: &Path, extra: &[&str]) -> std::process::Output {
+        self.build_backend(project, "cpu", extra)
+    }
+
+    fn build_backend(&self, project: &Path, backend: &str, extra: &[&str]) -> std::process::Output {
         run(kbuild(project)
-            .args(["build", "--backend", "cpu", "--unique-id", "dist"])
+            .args(["build", "--backend", backend, "--unique-id", "dist"])
             .args(extra)
             .env("KBUILD_DIST", &self.sccache)
             .envs(self.env.iter().cloned()))
@@ -272,4 +277,104 @@ fn a_scheduler_that_is_down_falls_back_to_local_and_says_so_once() {
     assert!(stderr.contains("compiling locally"), "{stderr}");
     assert!(project.path().join("build").is_dir());
     assert_eq!(dist.dist_compiles(), 0);
+}
+
+/// relu-v5 with one capability (one device pass per unit), so that a CUDA build fits in a
+/// minute on a small machine.
+fn relu_with_one_capability() -> tempfile::TempDir {
+    let project = fixture("relu-v5");
+    let toml_path = project.path().join("build.toml");
+    let toml = std::fs::read_to_string(&toml_path).unwrap();
+    let one = toml.replace(r#"["7.5", "8.0", "9.0"]"#, r#"["8.0"]"#);
+    assert_ne!(toml, one, "the fixture's capabilities changed");
+    std::fs::write(toml_path, one).unwrap();
+    project
+}
+
+/// The device code of the CUDA variant's extension as `cuobjdump -elf` prints it: every
+/// cubin's sections, symbols and SASS-level contents, without the host code around them.
+fn device_code(project: &Path) -> String {
+    let so = walkdir::WalkDir::new(project.join("build"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.to_string_lossy().contains("-cu1") && p.extension().is_some_and(|e| e == "so"))
+        .expect("a cuda extension");
+    let out = run(Command::new(cuda_bin().join("cuobjdump"))
+        .arg("-elf")
+        .arg(&so));
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("sm_80"),
+        "no sm_80 cubin in `{}`:\n{text}",
+        so.display()
+    );
+    text
+}
+
+#[test]
+fn cuda_units_compile_on_a_sccache_dist_server_into_the_device_code_of_a_local_build() {
+    let Some(sccache) = sccache() else { return };
+    let dist = Dist::start(&sccache, 1);
+    let project = relu_with_one_capability();
+    let out = dist.build_backend(project.path(), "cuda", &["-j", "1", "-v"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("C++ and CUDA units over 1 sccache-dist build server(s)"),
+        "{stderr}"
+    );
+    // The CUDA unit ran under sccache, as one nvcc (no steps of kbuild's own).
+    let sccache_name = sccache.display().to_string();
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains(&sccache_name) && l.contains("nvcc") && l.contains("relu.cu")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nvcc runs as `threads`"), "{stderr}");
+    // The binding (C++) is one distributed compile; the CUDA unit adds its host compile, cicc
+    // and ptxas: without CUDA on the servers this count is 1.
+    let compiles = dist.dist_compiles();
+    assert!(compiles >= 4, "dist compiles: {compiles}");
+
+    // The same commands run here: one nvcc per unit, as planned under `KBUILD_DIST`, in the
+    // same directory (nvcc names internal symbols `_INTERNAL_<hash>` after the source's
+    // absolute path, and kbuild's own steps record `-split-compile` in `.note.nv.tkinfo`).
+    let remote = device_code(project.path());
+    std::fs::remove_dir_all(project.path().join("build")).unwrap();
+    let out = run(kbuild(project.path())
+        .args(["build", "--backend", "cuda", "--unique-id", "dist"])
+        .env("KBUILD_NVCC_STEPS", "0"));
+    assert!(out.status.success());
+    assert!(
+        remote == device_code(project.path()),
+        "the device code differs from a local build"
+    );
+}
+
+#[test]
+fn a_cuda_build_whose_scheduler_is_down_compiles_locally_and_says_so_once() {
+    let Some(sccache) = sccache() else { return };
+    let dist = Dist::start(&sccache, 0);
+    let project = relu_with_one_capability();
+    let out = dist.build_backend(project.path(), "cuda", &["--json"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("sccache-dist is not available").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("compiling locally"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let compiled = json["compiled"].as_array().unwrap();
+    assert!(
+        compiled
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("relu.cu")),
+        "{json:#}"
+    );
+    assert_eq!(dist.dist_compiles(), 0);
+    device_code(project.path());
 }
