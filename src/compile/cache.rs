@@ -99,6 +99,12 @@ impl Manifest {
         &self.object_hash
     }
 
+    /// Whether one of the files the object was built from spells `TORCH_EXTENSION_NAME`: if
+    /// not, the object is the same under any op namespace.
+    pub(crate) fn spells_namespace(&self) -> bool {
+        self.spelled_in.is_some()
+    }
+
     /// Every file the object was built from (source first) with its content hash.
     pub(crate) fn deps(&self) -> impl Iterator<Item = (&Path, &str)> {
         self.deps
@@ -555,17 +561,20 @@ fn hash_words(words: &[String]) -> String {
     hex::encode(h.finalize())
 }
 
-/// The hash of a unit's command line as the remote cache keys it: [`command_words`] with each
-/// word passed through `text` (the remote cache names the checkout's directories instead of
-/// spelling them) and the op namespace kept whole, so only a checkout of the same id shares it.
-pub(crate) fn remote_argv_hash(
+/// The hashes of a unit's command line as the remote cache keys it: [`command_words`] with
+/// each word passed through `text` (the remote cache names the checkout's directories instead
+/// of spelling them), first with the op namespace kept whole (only a checkout of the same id
+/// shares it), then, when the command has one, without its value (for the objects none of
+/// whose files spells it: they are the same under any id).
+pub(crate) fn remote_argv_hashes(
     job: &CompileJob,
     spec: &CommandSpec,
     text: &dyn Fn(&str) -> String,
-) -> String {
+) -> (String, Option<String>) {
     let (mut words, namespace) = command_words(job, spec, &nvcc_env_flags(), text);
+    let any = namespace.is_some().then(|| hash_words(&words));
     words.extend(namespace.map(|id| format!("-D{NAMESPACE_DEFINE}={id}")));
-    hash_words(&words)
+    (hash_words(&words), any)
 }
 
 /// `flags changed: \`-lineinfo\` added, \`-O3\` removed`: the words of the command line that

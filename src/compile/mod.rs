@@ -35,7 +35,7 @@ use crate::report::{Reporter, UnitOutcome};
 use crate::schedule::NvccMode;
 use crate::schedule::{JobError, Schedule, Unit, run_scheduled};
 use cache::{Cache, Manifest};
-use remote::RemoteCache;
+use remote::{RemoteCache, RemoteKey};
 use reuse::{Reuse, Serving};
 use step_cache::StepCache;
 
@@ -421,7 +421,7 @@ fn compile_one(
         .manifest(job, &argv, &deps, started)
         .map_err(|e| io_error(&job.object, e))?;
     let manifest = reuse::with_known(manifest, known);
-    let shared = remote.as_ref().map(|(r, key)| (*r, key.as_str()));
+    let shared = remote.as_ref().map(|(r, key)| (*r, key));
     record(job, caches.local, manifest, shared, reporter)?;
     Ok(UnitOutcome::Compiled)
 }
@@ -453,7 +453,7 @@ fn record(
     job: &CompileJob,
     cache: &Cache,
     manifest: Option<Manifest>,
-    remote: Option<(&RemoteCache, &str)>,
+    remote: Option<(&RemoteCache, &RemoteKey)>,
     reporter: &dyn Reporter,
 ) -> Result<(), JobError<CompileError>> {
     if manifest.is_none() {

@@ -3,9 +3,13 @@
 //! directory, kbuild's cache directory), so two checkouts or machines with the same toolchain
 //! share objects and different toolchains (another compiler id, other flags) never meet.
 //!
-//! Two kinds of values, both under a versioned prefix:
+//! Three kinds of values, all under a versioned prefix:
 //! - `entry:<key>`, key = compiler id + normalized command line + the source's content: JSON
 //!   listing every header (normalized path + content hash) and the object's SHA-256;
+//! - `any-namespace:<key>`, the same key with the op namespace's value left out, for objects
+//!   none of whose files spells `TORCH_EXTENSION_NAME` (the kernels): they compile the same
+//!   under every commit's id, so a checkout at another commit fetches them too (its headers
+//!   are checked as for any entry, so the files it compiles from spell nothing either);
 //! - `object:<sha256>`: the object's bytes, checked against that digest before use.
 //!
 //! A remote that cannot be reached is said once and then left alone: the build goes on with
@@ -57,6 +61,17 @@ struct Entry {
     /// (`namespace.rs`): a checkout that fetches it can re-apply the next one without probing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reapply: Option<Patchability>,
+    /// None of the files spells `TORCH_EXTENSION_NAME`: the object serves any op namespace.
+    #[serde(default)]
+    any_namespace: bool,
+}
+
+/// A unit's keys on the remote: with its op namespace, and (when its command has one) without
+/// the namespace's value, which only objects that serve any namespace are stored under.
+#[derive(Debug, Clone)]
+pub(crate) struct RemoteKey {
+    exact: String,
+    any_namespace: Option<String>,
 }
 
 /// What came of a lookup.
@@ -105,34 +120,56 @@ impl RemoteCache {
         self.hits.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The key of `job` on the remote: what the compiler, its command line (paths normalized)
+    /// The keys of `job` on the remote: what the compiler, its command line (paths normalized)
     /// and the source's content make; `None` when the source cannot be read.
-    pub(crate) fn key(&self, job: &CompileJob, spec: &CommandSpec) -> Option<String> {
-        let argv = cache::remote_argv_hash(job, spec, &|arg| self.normalize_arg(arg));
-        let source = std::fs::read(&job.source).ok()?;
-        let mut h = Sha256::new();
-        for part in [
-            job.compiler_id.as_bytes(),
-            argv.as_bytes(),
-            self.normalize(&job.source).as_bytes(),
-            &Sha256::digest(&source)[..],
-        ] {
-            h.update((part.len() as u64).to_le_bytes());
-            h.update(part);
-        }
-        Some(hex::encode(h.finalize()))
+    pub(crate) fn key(&self, job: &CompileJob, spec: &CommandSpec) -> Option<RemoteKey> {
+        let (exact, any) = cache::remote_argv_hashes(job, spec, &|arg| self.normalize_arg(arg));
+        let source = Sha256::digest(std::fs::read(&job.source).ok()?);
+        let key = |argv: &str| {
+            let mut h = Sha256::new();
+            for part in [
+                job.compiler_id.as_bytes(),
+                argv.as_bytes(),
+                self.normalize(&job.source).as_bytes(),
+                &source[..],
+            ] {
+                h.update((part.len() as u64).to_le_bytes());
+                h.update(part);
+            }
+            hex::encode(h.finalize())
+        };
+        Some(RemoteKey {
+            exact: key(&exact),
+            any_namespace: any.as_deref().map(key),
+        })
     }
 
     /// The object for `key` when the remote has one whose every header matches this checkout
     /// and whose bytes match their digest.
-    pub(crate) fn lookup(&self, job: &CompileJob, key: &str, reporter: &dyn Reporter) -> Lookup {
-        let Some(bytes) = self.get(&format!("{PREFIX}:entry:{key}"), reporter) else {
-            return Lookup::Miss;
+    pub(crate) fn lookup(
+        &self,
+        job: &CompileJob,
+        key: &RemoteKey,
+        reporter: &dyn Reporter,
+    ) -> Lookup {
+        let exact = self.get(&format!("{PREFIX}:entry:{}", key.exact), reporter);
+        let (bytes, any) = match (exact, &key.any_namespace) {
+            (Some(bytes), _) => (bytes, false),
+            (None, Some(any)) => match self.get(&format!("{PREFIX}:any-namespace:{any}"), reporter)
+            {
+                Some(bytes) => (bytes, true),
+                None => return Lookup::Miss,
+            },
+            (None, None) => return Lookup::Miss,
         };
         let Ok(entry) = serde_json::from_slice::<Entry>(&bytes) else {
             self.corrupt(job, "its entry is not valid JSON", reporter);
             return Lookup::Miss;
         };
+        if any && !entry.any_namespace {
+            self.corrupt(job, "an entry for any op namespace names one", reporter);
+            return Lookup::Miss;
+        }
         let mut deps = vec![job.source.clone()];
         for (stored, hash) in &entry.deps {
             let path = self.localize(stored);
@@ -169,7 +206,7 @@ impl RemoteCache {
     pub(crate) fn store(
         &self,
         job: &CompileJob,
-        key: &str,
+        key: &RemoteKey,
         manifest: &Manifest,
         reporter: &dyn Reporter,
     ) {
@@ -188,15 +225,26 @@ impl RemoteCache {
                 .map(|(path, hash)| (self.normalize(path), hash.to_string()))
                 .collect(),
             reapply: manifest.reapply().cloned(),
+            any_namespace: !manifest.spells_namespace(),
         };
         let Ok(json) = serde_json::to_vec(&entry) else {
             return;
         };
         let object_key = format!("{PREFIX}:object:{}", entry.object_sha256);
+        let any = key.any_namespace.as_ref().filter(|_| entry.any_namespace);
         let stored = self
             .client
             .set(&object_key, &object)
-            .and_then(|()| self.client.set(&format!("{PREFIX}:entry:{key}"), &json));
+            .and_then(|()| {
+                self.client
+                    .set(&format!("{PREFIX}:entry:{}", key.exact), &json)
+            })
+            .and_then(|()| match any {
+                Some(any) => self
+                    .client
+                    .set(&format!("{PREFIX}:any-namespace:{any}"), &json),
+                None => Ok(()),
+            });
         if let Err(e) = stored {
             self.went_down(&e, reporter);
         }

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use super::cache::{self, Argv, Freshness, Manifest};
 use super::namespace::{self, Patchability};
-use super::remote::{Lookup, RemoteCache};
+use super::remote::{Lookup, RemoteCache, RemoteKey};
 use super::{
     Caches, CompileError, CompileSettings, TempOutputs, command_for, io_error, launched, run_gated,
 };
@@ -36,7 +36,7 @@ pub(super) enum Reuse<'a> {
     /// Compile, then share the object under this remote key; `known`: whether the new object
     /// can be re-applied, as a probe of the old one found (the code is the same).
     Compile {
-        remote: Option<(&'a RemoteCache, String)>,
+        remote: Option<(&'a RemoteCache, RemoteKey)>,
         known: Option<Patchability>,
     },
 }
@@ -139,7 +139,7 @@ pub(super) fn with_known(
 }
 
 /// The remote cache and the unit's key there, when there is one.
-fn remote_key<'a>(cx: &Serving<'_, 'a>) -> Option<(&'a RemoteCache, String)> {
+fn remote_key<'a>(cx: &Serving<'_, 'a>) -> Option<(&'a RemoteCache, RemoteKey)> {
     let remote = cx.caches.remote?;
     Some((remote, remote.key(cx.job, &command_for(cx.job))?))
 }
@@ -260,7 +260,7 @@ fn compile_probe(
 fn from_remote(
     cx: &Serving,
     remote: &RemoteCache,
-    key: &str,
+    key: &RemoteKey,
 ) -> Result<bool, JobError<CompileError>> {
     let (job, cache, reporter) = (cx.job, cx.caches.local, cx.reporter);
     let Lookup::Hit {
