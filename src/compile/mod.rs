@@ -77,6 +77,27 @@ pub struct CompileSettings {
     pub dist: Option<PathBuf>,
 }
 
+impl CompileSettings {
+    /// `jobs` jobs with their object cache in `cache_dir`, nvcc run as `nvcc`, and nothing else:
+    /// no launcher, jobserver, memory gate, remote cache or build servers, jobs in the order
+    /// given, no `NVCC_*_FLAGS`. Set the rest with struct update syntax.
+    pub fn local(cache_dir: PathBuf, jobs: usize, nvcc: NvccMode) -> Self {
+        CompileSettings {
+            jobs,
+            cache_dir,
+            kbuild_cache: None,
+            nvcc_env: Vec::new(),
+            launcher: None,
+            jobserver: None,
+            order: Vec::new(),
+            nvcc,
+            memory: None,
+            remote: None,
+            dist: None,
+        }
+    }
+}
+
 /// Which units ran a compiler and which came from the cache (labels, in job order).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CompileSummary {

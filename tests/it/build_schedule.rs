@@ -613,22 +613,14 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
             .take(1)
             .collect();
         // One unit at -j1 of a 4-slot jobserver: 3 tokens stay free for its device passes.
+        let nvcc = if jobserver {
+            NvccMode::Jobserver
+        } else {
+            NvccMode::Threads
+        };
         let settings = CompileSettings {
-            remote: None,
-            dist: None,
-            memory: None,
-            jobs: 1,
-            cache_dir: root.join("cache"),
-            kbuild_cache: None,
-            nvcc_env: Vec::new(),
-            launcher: None,
             jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
-            order: Vec::new(),
-            nvcc: if jobserver {
-                NvccMode::Jobserver
-            } else {
-                NvccMode::Threads
-            },
+            ..CompileSettings::local(root.join("cache"), 1, nvcc)
         };
         let done = AtomicBool::new(false);
         let recorder = Recorder::default();

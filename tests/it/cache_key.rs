@@ -13,17 +13,8 @@ use kbuild::schedule::NvccMode;
 
 fn settings(root: &Path, kbuild_cache: Option<PathBuf>) -> CompileSettings {
     CompileSettings {
-        jobs: 1,
-        cache_dir: root.join("cache"),
         kbuild_cache,
-        nvcc_env: Vec::new(),
-        launcher: None,
-        jobserver: None,
-        order: Vec::new(),
-        nvcc: NvccMode::Threads,
-        memory: None,
-        remote: None,
-        dist: None,
+        ..CompileSettings::local(root.join("cache"), 1, NvccMode::Threads)
     }
 }
 

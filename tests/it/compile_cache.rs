@@ -33,19 +33,7 @@ impl Project {
     }
 
     fn build(&self) -> Result<CompileSummary, kbuild::compile::CompileError> {
-        let settings = CompileSettings {
-            remote: None,
-            dist: None,
-            memory: None,
-            jobs: 2,
-            cache_dir: self.root().join("cache"),
-            kbuild_cache: None,
-            nvcc_env: Vec::new(),
-            launcher: None,
-            jobserver: None,
-            order: Vec::new(),
-            nvcc: NvccMode::Threads,
-        };
+        let settings = CompileSettings::local(self.root().join("cache"), 2, NvccMode::Threads);
         compile_all(&self.jobs, &settings, &Recorder::default())
     }
 

@@ -11,19 +11,7 @@ use kbuild::report::Recorder;
 use kbuild::schedule::NvccMode;
 
 fn build(root: &Path, jobs: &[CompileJob]) -> CompileSummary {
-    let settings = CompileSettings {
-        remote: None,
-        dist: None,
-        memory: None,
-        jobs: 2,
-        cache_dir: root.join("cache"),
-        kbuild_cache: None,
-        nvcc_env: Vec::new(),
-        launcher: None,
-        jobserver: None,
-        order: Vec::new(),
-        nvcc: NvccMode::Steps,
-    };
+    let settings = CompileSettings::local(root.join("cache"), 2, NvccMode::Steps);
     compile_all(jobs, &settings, &Recorder::default()).unwrap()
 }
 

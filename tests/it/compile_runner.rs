@@ -14,19 +14,7 @@ use kbuild::schedule::NvccMode;
 use kbuild::schedule::{JobError, Unit, run_jobs};
 
 fn settings(root: &Path, jobs: usize) -> CompileSettings {
-    CompileSettings {
-        remote: None,
-        dist: None,
-        memory: None,
-        jobs,
-        cache_dir: root.join("cache"),
-        kbuild_cache: None,
-        nvcc_env: Vec::new(),
-        launcher: None,
-        jobserver: None,
-        order: Vec::new(),
-        nvcc: NvccMode::Threads,
-    }
+    CompileSettings::local(root.join("cache"), jobs, NvccMode::Threads)
 }
 
 fn process_is_gone(pid: &str) -> bool {

@@ -12,17 +12,8 @@ use kbuild::schedule::NvccMode;
 
 fn settings(root: &Path, launcher: Option<PathBuf>) -> CompileSettings {
     CompileSettings {
-        remote: None,
-        dist: None,
-        memory: None,
-        jobs: 2,
-        cache_dir: root.join("cache"),
-        kbuild_cache: None,
-        nvcc_env: Vec::new(),
         launcher,
-        jobserver: None,
-        order: Vec::new(),
-        nvcc: NvccMode::Threads,
+        ..CompileSettings::local(root.join("cache"), 2, NvccMode::Threads)
     }
 }
 

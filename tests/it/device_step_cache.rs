@@ -196,19 +196,7 @@ fn the_full_matrix_after_one_capability_runs_only_the_missing_device_passes() {
 }
 
 fn settings(root: &Path) -> CompileSettings {
-    CompileSettings {
-        remote: None,
-        dist: None,
-        memory: None,
-        jobs: 1,
-        cache_dir: root.join("cache"),
-        kbuild_cache: None,
-        nvcc_env: Vec::new(),
-        launcher: None,
-        jobserver: None,
-        order: Vec::new(),
-        nvcc: NvccMode::Steps,
-    }
+    CompileSettings::local(root.join("cache"), 1, NvccMode::Steps)
 }
 
 /// `<root>/k.cu` compiled into `obj/k.o` for `caps` (PTX for the last): what the runner said.

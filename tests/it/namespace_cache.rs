@@ -14,19 +14,7 @@ use kbuild::report::Recorder;
 use kbuild::schedule::NvccMode;
 
 fn settings(root: &Path) -> CompileSettings {
-    CompileSettings {
-        jobs: 1,
-        cache_dir: root.join("cache"),
-        kbuild_cache: None,
-        nvcc_env: Vec::new(),
-        launcher: None,
-        jobserver: None,
-        order: Vec::new(),
-        nvcc: NvccMode::Threads,
-        memory: None,
-        remote: None,
-        dist: None,
-    }
+    CompileSettings::local(root.join("cache"), 1, NvccMode::Threads)
 }
 
 /// `a.cpp` (plain) and `b.cpp` (includes `reg.h`, which spells the define) under namespace `id`.

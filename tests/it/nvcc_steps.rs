@@ -57,22 +57,14 @@ fn cuda_job(root: &Path, nvcc: &Path, name: &str) -> CompileJob {
 }
 
 fn settings(root: &Path, nvcc_steps: bool, jobserver: Option<Arc<Jobserver>>) -> CompileSettings {
+    let nvcc = if nvcc_steps {
+        NvccMode::Steps
+    } else {
+        NvccMode::Threads
+    };
     CompileSettings {
-        remote: None,
-        dist: None,
-        memory: None,
-        jobs: 2,
-        cache_dir: root.join("cache"),
-        kbuild_cache: None,
-        nvcc_env: Vec::new(),
-        launcher: None,
         jobserver,
-        order: Vec::new(),
-        nvcc: if nvcc_steps {
-            NvccMode::Steps
-        } else {
-            NvccMode::Threads
-        },
+        ..CompileSettings::local(root.join("cache"), 2, nvcc)
     }
 }
 

@@ -102,16 +102,7 @@ impl Checkout {
                 url: url.to_string(),
                 roots: vec![("project".into(), self.root().to_path_buf())],
             }),
-            dist: None,
-            memory: None,
-            jobs: 1,
-            cache_dir: self.root().join("cache"),
-            kbuild_cache: None,
-            nvcc_env: Vec::new(),
-            launcher: None,
-            jobserver: None,
-            order: Vec::new(),
-            nvcc: NvccMode::Threads,
+            ..CompileSettings::local(self.root().join("cache"), 1, NvccMode::Threads)
         };
         compile_all(&self.jobs, &settings, recorder)
     }

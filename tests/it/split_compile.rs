@@ -93,17 +93,8 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
             "{shown}"
         );
         let settings = CompileSettings {
-            remote: None,
-            dist: None,
-            jobs: 4,
-            cache_dir: root.join("cache"),
-            kbuild_cache: None,
-            nvcc_env: Vec::new(),
-            launcher: None,
             jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
-            order: Vec::new(),
-            nvcc: NvccMode::Steps,
-            memory: None,
+            ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
         };
         let recorder = Recorder::default();
         let result = compile_all(&jobs, &settings, &recorder);
