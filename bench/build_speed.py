@@ -599,7 +599,9 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
             conf = timed(b.configure, tenv, twork, log)
             made = timed(argv, tenv, twork, log)
             return Run(conf.seconds + made.seconds, max(conf.max_rss_kib, made.max_rss_kib),
-                       max(conf.tree_rss_kib, made.tree_rss_kib), conf.seconds)
+                       max(conf.tree_rss_kib, made.tree_rss_kib),
+                       cgroup_peak_kib=max(conf.cgroup_peak_kib, made.cgroup_peak_kib),
+                       configure_s=conf.seconds)
         shutil.rmtree(build_dir, ignore_errors=True)
         build_dir.mkdir(parents=True)
         if not gen_include.exists():
