@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""First-build scheduling (issue #27): a synthetic heavy project, built for the first time.
+"""First-build scheduling (issue #27): a heavy project, built for the first time.
 
 A generated kbuild project whose CUDA units have skewed costs, the longest ones last in source
 order (as in real template-instantiation projects: one `.cu` per size, the big sizes at the
@@ -13,6 +13,11 @@ descendant, sampled every 50 ms), the units split and the floor:
 where the unit CPU seconds are the process tree's CPU time of the build (kbuild's own share is
 small) and the longest unit is the longest wall time `costs.json` recorded for a unit in that
 build (with the splits it had). The target is a first build <= 1.15x the floor.
+
+`--project DIR` builds a copy of a real project instead (e.g. kernels-community
+`paged-attention`, prepared by bench/prepare-gpu-bench), for `--caps` only
+(`--backend cuda --cuda-capabilities CAPS`). `--source-order` adds, for each binary, a build with
+`KBUILD_SCHEDULE=fifo`: units started in source order, as kbuild did before #27.
 
 Needs no cargo: the binaries are arguments. The project needs torch and nvcc (the Python of
 `--python`, nvcc beside it or on PATH). From the repository root:
@@ -141,12 +146,22 @@ def tree_rss(root_pid: int) -> int:
     return total
 
 
-def build(binary: Path, project: Path, python: str, jobs: int, cache: Path) -> dict:
+def build(
+    binary: Path,
+    project: Path,
+    python: str,
+    jobs: int,
+    cache: Path,
+    extra: list[str],
+    fifo: bool = False,
+) -> dict:
     """One cold build; what it took."""
     env = dict(os.environ, KBUILD_CACHE_DIR=str(cache), KBUILD_PYTHON=python)
     for var in ("KBUILD_SCHEDULE", "KBUILD_NVCC_STEPS", "KBUILD_JOBSERVER", "MAKEFLAGS"):
         env.pop(var, None)
-    cmd = [str(binary), "-C", str(project), "build", "-j", str(jobs), "-v"]
+    if fifo:
+        env["KBUILD_SCHEDULE"] = "fifo"
+    cmd = [str(binary), "-C", str(project), "build", "-j", str(jobs), "-v", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()[0]
     started = time.monotonic()
@@ -187,6 +202,7 @@ def build(binary: Path, project: Path, python: str, jobs: int, cache: Path) -> d
         "peak_tree_rss_mib": peak[0] / 2**20,
         "unit_seconds": costs,
         "longest_unit_s": max(costs.values()),
+        "so_bytes": sum(p.stat().st_size for p in project.glob("build/*/*.so")),
         "split": [l.strip() for l in said.splitlines() if "split `" in l],
         "started": [l.split("start ", 1)[1] for l in said.splitlines() if "Verbose start " in l],
         "load_before": load,
@@ -205,42 +221,67 @@ def main() -> None:
     ap.add_argument("--unroll", type=int, default=64, help="loop length of the first instance")
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--generate-only", type=Path)
+    ap.add_argument("--project", type=Path, help="a real project to copy and build instead")
+    ap.add_argument(
+        "--source-order",
+        action="store_true",
+        help="also build with KBUILD_SCHEDULE=fifo (units in source order)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     caps = args.caps.split(",")
     if args.generate_only:
         print(generate(args.generate_only, args.units, caps, args.skew, args.base, args.unroll))
         return
+    what = (
+        f"{args.project.name} (a copy; --backend cuda --cuda-capabilities {args.caps})"
+        if args.project
+        else f"synthetic heavy project: {args.units} units, skew {args.skew}, "
+        f"unroll from {args.unroll}, caps {args.caps}"
+    )
     lines = [
-        f"# first build, synthetic heavy project: {args.units} units, skew {args.skew}, "
-        f"unroll from {args.unroll}, "
-        f"caps {args.caps}, -j{args.jobs}",
+        f"# first build, {what}, -j{args.jobs}",
         f"# {platform.node()} {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}",
     ]
-    results = {}
+    extra = ["--backend", "cuda", "--cuda-capabilities", args.caps] if args.project else []
+    runs = []
     for spec in args.tool:
         name, binary = spec.split("=", 1)
+        runs.append((name, binary, False))
+        if args.source_order:
+            runs.append((f"{name} source order", binary, True))
+    results = {}
+    counts = None
+    for name, binary, fifo in runs:
         with tempfile.TemporaryDirectory(prefix="kbuild-first-") as tmp:
             project, cache = Path(tmp) / "heavy", Path(tmp) / "cache"
-            counts = generate(project, args.units, caps, args.skew, args.base, args.unroll)
-            r = build(Path(binary).resolve(), project, args.python, args.jobs, cache)
+            if args.project:
+                shutil.copytree(
+                    args.project, project, ignore=shutil.ignore_patterns("build", ".git")
+                )
+            else:
+                counts = generate(project, args.units, caps, args.skew, args.base, args.unroll)
+            r = build(
+                Path(binary).resolve(), project, args.python, args.jobs, cache, extra, fifo
+            )
         # The CPU of the compile phase: all but the probes, link and packaging (their CPU is
         # counted too, so this floor is if anything too high).
         r["floor_s"] = max(r["cpu_s"] / args.jobs, r["longest_unit_s"])
         results[name] = r
         print(json.dumps({name: r}, indent=1), file=sys.stderr)
-    lines.append(f"# instantiations per unit (source order): {counts}")
+    if counts is not None:
+        lines.append(f"# instantiations per unit (source order): {counts}")
     lines.append(
         "| build | wall s | compile phase s | tree CPU s | longest unit s | floor s |"
-        " compile/floor | peak tree MiB | load avg before/after |"
+        " compile/floor | peak tree MiB | .so MiB | load avg before/after |"
     )
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         lines.append(
             f"| {name} | {r['wall_s']:.1f} | {r['compile_s']:.1f} | {r['cpu_s']:.1f} | "
             f"{r['longest_unit_s']:.1f} | {r['floor_s']:.1f} | "
             f"{r['compile_s'] / r['floor_s']:.2f}x | "
-            f"{r['peak_tree_rss_mib']:.0f} | {r['load_before']:.1f}/{r['load_after']:.1f} |"
+            f"{r['peak_tree_rss_mib']:.0f} | {r['so_bytes'] / 2**20:.2f} | {r['load_before']:.1f}/{r['load_after']:.1f} |"
         )
     for name, r in results.items():
         lines.append(f"\n{name}: started {r['started']}")
