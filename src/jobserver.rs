@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::process::{Cancel, CommandSpec};
@@ -38,6 +38,8 @@ pub struct Jobserver {
     own_read: File,
     /// The implicit slot is free: the runner's first unit takes it instead of a token.
     implicit_free: AtomicBool,
+    /// Units of the current run not finished yet (queued or running).
+    pending: AtomicUsize,
 }
 
 /// A job slot held by this process: the implicit one or a token from the pipe, given back
@@ -81,6 +83,7 @@ impl Jobserver {
             write,
             own_read,
             implicit_free: AtomicBool::new(true),
+            pending: AtomicUsize::new(0),
         };
         (&server.write).write_all(&vec![TOKEN; slots - 1])?;
         Ok(server)
@@ -133,6 +136,24 @@ impl Jobserver {
         if self.implicit_free.swap(false, Ordering::SeqCst) {
             self.put(TOKEN);
         }
+    }
+
+    /// A runner starts handing out `units` units.
+    pub fn start_run(&self, units: usize) {
+        self.pending.store(units, Ordering::SeqCst);
+    }
+
+    /// One unit of the run finished (compiled, fresh or failed).
+    pub fn unit_finished(&self) {
+        let _ = self
+            .pending
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Whether the unit asking is the last one of its run: every other one finished, none is
+    /// waiting to start, so slots free now would idle unless its own steps use them.
+    pub fn last_unit(&self) -> bool {
+        self.pending.load(Ordering::SeqCst) <= 1
     }
 
     /// Tokens in the pipe now (for tests and diagnostics).
@@ -197,6 +218,22 @@ mod tests {
         drop(first);
         js.donate_implicit();
         assert_eq!(js.tokens_available(), 4);
+    }
+
+    #[test]
+    fn a_unit_is_the_last_once_every_other_of_its_run_finished() {
+        let js = Jobserver::new(4).unwrap();
+        js.start_run(3);
+        assert!(!js.last_unit());
+        js.unit_finished();
+        assert!(!js.last_unit(), "one finished, two left");
+        js.unit_finished();
+        assert!(js.last_unit());
+        js.unit_finished();
+        js.unit_finished();
+        assert!(js.last_unit(), "never below zero");
+        js.start_run(2);
+        assert!(!js.last_unit(), "a new run counts its own units");
     }
 
     #[test]

@@ -306,6 +306,9 @@ where
     F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError<E>> + Sync,
 {
     reporter.begin_units(units.len());
+    if let Some(js) = schedule.jobserver {
+        js.start_run(units.len());
+    }
     let run = Run {
         units,
         schedule,
@@ -409,6 +412,9 @@ where
         self.reporter.unit_started(label);
         let started = Instant::now();
         let result = (self.work)(unit, &self.cancel);
+        if let Some(js) = self.schedule.jobserver {
+            js.unit_finished();
+        }
         drop(slot);
         let elapsed = started.elapsed();
         match result {

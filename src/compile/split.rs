@@ -61,6 +61,10 @@ pub(super) fn compile_split(
     let mut args = vec!["--dryrun".into(), "--keep".into(), "--keep-dir".into()];
     args.push(keep.0.clone().into_os_string());
     args.append(&mut dryrun.args);
+    let late = late_split(job, run.jobserver);
+    if let Some(threads) = late {
+        args.push(format!("--split-compile={threads}").into());
+    }
     dryrun.args = args;
     let printed = match run_cancellable(&dryrun, cancel) {
         Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -92,6 +96,7 @@ pub(super) fn compile_split(
     };
     let slots = Slots {
         jobserver: run.jobserver,
+        late_split: late.map(|_| (job.label.as_str(), run.reporter)),
         width: width.max(1),
         memory: run.memory.map(|gate| (gate, job.object.as_path())),
         device: run.step_cache.map(|cache| Device {
@@ -124,6 +129,20 @@ pub(super) fn compile_split(
     }
 }
 
+/// `--split-compile` for a unit the schedule did not split (it predicted other units to fill
+/// the slots, or the build turned out to recompile fewer units than it planned for: one
+/// edited `.cu`): as many threads per device pass as the slots allow, of which each pass takes
+/// the slots free when it starts only once it is the last unit compiling (no other unit runs
+/// or waits to start: they would want those slots for their next steps). `None` without a
+/// jobserver or with too few slots.
+fn late_split(job: &CompileJob, jobserver: Option<&Jobserver>) -> Option<usize> {
+    if job.split.is_some() {
+        return None;
+    }
+    let threads = jobserver?.slots() / job.gencodes.len().max(1);
+    (threads >= 2).then_some(threads)
+}
+
 /// The hidden symbol of a unit's device code: unique per object within a build.
 fn symbol_for(object: &Path) -> String {
     let digest = Sha256::digest(object.as_os_str().as_encoded_bytes());
@@ -150,6 +169,13 @@ impl Board {
             .max_by_key(|&i| (steps[i].priority, std::cmp::Reverse(i)))
     }
 
+    /// How many not-started steps have their dependencies done.
+    fn ready_count(&self, steps: &[Step]) -> usize {
+        (0..steps.len())
+            .filter(|&i| !self.started[i] && steps[i].deps.iter().all(|&d| self.done[d]))
+            .count()
+    }
+
     /// Nothing is left for a worker to start.
     fn finished(&self) -> bool {
         self.stop || self.started.iter().all(|s| *s)
@@ -168,6 +194,9 @@ enum Held<'a> {
 /// What the steps of one unit run under.
 struct Slots<'a> {
     jobserver: Option<&'a Jobserver>,
+    /// The device passes split only with slots the runner no longer wants ([`late_split`]);
+    /// `-v` says when one did, for the unit of this label.
+    late_split: Option<(&'a str, &'a dyn Reporter)>,
     /// Steps at once at most.
     width: usize,
     /// The build's memory gate, and the unit's object (its steps' peaks are learned under it).
@@ -268,16 +297,16 @@ fn step_worker(
             match b.ready(steps) {
                 Some(i) if !b.stop => {
                     b.started[i] = true;
-                    Some(i)
+                    Some((i, b.ready_count(steps)))
                 }
                 _ => None,
             }
         };
-        let Some(i) = claimed else {
+        let Some((i, others_ready)) = claimed else {
             give_back(held, board, wake);
             continue;
         };
-        let result = run_or_reuse(steps, i, slots, cancel);
+        let result = run_or_reuse(steps, i, others_ready, slots, cancel);
         give_back(held, board, wake);
         finish_step(&mut lock(), i, result, cancel);
         wake.notify_all();
@@ -289,6 +318,7 @@ fn step_worker(
 fn run_or_reuse(
     steps: &[Step],
     i: usize,
+    others_ready: usize,
     slots: &Slots,
     cancel: &Cancel,
 ) -> Result<std::process::Output, CommandFailure> {
@@ -320,7 +350,21 @@ fn run_or_reuse(
             Lookup::Miss => {}
         }
     }
-    let (spec, extra) = split_slots(&step.spec, slots.jobserver);
+    let jobserver = slots
+        .jobserver
+        .filter(|js| slots.late_split.is_none() || js.last_unit());
+    let (spec, extra) = split_slots(&step.spec, jobserver, others_ready);
+    if let Some((label, reporter)) = slots.late_split
+        && !extra.is_empty()
+    {
+        reporter.verbose(&format!(
+            "`{label}`: `{}` split over {} threads (--split-compile): the last unit \
+             compiling, with {} job slots free",
+            step.label,
+            extra.len() + 1,
+            extra.len()
+        ));
+    }
     let result = run_step(&spec, &step.label, slots, cancel);
     drop(extra);
     if let (Ok(_), Some((d, pass))) = (&result, &pass)
@@ -382,18 +426,21 @@ fn finish_step(
 /// `spec` with its `--split-compile` (nvcc's spelling, and cicc's and ptxas's in the steps)
 /// narrowed to the threads it has job slots for: the slot it runs in and the free ones it
 /// takes now, returned with it and held while it runs. It never waits for a slot (two units
-/// waiting for each other's would deadlock) and never runs more threads than it holds slots:
-/// without a jobserver it runs one.
+/// waiting for each other's would deadlock), never runs more threads than it holds slots
+/// (without a jobserver it runs one), and leaves `leave` free slots to the unit's other steps
+/// that are ready to run beside it (the host compile beside `cicc`).
 pub(super) fn split_slots<'a>(
     spec: &CommandSpec,
     jobserver: Option<&'a Jobserver>,
+    leave: usize,
 ) -> (CommandSpec, Vec<crate::jobserver::Slot<'a>>) {
     let Some(wanted) = split_threads(spec) else {
         return (spec.clone(), Vec::new());
     };
     let mut extra = Vec::new();
     if let Some(js) = jobserver {
-        while extra.len() + 1 < wanted {
+        let spare = js.tokens_available().saturating_sub(leave);
+        while extra.len() + 1 < wanted && extra.len() < spare {
             // One look at the pipe: a slot free now, or none.
             let looked = std::cell::Cell::new(false);
             match js.acquire_unless(|| looked.replace(true)) {
@@ -492,7 +539,7 @@ mod tests {
         let _other = js.acquire_unless(|| false).unwrap().unwrap();
         // Two slots free of four: the pass runs in its own and takes both.
         let cicc = spec(&["-arch", "compute_90", "-split-compile", "8", "x.cpp1.ii"]);
-        let (narrowed, extra) = split_slots(&cicc, Some(&js));
+        let (narrowed, extra) = split_slots(&cicc, Some(&js), 0);
         assert_eq!(extra.len(), 2);
         assert_eq!(
             args(&narrowed),
@@ -500,18 +547,29 @@ mod tests {
         );
         // None left: one thread, and ptxas's spelling narrowed too.
         let ptxas = spec(&["-split-compile=8", "-arch=sm_90", "-split-compile=8"]);
-        let (narrowed, none) = split_slots(&ptxas, Some(&js));
+        let (narrowed, none) = split_slots(&ptxas, Some(&js), 0);
         assert!(none.is_empty());
         assert_eq!(
             args(&narrowed),
             ["-split-compile=1", "-arch=sm_90", "-split-compile=1"]
         );
         drop(extra);
-        let (_, again) = split_slots(&ptxas, Some(&js));
+        let (narrowed, beside) = split_slots(&ptxas, Some(&js), 1);
+        assert_eq!(
+            beside.len(),
+            1,
+            "one of the two free slots is left to a step beside it"
+        );
+        assert_eq!(
+            args(&narrowed),
+            ["-split-compile=2", "-arch=sm_90", "-split-compile=2"]
+        );
+        drop(beside);
+        let (_, again) = split_slots(&ptxas, Some(&js), 0);
         assert_eq!(again.len(), 2, "given back when the pass ends");
-        let (narrowed, _) = split_slots(&spec(&["--split-compile=4"]), None);
+        let (narrowed, _) = split_slots(&spec(&["--split-compile=4"]), None, 0);
         assert_eq!(args(&narrowed), ["--split-compile=1"]);
         let plain = spec(&["-c", "x.cu", "--cmdline= -split-compile=4 "]);
-        assert_eq!(args(&split_slots(&plain, Some(&js)).0), args(&plain));
+        assert_eq!(args(&split_slots(&plain, Some(&js), 0).0), args(&plain));
     }
 }

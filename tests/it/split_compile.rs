@@ -92,8 +92,9 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
             split.is_some(),
             "{shown}"
         );
+        // The unsplit one without a jobserver: with free slots a unit splits late (below).
         let settings = CompileSettings {
-            jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
+            jobserver: split.map(|_| Arc::new(Jobserver::new(4).unwrap())),
             ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
         };
         let recorder = Recorder::default();
@@ -116,4 +117,62 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
     assert!(!plain_notes.contains("split-compile"), "{plain_notes}");
     assert!(split_notes.contains("-split-compile"), "{split_notes}");
     assert!(plain == split, "the split unit's cubin sections differ");
+}
+
+#[test]
+fn a_unit_the_schedule_left_unsplit_splits_its_passes_over_slots_no_unit_waits_for() {
+    // As when one edited `.cu` recompiles and the units the schedule planned beside it turn out
+    // fresh: the schedule gave it no `--split-compile`, and the slots would idle.
+    let nvcc = nvcc();
+    let cuobjdump = cuobjdump(&nvcc);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "k.cu", &source());
+    let jobs = [CompileJob {
+        lang: Lang::Cuda,
+        gencodes: vec![gencode(9, 0, false)],
+        nvcc_threads: 1,
+        compiler_id: "nvcc".to_string(),
+        split: None,
+        ..job(root, &nvcc, "k.cu")
+    }];
+    let shown = kbuild::compile::command_for(&jobs[0]).to_string();
+    assert!(!shown.contains("--split-compile"), "{shown}");
+    let settings = CompileSettings {
+        jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
+        ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
+    };
+    let recorder = Recorder::default();
+    let result = compile_all(&jobs, &settings, &recorder);
+    let said = recorder.take();
+    assert_eq!(result.unwrap().compiled, ["k.cu"], "{said:?}");
+    assert!(
+        said.iter()
+            .any(|l| l.contains("`cicc compute_90` split over")
+                && l.contains("the last unit compiling")),
+        "{said:?}"
+    );
+    let (elves, notes) = cubins(&cuobjdump, &jobs[0].object);
+    assert_eq!(elves.len(), 1, "{:?}", elves.keys());
+    assert!(notes.contains("-split-compile"), "{notes}");
+
+    // Without a jobserver nothing counts the slots: the passes run one thread each.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "k.cu", &source());
+    let jobs = [CompileJob {
+        lang: Lang::Cuda,
+        gencodes: vec![gencode(9, 0, false)],
+        nvcc_threads: 1,
+        compiler_id: "nvcc".to_string(),
+        split: None,
+        ..job(root, &nvcc, "k.cu")
+    }];
+    let settings = CompileSettings::local(root.join("cache"), 4, NvccMode::Steps);
+    let recorder = Recorder::default();
+    compile_all(&jobs, &settings, &recorder).unwrap();
+    let said = recorder.take();
+    assert!(!said.iter().any(|l| l.contains("split over")), "{said:?}");
+    let (_, notes) = cubins(&cuobjdump, &jobs[0].object);
+    assert!(!notes.contains("-split-compile"), "{notes}");
 }
