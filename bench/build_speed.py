@@ -173,9 +173,14 @@ class Run:
 @dataclass
 class Results:
     cases: dict[str, list[Run]] = field(default_factory=dict)
+    # Printed with each run as it is measured: a run cut short (a device call's time limit)
+    # still shows what finished.
+    label: str = ""
 
     def add(self, case: str, run: Run) -> None:
         self.cases.setdefault(case, []).append(run)
+        if self.label:
+            print(f"  measured {self.label} {case}: {run.seconds:.2f} s", flush=True)
 
     def to_json(self) -> dict:
         return {c: [vars(r) for r in runs] for c, runs in self.cases.items()}
@@ -570,11 +575,15 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
     })
     cppext = [args.python, "-c", CPPEXT_SCRIPT, spec]
 
-    kb, cx = Results(), Results()
-    levers: dict[str, Results] = {lever: Results() for lever in args.levers}
+    kb, cx = Results(label=f"{project.name} kbuild"), Results(label=f"{project.name} cppext")
+    levers: dict[str, Results] = {
+        lever: Results(label=f"{project.name} kbuild {lever}") for lever in args.levers
+    }
     tools = {"kbuild": (kb, kbuild, env, work), "cppext": (cx, cppext, cenv, cwork)}
     hf = hf_builds(project, args, scratch, variant, nvcc, cuda_root, env, log)
-    tools.update({t: (Results(), b.make, b.env, b.src) for t, b in hf.items()})
+    tools.update(
+        {t: (Results(label=f"{project.name} {t}"), b.make, b.env, b.src) for t, b in hf.items()}
+    )
     tools = {t: v for t, v in tools.items() if t in args.tools}
     saved_costs = scratch / "costs.json"
 

@@ -203,7 +203,7 @@ def build(
         "unit_seconds": costs,
         "longest_unit_s": max(costs.values()),
         "so_bytes": sum(p.stat().st_size for p in project.glob("build/*/*.so")),
-        "split": [l.strip() for l in said.splitlines() if "split `" in l],
+        "split": [l.strip() for l in said.splitlines() if "split `" in l or "split over" in l],
         "started": [l.split("start ", 1)[1] for l in said.splitlines() if "Verbose start " in l],
         "load_before": load,
         "load_after": os.getloadavg()[0],
