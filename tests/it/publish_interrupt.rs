@@ -1,6 +1,7 @@
 //! Publishes cut short (a failing Hub, Ctrl-C): the branch keeps the old build or gets the new
 //! one whole; `main` is staged like any other branch; a branch is never left missing.
 
+use std::os::unix::process::CommandExt as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,17 @@ fn ctrl_c_at_the_last_step_of_a_publish_never_leaves_the_branch_missing() {
     // Three staged commits of the other variant, then the last step hangs.
     hub.arm("commit:hang,for=60s:1:3");
     hub.arm("branch:hang,for=60s:1:3");
-    let mut child = crate::common::kbuild::bin()
+    let mut cmd = crate::common::kbuild::bin();
+    // A test run started in the background by a non-interactive shell inherits SIGINT ignored,
+    // and so would kbuild: give it the terminal's default, as a user's Ctrl-C finds it.
+    // SAFETY: signal(2) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .arg("-C")
         .arg(project.path())
         .args(["publish", "--build-dir"])
