@@ -119,6 +119,32 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
     assert!(plain == split, "the split unit's cubin sections differ");
 }
 
+/// `k.cu` under `root`, for capability 9.0, with no `--split-compile` from the schedule.
+fn unsplit_job(root: &Path, nvcc: &Path) -> CompileJob {
+    write(root, "k.cu", &source());
+    CompileJob {
+        lang: Lang::Cuda,
+        gencodes: vec![gencode(9, 0, false)],
+        nvcc_threads: 1,
+        compiler_id: "nvcc".to_string(),
+        split: None,
+        ..job(root, nvcc, "k.cu")
+    }
+}
+
+/// Compile `job` as nvcc's steps with 4 job slots, through a jobserver or not; what -v said.
+fn compile_steps(job: &CompileJob, root: &Path, jobserver: bool) -> Vec<String> {
+    let settings = CompileSettings {
+        jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
+        ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
+    };
+    let recorder = Recorder::default();
+    let result = compile_all(std::slice::from_ref(job), &settings, &recorder);
+    let said = recorder.take();
+    assert_eq!(result.unwrap().compiled, ["k.cu"], "{said:?}");
+    said
+}
+
 #[test]
 fn a_unit_the_schedule_left_unsplit_splits_its_passes_over_slots_no_unit_waits_for() {
     // As when one edited `.cu` recompiles and the units the schedule planned beside it turn out
@@ -126,53 +152,25 @@ fn a_unit_the_schedule_left_unsplit_splits_its_passes_over_slots_no_unit_waits_f
     let nvcc = nvcc();
     let cuobjdump = cuobjdump(&nvcc);
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    write(root, "k.cu", &source());
-    let jobs = [CompileJob {
-        lang: Lang::Cuda,
-        gencodes: vec![gencode(9, 0, false)],
-        nvcc_threads: 1,
-        compiler_id: "nvcc".to_string(),
-        split: None,
-        ..job(root, &nvcc, "k.cu")
-    }];
-    let shown = kbuild::compile::command_for(&jobs[0]).to_string();
+    let job = unsplit_job(dir.path(), &nvcc);
+    let shown = kbuild::compile::command_for(&job).to_string();
     assert!(!shown.contains("--split-compile"), "{shown}");
-    let settings = CompileSettings {
-        jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
-        ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
-    };
-    let recorder = Recorder::default();
-    let result = compile_all(&jobs, &settings, &recorder);
-    let said = recorder.take();
-    assert_eq!(result.unwrap().compiled, ["k.cu"], "{said:?}");
+    let said = compile_steps(&job, dir.path(), true);
     assert!(
         said.iter()
             .any(|l| l.contains("`cicc compute_90` split over")
                 && l.contains("the last unit compiling")),
         "{said:?}"
     );
-    let (elves, notes) = cubins(&cuobjdump, &jobs[0].object);
+    let (elves, notes) = cubins(&cuobjdump, &job.object);
     assert_eq!(elves.len(), 1, "{:?}", elves.keys());
     assert!(notes.contains("-split-compile"), "{notes}");
 
     // Without a jobserver nothing counts the slots: the passes run one thread each.
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    write(root, "k.cu", &source());
-    let jobs = [CompileJob {
-        lang: Lang::Cuda,
-        gencodes: vec![gencode(9, 0, false)],
-        nvcc_threads: 1,
-        compiler_id: "nvcc".to_string(),
-        split: None,
-        ..job(root, &nvcc, "k.cu")
-    }];
-    let settings = CompileSettings::local(root.join("cache"), 4, NvccMode::Steps);
-    let recorder = Recorder::default();
-    compile_all(&jobs, &settings, &recorder).unwrap();
-    let said = recorder.take();
+    let job = unsplit_job(dir.path(), &nvcc);
+    let said = compile_steps(&job, dir.path(), false);
     assert!(!said.iter().any(|l| l.contains("split over")), "{said:?}");
-    let (_, notes) = cubins(&cuobjdump, &jobs[0].object);
+    let (_, notes) = cubins(&cuobjdump, &job.object);
     assert!(!notes.contains("-split-compile"), "{notes}");
 }
