@@ -162,18 +162,16 @@ struct Board {
 }
 
 impl Board {
-    /// The not-started step whose dependencies are done, on the longest chain first.
-    fn ready(&self, steps: &[Step]) -> Option<usize> {
+    /// The not-started steps whose dependencies are done.
+    fn ready_steps<'s>(&'s self, steps: &'s [Step]) -> impl Iterator<Item = usize> + 's {
         (0..steps.len())
             .filter(|&i| !self.started[i] && steps[i].deps.iter().all(|&d| self.done[d]))
-            .max_by_key(|&i| (steps[i].priority, std::cmp::Reverse(i)))
     }
 
-    /// How many not-started steps have their dependencies done.
-    fn ready_count(&self, steps: &[Step]) -> usize {
-        (0..steps.len())
-            .filter(|&i| !self.started[i] && steps[i].deps.iter().all(|&d| self.done[d]))
-            .count()
+    /// The ready step on the longest chain first.
+    fn ready(&self, steps: &[Step]) -> Option<usize> {
+        self.ready_steps(steps)
+            .max_by_key(|&i| (steps[i].priority, std::cmp::Reverse(i)))
     }
 
     /// Nothing is left for a worker to start.
@@ -297,7 +295,7 @@ fn step_worker(
             match b.ready(steps) {
                 Some(i) if !b.stop => {
                     b.started[i] = true;
-                    Some((i, b.ready_count(steps)))
+                    Some((i, b.ready_steps(steps).count()))
                 }
                 _ => None,
             }
