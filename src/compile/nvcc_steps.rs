@@ -5,13 +5,17 @@
 //! - the host compile starts as soon as the front end that writes its stub is done, beside the
 //!   other device passes and every `ptxas`, instead of after `fatbinary`;
 //! - every device pass is a process of its own under the build's job slots, so the passes of
-//!   all units share the cores instead of a fixed `--threads` share each.
+//!   all units share the cores instead of a fixed `--threads` share each;
+//! - `cicc` starts beside `cudafe++` instead of after it: nvcc has `cudafe++` write the module
+//!   id that both read (it names anonymous-namespace entities, so the host and device sides
+//!   must agree), and kbuild writes that file itself before the steps run.
 //!
 //! The host compile needs the device code only as the bytes its registration points at (the
 //! `.fatbin.c` its stub includes). kbuild writes that file itself, pointing at a hidden symbol,
 //! and defines the symbol with the real fatbinary (`.incbin`) in a second object; a partial
 //! link (`-r`) makes the two one object, so the rest of the build sees one object per unit.
-//! The device code is byte for byte what nvcc embeds.
+//! The device code is byte for byte what nvcc embeds but for the module id in the names of
+//! anonymous-namespace kernels (kbuild's is made from the unit's label, nvcc's from its path).
 //!
 //! Anything this does not recognise (relocatable device code, an unknown program, a missing
 //! file name) is `Unsupported`, and the unit compiles with one nvcc as before.
@@ -43,10 +47,13 @@ impl StepKind {
     fn weight(self) -> u32 {
         match self {
             StepKind::HostPreprocess | StepKind::DevicePreprocess => 1,
-            StepKind::Cudafe => 2,
             StepKind::Cicc | StepKind::Ptxas => 4,
             // Above a device pass: the device pass that writes the stub then starts first.
             StepKind::HostCompile => 5,
+            // As long as a device pass or longer (25.8 s beside cicc's 22.5 s for
+            // paged-attention's cache_kernels.cu) and on the host compile's path: above a
+            // device pass, so it starts before the passes that no longer wait for it.
+            StepKind::Cudafe => 5,
             StepKind::Fatbinary | StepKind::EmbedFatbin | StepKind::Combine => 0,
         }
     }
@@ -76,6 +83,9 @@ pub struct StepPaths {
     pub depfile: PathBuf,
     /// The hidden symbol that holds the device code.
     pub symbol: String,
+    /// The module id `cudafe++` and every `cicc` read (an identifier fragment, unique per
+    /// unit): kbuild writes it, so neither waits for the other.
+    pub module_id: String,
 }
 
 /// The steps in an order that respects their dependencies, and the files kbuild writes.
@@ -86,6 +96,9 @@ pub struct StepPlan {
     pub fatbin_c: (PathBuf, String),
     /// The assembler source of the fatbinary's object, and its text.
     pub fatbin_asm: (PathBuf, String),
+    /// The module id file `cudafe++` would have written, and [`StepPaths::module_id`]; `None`
+    /// when nvcc has it write none.
+    pub module_id: Option<(PathBuf, String)>,
 }
 
 /// Why a unit's nvcc pipeline is not split (it compiles with one nvcc).
@@ -281,6 +294,7 @@ fn build_plan(
         mut steps,
         fatbinary: (fatbinary, fatbin, fatbin_c),
         host: (host, host_compiler),
+        module_id,
     } = chain;
     let Some(fatbin) = fatbin else {
         return unsupported("fatbinary names no `--create` file");
@@ -297,6 +311,7 @@ fn build_plan(
         steps,
         fatbin_c: (fatbin_c, fatbin_c_text(&paths.symbol)),
         fatbin_asm: (asm, fatbin_asm_text(&paths.symbol, fatbin_text)),
+        module_id: module_id.map(|file| (file, paths.module_id.clone())),
     })
 }
 
@@ -335,11 +350,14 @@ struct Chain {
     fatbinary: (usize, Option<PathBuf>, PathBuf),
     /// The host compile's index and compiler.
     host: (usize, PathBuf),
+    /// The module id file `cudafe++` no longer writes (kbuild does).
+    module_id: Option<PathBuf>,
 }
 
 /// Each step depends on the steps that write a file it mentions; the host preprocess also
-/// writes the unit's dependency file, the fatbinary writes no `.fatbin.c` (kbuild writes its
-/// own), and the host compile writes `host.o` once the device pass that writes its stub is done.
+/// writes the unit's dependency file, `cudafe++` reads the module id instead of writing it and
+/// the fatbinary writes no `.fatbin.c` (kbuild writes both), and the host compile writes
+/// `host.o` once the device pass that writes its stub is done.
 fn chain_steps(
     parsed: Vec<(StepKind, String, Vec<String>)>,
     env: &[(OsString, OsString)],
@@ -351,6 +369,7 @@ fn chain_steps(
     let mut steps: Vec<Step> = Vec::new();
     let mut fatbinary = None;
     let mut host = None;
+    let mut module_id = None;
     let host_object = paths.keep_dir.join("host.o");
     for (kind, label, mut argv) in parsed {
         let mut deps: Vec<usize> = mentions(&argv)
@@ -361,6 +380,17 @@ fn chain_steps(
             StepKind::HostPreprocess => {
                 argv.extend(["-MD".into(), "-MF".into()]);
                 argv.push(paths.depfile.to_string_lossy().into_owned());
+            }
+            // Without `--gen_module_id_file` it reads the file named, as `cicc` does, which
+            // then no longer depends on it.
+            StepKind::Cudafe => {
+                if let Some(at) = argv.iter().position(|a| a == "--gen_module_id_file") {
+                    let Some(file) = value_after(&argv, "--module_id_file_name") else {
+                        return unsupported("cudafe++ writes a module id to no named file");
+                    };
+                    module_id = Some(PathBuf::from(file));
+                    argv.remove(at);
+                }
             }
             StepKind::Fatbinary => {
                 let Some(at) = argv
@@ -406,6 +436,7 @@ fn chain_steps(
         steps,
         fatbinary,
         host,
+        module_id,
     })
 }
 
@@ -557,6 +588,7 @@ mod tests {
             object: "/b/a.o".into(),
             depfile: "/b/a.d".into(),
             symbol: "kbuild_fatbin_test".into(),
+            module_id: "_0123abcd_4_a_cu_4567cdef".into(),
         }
     }
 
@@ -598,11 +630,9 @@ mod tests {
         let deps = |label| step(&plan, label).1.deps.clone();
         let at = |label| step(&plan, label).0;
         assert_eq!(deps("cudafe++"), [at("host preprocess")]);
-        // A device pass needs its preprocessed source and the module id cudafe++ writes.
-        assert_eq!(
-            deps("cicc compute_75"),
-            [at("preprocess 750"), at("cudafe++")]
-        );
+        // A device pass needs its preprocessed source only: kbuild writes the module id.
+        assert_eq!(deps("cicc compute_75"), [at("preprocess 750")]);
+        assert_eq!(deps("cicc compute_90"), [at("preprocess 900")]);
         assert_eq!(deps("ptxas sm_90"), [at("cicc compute_90")]);
         assert_eq!(
             deps("fatbinary"),
@@ -616,6 +646,45 @@ mod tests {
         );
         assert_eq!(deps("embed fatbinary"), [at("fatbinary")]);
         assert_eq!(deps("combine"), [at("host compile"), at("embed fatbinary")]);
+    }
+
+    #[test]
+    fn kbuild_writes_the_module_id_that_cudafe_and_every_cicc_read() {
+        let plan = plan_steps(DRYRUN, &paths()).unwrap();
+        let cudafe = args(step(&plan, "cudafe++").1);
+        assert!(
+            !cudafe.iter().any(|a| a == "--gen_module_id_file"),
+            "{cudafe:?}"
+        );
+        let reads = |argv: &[String]| value_after(argv, "--module_id_file_name").map(String::from);
+        assert_eq!(reads(&cudafe).as_deref(), Some("/k/a.module_id"));
+        for (pass, preprocess) in [
+            ("cicc compute_75", "preprocess 750"),
+            ("cicc compute_90", "preprocess 900"),
+        ] {
+            let (_, cicc) = step(&plan, pass);
+            assert_eq!(reads(&args(cicc)).as_deref(), Some("/k/a.module_id"));
+            assert_eq!(
+                cicc.deps,
+                [step(&plan, preprocess).0],
+                "{pass} waits for cudafe++"
+            );
+        }
+        assert_eq!(
+            plan.module_id,
+            Some(("/k/a.module_id".into(), "_0123abcd_4_a_cu_4567cdef".into()))
+        );
+        // nvcc asking for no module id: none to write.
+        let none = DRYRUN.replace("--gen_module_id_file ", "");
+        assert_eq!(plan_steps(&none, &paths()).unwrap().module_id, None);
+    }
+
+    #[test]
+    fn a_module_id_cudafe_writes_to_no_named_file_is_not_split() {
+        let unnamed = DRYRUN.replacen("--module_id_file_name \"/k/a.module_id\" ", "", 1);
+        assert!(unnamed.contains("--gen_module_id_file \"/k/a.cpp4.ii\""));
+        let why = plan_steps(&unnamed, &paths()).unwrap_err();
+        assert!(why.0.contains("module id"), "{why}");
     }
 
     #[test]

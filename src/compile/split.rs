@@ -82,12 +82,14 @@ pub(super) fn compile_split(
         object: run.object.to_path_buf(),
         depfile: run.depfile.to_path_buf(),
         symbol: symbol_for(&job.object),
+        module_id: module_id_for(&job.label, &job.source),
     };
     let plan = match plan_steps(&printed, &paths) {
         Ok(plan) => plan,
         Err(why) => return Ok(Split::NotSplit(why)),
     };
-    for (path, text) in [&plan.fatbin_c, &plan.fatbin_asm] {
+    let written = [&plan.fatbin_c, &plan.fatbin_asm].into_iter();
+    for (path, text) in written.chain(&plan.module_id) {
         std::fs::write(path, text).map_err(|e| io_error(path, e))?;
     }
     let width = match run.jobserver {
@@ -147,6 +149,23 @@ fn late_split(job: &CompileJob, jobserver: Option<&Jobserver>) -> Option<usize> 
 fn symbol_for(object: &Path) -> String {
     let digest = Sha256::digest(object.as_os_str().as_encoded_bytes());
     format!("kbuild_fatbin_{}", &hex::encode(digest)[..16])
+}
+
+/// The module id `cudafe++` and the device passes read, shaped as nvcc's
+/// (`_<8 hex>_<length>_<file name>_<8 hex>`). From the unit's label only, not a path or the
+/// object's name: another checkout, and a build for other capabilities (the object's name
+/// carries them), read the same id, so the device step cache, which keys a pass by the content
+/// of the files it reads, serves their passes. Unique per unit within a variant, which is all
+/// it needs: without relocatable device code (never split) each object's device code is a
+/// module of its own, and the host names it makes are hidden.
+fn module_id_for(label: &str, source: &Path) -> String {
+    let digest = hex::encode(Sha256::digest(label.as_bytes()));
+    let name = source.file_name().unwrap_or_default().to_string_lossy();
+    let name: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("_{}_{}_{name}_{}", &digest[..8], name.len(), &digest[8..16])
 }
 
 /// What the step workers share.
@@ -528,6 +547,32 @@ mod tests {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
+    }
+
+    #[test]
+    fn the_module_id_is_an_identifier_named_after_the_unit_and_the_same_in_every_checkout() {
+        let id = module_id_for(
+            "paged-attention/cache_kernels.cu [cuda]",
+            Path::new("/a/cache_kernels.cu"),
+        );
+        let digest = hex::encode(Sha256::digest(b"paged-attention/cache_kernels.cu [cuda]"));
+        assert_eq!(
+            id,
+            format!("_{}_16_cache_kernels_cu_{}", &digest[..8], &digest[8..16])
+        );
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        let elsewhere = module_id_for(
+            "paged-attention/cache_kernels.cu [cuda]",
+            Path::new("/b/cache_kernels.cu"),
+        );
+        assert_eq!(elsewhere, id, "another checkout");
+        let other = module_id_for(
+            "other/cache_kernels.cu [cuda]",
+            Path::new("/a/cache_kernels.cu"),
+        );
+        assert_ne!(other, id, "another unit");
+        let odd = module_id_for("x/ü-1.cu [cuda]", Path::new("/a/ü-1.cu"));
+        assert!(odd.contains("_6___1_cu_"), "{odd}");
     }
 
     #[test]

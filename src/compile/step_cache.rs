@@ -10,7 +10,9 @@
 //! the content of any other file it names, the program's identity and nvcc's. Keying on the
 //! inputs' content is what makes a reused pass safe: the preprocessed source holds all that
 //! `__CUDA_ARCH_LIST__` changed (CCCL's arch-dependent namespaces), and the module id that
-//! names static kernels is read from the file cudafe++ wrote, so a new id is a new key.
+//! names anonymous-namespace kernels is read from the file kbuild writes, so a new id is a new
+//! key. kbuild makes that id from the unit's label alone (`split.rs`), the same in every
+//! checkout and for every capability list, so those builds share passes.
 //!
 //! The outputs are stored with the keep-dir paths in their text (the stub's `# 1 "…"` lines)
 //! written as placeholders, and put back with this compile's paths. Every output's hash is

@@ -1,13 +1,18 @@
 //! A CUDA unit compiled as nvcc's own steps, run by kbuild (issue #12): the same device code
-//! as one nvcc, the host compile beside the device passes, the steps of all units under the
-//! build's job slots, errors that show the one-nvcc command, and one nvcc where kbuild does not
-//! know nvcc's plan. All with the real pip nvcc.
+//! as one nvcc, anonymous-namespace kernels named alike on the host and device side by the
+//! module id kbuild writes, the host compile beside the device passes, the steps of all units
+//! under the build's job slots, errors that show the one-nvcc command, and one nvcc where
+//! kbuild does not know nvcc's plan. All with the real pip nvcc.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use object::{Object, ObjectSection, ObjectSymbol};
+use sha2::{Digest, Sha256};
 
 use crate::common::fake_cc::{gencode, job, write};
 use kbuild::compile::{CompileError, CompileSettings, CompileSummary, compile_all};
@@ -15,6 +20,8 @@ use kbuild::jobserver::Jobserver;
 use kbuild::plan::{CompileJob, Lang};
 use kbuild::report::Recorder;
 use kbuild::schedule::NvccMode;
+
+use crate::split_compile::cubins;
 
 /// Device code heavy enough that cicc and ptxas run for a while.
 const HEAVY: &str = "template <int N> __device__ float f(float x) { float s = 0;\n\
@@ -144,6 +151,110 @@ fn steps_embed_the_same_device_code_as_one_nvcc_through_a_hidden_symbol() {
         dumps.push((elf, ptx));
     }
     assert!(dumps[0] == dumps[1], "the device code differs");
+}
+
+/// Kernels in an anonymous namespace (named after the unit's module id), one of them a
+/// template, and a static one, launched from a host function.
+const ANONYMOUS: &str = "namespace {\n\
+    __global__ void scale(float* o) { o[threadIdx.x] *= 2; }\n\
+    template <int N> __global__ void shift(float* o) { o[threadIdx.x] += N; }\n}\n\
+    static __global__ void clear(float* o) { o[threadIdx.x] = 0; }\n\
+    void launch(float* o) { scale<<<1, 32>>>(o); shift<3><<<1, 32>>>(o); clear<<<1, 32>>>(o); }\n";
+
+/// The `_Z` names among the NUL-separated strings of `object`'s `.rodata` sections: the kernel
+/// names the host side registers with the runtime.
+fn registered_names(object: &object::File) -> BTreeSet<String> {
+    let rodata = object
+        .sections()
+        .filter(|s| s.name().is_ok_and(|n| n.starts_with(".rodata")));
+    rodata
+        .flat_map(|s| {
+            let data = s.data().unwrap();
+            data.split(|b| *b == 0)
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect::<Vec<_>>()
+        })
+        .filter(|w| w.starts_with("_Z"))
+        .collect()
+}
+
+#[test]
+fn anonymous_namespace_kernels_are_named_alike_on_the_host_and_device_side_by_kbuilds_module_id() {
+    let nvcc = nvcc();
+    let cuobjdump = cuobjdump(&nvcc);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "anon-kernels.cu", ANONYMOUS);
+    let jobs = [cuda_job(root, &nvcc, "anon-kernels.cu")];
+    let (result, said) = compile(&jobs, &settings(root, true, None));
+    assert_eq!(result.unwrap().compiled, ["anon-kernels.cu"]);
+    assert!(
+        !said.iter().any(|l| l.contains("compiles with one nvcc")),
+        "{said:?}"
+    );
+    let bytes = std::fs::read(&jobs[0].object).unwrap();
+    let host = object::File::parse(&*bytes).unwrap();
+    let symbols: Vec<&str> = host.symbols().filter_map(|s| s.name().ok()).collect();
+    assert!(
+        symbols.iter().any(|s| s.starts_with("kbuild_fatbin_")),
+        "not compiled as steps: {symbols:?}"
+    );
+    // What the device code defines, per cubin.
+    let (cubins, _) = cubins(&cuobjdump, &jobs[0].object);
+    let functions: Vec<(String, BTreeSet<String>)> = cubins
+        .into_iter()
+        .map(|(cubin, sections)| {
+            let names = sections.keys().filter_map(|s| s.strip_prefix(".text."));
+            (cubin, names.map(String::from).collect())
+        })
+        .collect();
+    let archs: Vec<&str> = functions.iter().map(|(c, _)| c.as_str()).collect();
+    assert!(
+        archs.iter().any(|c| c.contains("sm_80")) && archs.iter().any(|c| c.contains("sm_90")),
+        "{archs:?}"
+    );
+    // The names cicc's stub registers (the three kernels) are functions of every cubin.
+    let registered = registered_names(&host);
+    assert_eq!(registered.len(), 3, "{registered:?}");
+    for name in &registered {
+        for (cubin, defined) in &functions {
+            assert!(
+                defined.contains(name),
+                "`{name}` is no function of {cubin}: {defined:?}"
+            );
+        }
+    }
+    // One anonymous namespace, kbuild's id (from the unit's label; nvcc's hashes the source's
+    // path), in the host functions cudafe++ named, the stub cicc wrote and the device code.
+    let digest = hex::encode(Sha256::digest(b"anon-kernels.cu"));
+    let id = format!("_{}_15_anon_kernels_cu_{}", &digest[..8], &digest[8..16]);
+    let device_names = functions
+        .iter()
+        .flat_map(|(_, f)| f.iter().map(String::as_str));
+    for (side, names) in [
+        ("host", anonymous_namespaces(symbols.iter().copied())),
+        ("device", anonymous_namespaces(device_names)),
+    ] {
+        let expected = BTreeSet::from([format!("_GLOBAL__N_{id}")]);
+        assert_eq!(names, expected, "the {side} side's anonymous namespaces");
+    }
+}
+
+/// The anonymous namespaces (`_GLOBAL__N_<module id>`) the mangled `names` mention.
+fn anonymous_namespaces<'a>(names: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for name in names {
+        for (at, _) in name.match_indices("_GLOBAL__N_") {
+            // Mangled as `<length><name>`: the digits before it.
+            let digits = name[..at].len()
+                - name[..at]
+                    .trim_end_matches(|c: char| c.is_ascii_digit())
+                    .len();
+            let len: usize = name[at - digits..at].parse().unwrap_or(0);
+            found.insert(name[at..(at + len).min(name.len())].to_string());
+        }
+    }
+    found
 }
 
 /// nvcc's leaf processes (front end, device passes, host compiler, assembler) working on files
