@@ -80,9 +80,16 @@ fn first_failure_stops_running_and_queued_units() {
             .contains("command line shown reproduces it")
     );
 
-    // The fake compiler's shell and the `sleep` it started were both killed.
+    // The fake compiler's shell and the `sleep` it started were both killed. kbuild reaps the
+    // shell; the `sleep`, killed with its process group, dies as soon as the kernel schedules it
+    // (on a loaded machine a moment after `compile_all` returns), so it gets a few seconds: far
+    // less than the 30 s it would sleep if it had not been killed.
     for file in ["slow.cpp.pid", "slow.cpp.sleeppid"] {
         let pid = std::fs::read_to_string(root.join(file)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !process_is_gone(&pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(process_is_gone(&pid), "{file}: process {pid} still runs");
     }
     assert_eq!(cc.take_compiled(), ["bad.cpp", "slow.cpp"]);
