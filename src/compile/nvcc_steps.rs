@@ -381,17 +381,7 @@ fn chain_steps(
                 argv.extend(["-MD".into(), "-MF".into()]);
                 argv.push(paths.depfile.to_string_lossy().into_owned());
             }
-            // Without `--gen_module_id_file` it reads the file named, as `cicc` does, which
-            // then no longer depends on it.
-            StepKind::Cudafe => {
-                if let Some(at) = argv.iter().position(|a| a == "--gen_module_id_file") {
-                    let Some(file) = value_after(&argv, "--module_id_file_name") else {
-                        return unsupported("cudafe++ writes a module id to no named file");
-                    };
-                    module_id = Some(PathBuf::from(file));
-                    argv.remove(at);
-                }
-            }
+            StepKind::Cudafe => module_id = module_id.or(read_module_id(&mut argv)?),
             StepKind::Fatbinary => {
                 let Some(at) = argv
                     .iter()
@@ -438,6 +428,20 @@ fn chain_steps(
         host,
         module_id,
     })
+}
+
+/// Makes `cudafe++` read its module id, as `cicc` does, instead of writing it (drops
+/// `--gen_module_id_file`, so `cicc` no longer depends on it): the file kbuild must write.
+fn read_module_id(cudafe: &mut Vec<String>) -> Result<Option<PathBuf>, Unsupported> {
+    let Some(at) = cudafe.iter().position(|a| a == "--gen_module_id_file") else {
+        return Ok(None);
+    };
+    let Some(file) = value_after(cudafe, "--module_id_file_name") else {
+        return unsupported("cudafe++ writes a module id to no named file");
+    };
+    let file = PathBuf::from(file);
+    cudafe.remove(at);
+    Ok(Some(file))
 }
 
 /// The device pass that writes the stub the host code includes: the one for the capability
