@@ -104,6 +104,20 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
+/// `(name, text)` written under `root` and compiled alone, as nvcc's steps or one nvcc; it
+/// compiles, and nothing says it fell back to one nvcc.
+fn compile_unit(root: &Path, nvcc: &Path, (name, text): (&str, &str), steps: bool) -> CompileJob {
+    write(root, name, text);
+    let job = cuda_job(root, nvcc, name);
+    let (result, said) = compile(std::slice::from_ref(&job), &settings(root, steps, None));
+    assert_eq!(result.unwrap().compiled, [name]);
+    assert!(
+        !said.iter().any(|l| l.contains("compiles with one nvcc")),
+        "{said:?}"
+    );
+    job
+}
+
 #[test]
 fn steps_embed_the_same_device_code_as_one_nvcc_through_a_hidden_symbol() {
     let nvcc = nvcc();
@@ -112,14 +126,7 @@ fn steps_embed_the_same_device_code_as_one_nvcc_through_a_hidden_symbol() {
     for nvcc_steps in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        write(root, "k.cu", HEAVY);
-        let jobs = [cuda_job(root, &nvcc, "k.cu")];
-        let (result, said) = compile(&jobs, &settings(root, nvcc_steps, None));
-        assert_eq!(result.unwrap().compiled, ["k.cu"]);
-        assert!(
-            !said.iter().any(|l| l.contains("compiles with one nvcc")),
-            "{said:?}"
-        );
+        let jobs = [compile_unit(root, &nvcc, ("k.cu", HEAVY), nvcc_steps)];
         let object = &jobs[0].object;
         let elf = tool_output(&cuobjdump, &["-elf"], object);
         let ptx = tool_output(&cuobjdump, &["-ptx"], object);
@@ -184,14 +191,12 @@ fn anonymous_namespace_kernels_are_named_alike_on_the_host_and_device_side_by_kb
     let cuobjdump = cuobjdump(&nvcc);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    write(root, "anon-kernels.cu", ANONYMOUS);
-    let jobs = [cuda_job(root, &nvcc, "anon-kernels.cu")];
-    let (result, said) = compile(&jobs, &settings(root, true, None));
-    assert_eq!(result.unwrap().compiled, ["anon-kernels.cu"]);
-    assert!(
-        !said.iter().any(|l| l.contains("compiles with one nvcc")),
-        "{said:?}"
-    );
+    let jobs = [compile_unit(
+        root,
+        &nvcc,
+        ("anon-kernels.cu", ANONYMOUS),
+        true,
+    )];
     let bytes = std::fs::read(&jobs[0].object).unwrap();
     let host = object::File::parse(&*bytes).unwrap();
     let symbols: Vec<&str> = host.symbols().filter_map(|s| s.name().ok()).collect();
