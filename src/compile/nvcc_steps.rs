@@ -381,7 +381,7 @@ fn chain_steps(
                 argv.extend(["-MD".into(), "-MF".into()]);
                 argv.push(paths.depfile.to_string_lossy().into_owned());
             }
-            StepKind::Cudafe => module_id = module_id.or(read_module_id(&mut argv)?),
+            StepKind::Cudafe => module_id = read_module_id(&mut argv)?,
             StepKind::Fatbinary => {
                 let Some(at) = argv
                     .iter()
