@@ -2,7 +2,8 @@
 //! kbuild's runner takes a token for every unit it runs beside the first, and each nvcc it
 //! shares the pipe with (`--jobserver`) takes one for every device pass it runs beside its
 //! first, so the compiler processes of the whole build never outnumber the slots, while idle
-//! slots go to the device passes (one per capability) of whichever units are running.
+//! slots go to the device passes (one per capability) of whichever units are running. (A split
+//! device pass's extra threads take no slot: they run at low priority, `compile::split`.)
 //!
 //! Our own, not the `jobserver` crate: its pipe client cannot wait for a token without
 //! blocking (`try_acquire` is unsupported there), and a blocked wait cannot see the runner's

@@ -40,6 +40,9 @@ pub struct CommandSpec {
     /// Descriptors the program inherits (a jobserver's pipe). Everything kbuild opens is
     /// close-on-exec; these are opened up in this child only.
     pub inherit_fds: Vec<i32>,
+    /// Added to the program's niceness (`nice(2)`), 0 to leave it: a device pass splitting
+    /// beyond its job slot runs its threads at low priority (`compile::split`).
+    pub nice: i32,
 }
 
 impl CommandSpec {
@@ -51,6 +54,7 @@ impl CommandSpec {
             env: Vec::new(),
             cwd: None,
             inherit_fds: Vec::new(),
+            nice: 0,
         }
     }
 
@@ -82,6 +86,18 @@ impl CommandSpec {
             cmd.current_dir(dir);
         }
         join_reaped_group(&mut cmd);
+        if self.nice != 0 {
+            let nice = self.nice;
+            // SAFETY: runs in the forked child before exec and only calls nice(2), a plain
+            // system call; a failure (not allowed to lower it) leaves the niceness as it was.
+            unsafe {
+                use std::os::unix::process::CommandExt;
+                cmd.pre_exec(move || {
+                    libc::nice(nice);
+                    Ok(())
+                });
+            }
+        }
         if !self.inherit_fds.is_empty() {
             let fds = self.inherit_fds.clone();
             // SAFETY: runs in the forked child before exec and only calls fcntl(2), which is
@@ -697,6 +713,24 @@ mod tests {
             "three 150 MiB processes at once, measured {} bytes",
             measured.peak_bytes
         );
+    }
+
+    #[test]
+    fn a_command_with_a_niceness_runs_at_that_much_lower_priority() {
+        let niceness = |nice: i32| {
+            let mut spec = CommandSpec::new("sh");
+            // Field 19 of stat: the niceness of the shell kbuild started.
+            spec.args(["-c", "cut -d' ' -f19 /proc/$$/stat"]);
+            spec.nice = nice;
+            let out = run(&spec).unwrap();
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .trim()
+                .parse::<i32>()
+                .unwrap()
+        };
+        let own = niceness(0);
+        assert_eq!(niceness(10), (own + 10).min(19));
     }
 
     #[test]

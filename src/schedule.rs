@@ -125,11 +125,12 @@ impl JobBudget {
 }
 
 /// nvcc `--split-compile` for one unit: its device passes split their work over `threads`
-/// threads, each holding a job slot, because the schedule would otherwise leave slots idle.
+/// threads, because the schedule would otherwise leave cores idle.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SplitCompile {
-    /// The most threads each device pass may use (`--split-compile=N`); at run time a pass
-    /// uses as many of them as it finds free job slots for.
+    /// The threads each device pass uses (`--split-compile=N`): it holds one job slot, and the
+    /// threads beyond it run at low priority on the cores the jobs leave idle
+    /// (`compile::split`); a unit compiled by one nvcc uses as many as it finds free slots for.
     pub threads: u32,
     /// Why (shown by `--dry-run` and `-v`).
     pub why: String,

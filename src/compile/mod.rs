@@ -461,7 +461,7 @@ fn run_compiler(
         return Ok(said);
     }
     // A `--split-compile` nvcc runs its threads in job slots, as the steps would.
-    let (spec, _extra) = split::split_slots(inputs.command, settings.jobserver.as_deref(), 0);
+    let (spec, _extra) = split::split_slots(inputs.command, settings.jobserver.as_deref());
     let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
     let output = run_gated(&spec, settings.memory.as_deref(), key.as_deref(), cancel)
         .map_err(|f| job_error(job, inputs.shown, f))?;

@@ -1,6 +1,7 @@
 //! A CUDA unit compiled as nvcc's own steps (`nvcc_steps.rs`), run by kbuild: the unit's
 //! worker runs steps in its own job slot, and more steps run beside it, each in a slot taken
-//! from the build's jobserver (or, without one, up to the unit's `--threads` share).
+//! from the build's jobserver (or, without one, up to the unit's `--threads` share). A split
+//! device pass's extra threads take no slot: they run at low priority ([`background_split`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
@@ -133,10 +134,10 @@ pub(super) fn compile_split(
 
 /// `--split-compile` for a unit the schedule did not split (it predicted other units to fill
 /// the slots, or the build turned out to recompile fewer units than it planned for: one
-/// edited `.cu`): as many threads per device pass as the slots allow, of which each pass takes
-/// the slots free when it starts only once it is the last unit compiling (no other unit runs
-/// or waits to start: they would want those slots for their next steps). `None` without a
-/// jobserver or with too few slots.
+/// edited `.cu`): as many threads per device pass as the slots allow, which a pass runs (at low
+/// priority, [`background_split`]) only once it is the last unit compiling (no other unit runs
+/// or waits to start: their steps would want those cores). `None` without a jobserver or with
+/// too few slots.
 fn late_split(job: &CompileJob, jobserver: Option<&Jobserver>) -> Option<usize> {
     if job.split.is_some() {
         return None;
@@ -314,16 +315,16 @@ fn step_worker(
             match b.ready(steps) {
                 Some(i) if !b.stop => {
                     b.started[i] = true;
-                    Some((i, b.ready_steps(steps).count()))
+                    Some(i)
                 }
                 _ => None,
             }
         };
-        let Some((i, others_ready)) = claimed else {
+        let Some(i) = claimed else {
             give_back(held, board, wake);
             continue;
         };
-        let result = run_or_reuse(steps, i, others_ready, slots, cancel);
+        let result = run_or_reuse(steps, i, slots, cancel);
         give_back(held, board, wake);
         finish_step(&mut lock(), i, result, cancel);
         wake.notify_all();
@@ -335,7 +336,6 @@ fn step_worker(
 fn run_or_reuse(
     steps: &[Step],
     i: usize,
-    others_ready: usize,
     slots: &Slots,
     cancel: &Cancel,
 ) -> Result<std::process::Output, CommandFailure> {
@@ -370,20 +370,17 @@ fn run_or_reuse(
     let jobserver = slots
         .jobserver
         .filter(|js| slots.late_split.is_none() || js.last_unit());
-    let (spec, extra) = split_slots(&step.spec, jobserver, others_ready);
+    let spec = background_split(&step.spec, jobserver);
     if let Some((label, reporter)) = slots.late_split
-        && !extra.is_empty()
+        && let Some(threads) = split_threads(&spec).filter(|&n| n > 1)
     {
         reporter.verbose(&format!(
-            "`{label}`: `{}` split over {} threads (--split-compile): the last unit \
-             compiling, with {} job slots free",
+            "`{label}`: `{}` split over {threads} threads (--split-compile): the last unit \
+             compiling; the threads beyond its job slot run at low priority",
             step.label,
-            extra.len() + 1,
-            extra.len()
         ));
     }
     let result = run_step(&spec, &step.label, slots, cancel);
-    drop(extra);
     if let (Ok(_), Some((d, pass))) = (&result, &pass)
         && let Err(e) = d.cache.store(pass)
     {
@@ -440,23 +437,45 @@ fn finish_step(
     }
 }
 
-/// `spec` with its `--split-compile` (nvcc's spelling, and cicc's and ptxas's in the steps)
-/// narrowed to the threads it has job slots for: the slot it runs in and the free ones it
-/// takes now, returned with it and held while it runs. It never waits for a slot (two units
-/// waiting for each other's would deadlock), never runs more threads than it holds slots
-/// (without a jobserver it runs one), and leaves `leave` free slots to the unit's other steps
-/// that are ready to run beside it (the host compile beside `cicc`).
+/// Niceness of a split device pass (`cicc`, `ptxas`): its threads run on the cores the
+/// build's jobs leave idle, behind the host side (`cudafe++`, the host compile) beside them.
+const SPLIT_NICE: i32 = 10;
+
+/// `spec`, a device pass asking for `--split-compile`, with the threads it asks for, at most
+/// the build's job slots, at low priority ([`SPLIT_NICE`]) when that is more than one. The pass
+/// holds only the slot it runs in: its other threads take none, so the host compiles and the
+/// other units' steps never wait behind them, and the threads of two heavy units' passes share
+/// the idle cores instead of the first to start taking them all. (Taking free slots for its
+/// threads, paged-attention's first build on the H100 ran one heavy unit's `cicc` on 11
+/// threads and the other's on 1, 136 s, and no host compile started until a `cicc` ended.)
+/// Without a jobserver nothing counts the slots: one thread.
+fn background_split(spec: &CommandSpec, jobserver: Option<&Jobserver>) -> CommandSpec {
+    let Some(wanted) = split_threads(spec) else {
+        return spec.clone();
+    };
+    let threads = jobserver.map_or(1, |js| wanted.min(js.slots()).max(1));
+    let mut out = with_split_threads(spec, threads);
+    if threads > 1 {
+        out.nice = SPLIT_NICE;
+    }
+    out
+}
+
+/// `spec`, a unit compiled by one nvcc (its host compile inside, so not at low priority), with
+/// its `--split-compile` narrowed to the threads it has job slots for: the slot it runs in and
+/// the free ones it takes now, returned with it and held while it runs. It never waits for a
+/// slot (two units waiting for each other's would deadlock) and never runs more threads than
+/// it holds slots (without a jobserver it runs one).
 pub(super) fn split_slots<'a>(
     spec: &CommandSpec,
     jobserver: Option<&'a Jobserver>,
-    leave: usize,
 ) -> (CommandSpec, Vec<crate::jobserver::Slot<'a>>) {
     let Some(wanted) = split_threads(spec) else {
         return (spec.clone(), Vec::new());
     };
     let mut extra = Vec::new();
     if let Some(js) = jobserver {
-        let spare = js.tokens_available().saturating_sub(leave);
+        let spare = js.tokens_available();
         while extra.len() + 1 < wanted && extra.len() < spare {
             // One look at the pipe: a slot free now, or none.
             let looked = std::cell::Cell::new(false);
@@ -576,13 +595,46 @@ mod tests {
     }
 
     #[test]
-    fn a_split_pass_runs_only_as_many_threads_as_it_holds_slots() {
+    fn a_split_device_pass_runs_its_threads_beyond_its_slot_at_low_priority_taking_no_slot() {
+        let js = Jobserver::new(4).unwrap();
+        let held: Vec<_> = (0..4)
+            .map(|_| js.acquire_unless(|| false).unwrap())
+            .collect();
+        assert_eq!(js.tokens_available(), 0);
+        // Every slot is held (the pass's own among them): it still runs the threads it asks
+        // for, up to the build's slots, niced, and takes nothing from the pipe.
+        let cicc = spec(&["-arch", "compute_90", "-split-compile", "8", "x.cpp1.ii"]);
+        let split = background_split(&cicc, Some(&js));
+        assert_eq!(
+            args(&split),
+            ["-arch", "compute_90", "-split-compile", "4", "x.cpp1.ii"]
+        );
+        assert_eq!(split.nice, SPLIT_NICE);
+        assert_eq!(js.tokens_available(), 0);
+        drop(held);
+        let ptxas = spec(&["-split-compile=3", "-arch=sm_90"]);
+        let split = background_split(&ptxas, Some(&js));
+        assert_eq!(args(&split), ["-split-compile=3", "-arch=sm_90"]);
+        // One thread, or no jobserver to size it by: as it was, at normal priority.
+        let one = background_split(&spec(&["-split-compile=1"]), Some(&js));
+        assert_eq!(one.nice, 0);
+        let alone = background_split(&ptxas, None);
+        assert_eq!(
+            (args(&alone)[0].as_str(), alone.nice),
+            ("-split-compile=1", 0)
+        );
+        let plain = spec(&["-arch=sm_90", "x.ptx"]);
+        assert_eq!(background_split(&plain, Some(&js)), plain);
+    }
+
+    #[test]
+    fn one_nvcc_splits_only_over_the_job_slots_it_holds() {
         let js = Jobserver::new(4).unwrap();
         let _runner = js.acquire_unless(|| false).unwrap().unwrap();
         let _other = js.acquire_unless(|| false).unwrap().unwrap();
         // Two slots free of four: the pass runs in its own and takes both.
         let cicc = spec(&["-arch", "compute_90", "-split-compile", "8", "x.cpp1.ii"]);
-        let (narrowed, extra) = split_slots(&cicc, Some(&js), 0);
+        let (narrowed, extra) = split_slots(&cicc, Some(&js));
         assert_eq!(extra.len(), 2);
         assert_eq!(
             args(&narrowed),
@@ -590,29 +642,18 @@ mod tests {
         );
         // None left: one thread, and ptxas's spelling narrowed too.
         let ptxas = spec(&["-split-compile=8", "-arch=sm_90", "-split-compile=8"]);
-        let (narrowed, none) = split_slots(&ptxas, Some(&js), 0);
+        let (narrowed, none) = split_slots(&ptxas, Some(&js));
         assert!(none.is_empty());
         assert_eq!(
             args(&narrowed),
             ["-split-compile=1", "-arch=sm_90", "-split-compile=1"]
         );
         drop(extra);
-        let (narrowed, beside) = split_slots(&ptxas, Some(&js), 1);
-        assert_eq!(
-            beside.len(),
-            1,
-            "one of the two free slots is left to a step beside it"
-        );
-        assert_eq!(
-            args(&narrowed),
-            ["-split-compile=2", "-arch=sm_90", "-split-compile=2"]
-        );
-        drop(beside);
-        let (_, again) = split_slots(&ptxas, Some(&js), 0);
+        let (_, again) = split_slots(&ptxas, Some(&js));
         assert_eq!(again.len(), 2, "given back when the pass ends");
-        let (narrowed, _) = split_slots(&spec(&["--split-compile=4"]), None, 0);
+        let (narrowed, _) = split_slots(&spec(&["--split-compile=4"]), None);
         assert_eq!(args(&narrowed), ["--split-compile=1"]);
         let plain = spec(&["-c", "x.cu", "--cmdline= -split-compile=4 "]);
-        assert_eq!(args(&split_slots(&plain, Some(&js), 0).0), args(&plain));
+        assert_eq!(args(&split_slots(&plain, Some(&js)).0), args(&plain));
     }
 }

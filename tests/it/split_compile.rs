@@ -159,7 +159,8 @@ fn a_unit_the_schedule_left_unsplit_splits_its_passes_over_slots_no_unit_waits_f
     assert!(
         said.iter()
             .any(|l| l.contains("`cicc compute_90` split over")
-                && l.contains("the last unit compiling")),
+                && l.contains("the last unit compiling")
+                && l.contains("beyond its job slot run at low priority")),
         "{said:?}"
     );
     let (elves, notes) = cubins(&cuobjdump, &job.object);
