@@ -4,10 +4,12 @@
 //! it starts: it reserves the peak that process reached last time (`memory.json` in the work
 //! directory, learned like `costs.json` learns times) or, for one never measured, a
 //! conservative [`UNKNOWN_PEAK`]. A process waits while the others' reservations leave too
-//! little; one bigger than the whole budget runs alone. So a small machine runs fewer
-//! compilers at once instead of having them killed.
+//! little, and they are let in in the order they asked: a big one (the schedule starts the
+//! longest units first) is not overtaken by smaller ones that keep fitting beside the running
+//! ones. One bigger than the whole budget runs alone. So a small machine runs fewer compilers
+//! at once instead of having them killed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -212,11 +214,20 @@ pub struct MemoryGate {
     work_dir: PathBuf,
     /// Peaks of the last builds, then this build's as processes end.
     peaks: Mutex<BTreeMap<String, u64>>,
-    /// Bytes reserved by the processes running now.
-    reserved: Mutex<u64>,
+    queue: Mutex<Queue>,
+    /// Signalled when memory is given back or the head of the queue changes.
     freed: Condvar,
     /// What ran alone because it needs more than the whole budget: (key, estimate).
     alone: Mutex<Vec<(String, u64)>>,
+}
+
+/// The bytes reserved by the processes running now, and the processes waiting, in the order
+/// they asked (by ticket).
+#[derive(Debug, Default)]
+struct Queue {
+    reserved: u64,
+    waiting: VecDeque<u64>,
+    next_ticket: u64,
 }
 
 /// Memory reserved for one process, given back when dropped.
@@ -228,8 +239,8 @@ pub struct Reservation<'a> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        let mut reserved = lock(&self.gate.reserved);
-        *reserved = reserved.saturating_sub(self.bytes);
+        let mut queue = lock(&self.gate.queue);
+        queue.reserved = queue.reserved.saturating_sub(self.bytes);
         self.gate.freed.notify_all();
     }
 }
@@ -248,7 +259,7 @@ impl MemoryGate {
             budget,
             work_dir: work_dir.to_path_buf(),
             peaks: Mutex::new(peaks),
-            reserved: Mutex::new(0),
+            queue: Mutex::new(Queue::default()),
             freed: Condvar::new(),
             alone: Mutex::new(Vec::new()),
         }
@@ -278,30 +289,40 @@ impl MemoryGate {
             .map_or(UNKNOWN_PEAK, |peak| peak + peak / 8)
     }
 
-    /// Wait until the process `key` fits beside the ones running, and reserve its estimate.
-    /// One that needs more than the whole budget is let in once nothing else runs (it is
-    /// remembered for [`MemoryGate::ran_alone`]). `None` once `cancel` fires while waiting.
+    /// Wait until the process `key` is the first of those waiting and fits beside the ones
+    /// running, and reserve its estimate. One that needs more than the whole budget is let in
+    /// once nothing else runs (it is remembered for [`MemoryGate::ran_alone`]). `None` once
+    /// `cancel` fires while waiting (its place in the queue goes to the next).
     pub fn admit(&self, key: &str, cancel: &Cancel) -> Option<Reservation<'_>> {
         let need = self.estimate(key);
-        let mut reserved = lock(&self.reserved);
+        let mut queue = lock(&self.queue);
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        queue.waiting.push_back(ticket);
         loop {
             if cancel.is_cancelled() {
+                queue.waiting.retain(|&t| t != ticket);
+                self.freed.notify_all();
                 return None;
             }
-            let fits = *reserved + need <= self.budget.bytes;
-            if fits || *reserved == 0 {
+            let first = queue.waiting.front() == Some(&ticket);
+            let fits = queue.reserved + need <= self.budget.bytes;
+            if first && (fits || queue.reserved == 0) {
                 if !fits {
                     lock(&self.alone).push((key.to_string(), need));
                 }
-                *reserved += need;
+                queue.waiting.pop_front();
+                queue.reserved += need;
+                // The next in line may fit beside this one.
+                self.freed.notify_all();
                 return Some(Reservation {
                     gate: self,
                     bytes: need,
                 });
             }
-            reserved = self
+            queue = self
                 .freed
-                .wait_timeout(reserved, POLL)
+                .wait_timeout(queue, POLL)
                 .map_or_else(|e| e.into_inner().0, |r| r.0);
         }
     }
@@ -418,6 +439,63 @@ mod tests {
         stop.cancel();
         assert!(gate.admit("a", &stop).is_none(), "a cancelled wait ends");
         drop(huge);
+    }
+
+    #[test]
+    fn a_process_waiting_for_memory_is_not_overtaken_by_smaller_ones_asking_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = MemoryGate::load(budget(10 << 30), dir.path());
+        for (key, peak) in [("a", 4u64 << 30), ("big", 8 << 30), ("small", 1 << 30)] {
+            gate.observe(key, peak);
+        }
+        let order = Mutex::new(Vec::new());
+        let a = gate.admit("a", &Cancel::new()).unwrap();
+        std::thread::scope(|s| {
+            let (gate, order) = (&gate, &order);
+            let admit = move |key: &'static str, hold: u64| {
+                let held = gate.admit(key, &Cancel::new()).unwrap();
+                lock(order).push(key);
+                std::thread::sleep(Duration::from_millis(hold));
+                drop(held);
+            };
+            s.spawn(move || admit("big", 200));
+            std::thread::sleep(Duration::from_millis(100));
+            // 4.5 + 1.125 GiB would fit beside `a`, but `big` (9 GiB) asked first.
+            s.spawn(move || admit("small", 0));
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(lock(order).is_empty(), "{:?}", lock(order));
+            drop(a);
+        });
+        assert_eq!(*lock(&order), ["big", "small"]);
+
+        // A waiter that gives up leaves the queue: the one behind it is not stuck.
+        let held = gate.admit("a", &Cancel::new()).unwrap();
+        let stop = Cancel::new();
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(gate.admit("big", &stop).is_none()));
+            std::thread::sleep(Duration::from_millis(100));
+            stop.cancel();
+        });
+        // Were the cancelled ticket still first, `small` would wait: a watchdog ends that.
+        let (done, watchdog) = (std::sync::atomic::AtomicBool::new(false), Cancel::new());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..500 {
+                    if done.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                watchdog.cancel();
+            });
+            let small = gate.admit("small", &watchdog);
+            done.store(true, Ordering::SeqCst);
+            assert!(
+                small.is_some(),
+                "the waiter that gave up still blocks the queue"
+            );
+        });
+        drop(held);
     }
 
     #[test]
