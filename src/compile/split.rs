@@ -446,7 +446,7 @@ const SPLIT_NICE: i32 = 10;
 /// holds only the slot it runs in: its other threads take none, so the host compiles and the
 /// other units' steps never wait behind them, and the threads of two heavy units' passes share
 /// the idle cores instead of the first to start taking them all. (Taking free slots for its
-/// threads, paged-attention's first build on the H100 ran one heavy unit's `cicc` on 11
+/// threads, paged-attention's first build on a 16-core GPU box ran one heavy unit's `cicc` on 11
 /// threads and the other's on 1, 136 s, and no host compile started until a `cicc` ended.)
 /// Without a jobserver nothing counts the slots: one thread.
 fn background_split(spec: &CommandSpec, jobserver: Option<&Jobserver>) -> CommandSpec {
