@@ -181,7 +181,10 @@ class Results:
     def add(self, case: str, run: Run) -> None:
         self.cases.setdefault(case, []).append(run)
         if self.label:
-            print(f"  measured {self.label} {case}: {run.seconds:.2f} s", flush=True)
+            peak = max(run.tree_rss_kib, run.cgroup_peak_kib)
+            memory = f", peak RSS {run.max_rss_kib // 1024} MiB / tree {peak // 1024} MiB" \
+                if peak else ""
+            print(f"  measured {self.label} {case}: {run.seconds:.2f} s{memory}", flush=True)
 
     def to_json(self) -> dict:
         return {c: [vars(r) for r in runs] for c, runs in self.cases.items()}
