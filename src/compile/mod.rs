@@ -460,7 +460,8 @@ fn run_compiler(
     if let Some(said) = split_run(job, settings, inputs, reporter, cancel)? {
         return Ok(said);
     }
-    // A `--split-compile` nvcc runs its threads in job slots, as the steps would.
+    // One nvcc runs its host compile inside it, so it splits only over the job slots it holds
+    // (a step's device pass instead runs its extra threads at low priority, `split.rs`).
     let (spec, _extra) = split::split_slots(inputs.command, settings.jobserver.as_deref());
     let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
     let output = run_gated(&spec, settings.memory.as_deref(), key.as_deref(), cancel)
