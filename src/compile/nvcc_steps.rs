@@ -68,6 +68,10 @@ pub struct Step {
     pub spec: CommandSpec,
     /// Steps that must finish first (indices into the plan's steps).
     pub deps: Vec<usize>,
+    /// A step this one also waits for when its unit keeps its front ends apart
+    /// (`compile::split`): `cudafe++`, for each `cicc`. Both parse the whole unit (torch's
+    /// headers: 1.8 and 2.5 GB); one nvcc runs them one after the other.
+    pub apart_from: Option<usize>,
     /// Length of the longest chain from this step to the end, by [`StepKind::weight`].
     pub priority: u32,
 }
@@ -370,6 +374,7 @@ fn chain_steps(
     let mut fatbinary = None;
     let mut host = None;
     let mut module_id = None;
+    let mut cudafe = None;
     let host_object = paths.keep_dir.join("host.o");
     for (kind, label, mut argv) in parsed {
         let mut deps: Vec<usize> = mentions(&argv)
@@ -381,7 +386,10 @@ fn chain_steps(
                 argv.extend(["-MD".into(), "-MF".into()]);
                 argv.push(paths.depfile.to_string_lossy().into_owned());
             }
-            StepKind::Cudafe => module_id = read_module_id(&mut argv)?,
+            StepKind::Cudafe => {
+                module_id = read_module_id(&mut argv)?;
+                cudafe = Some(steps.len());
+            }
             StepKind::Fatbinary => {
                 let Some(at) = argv
                     .iter()
@@ -415,6 +423,7 @@ fn chain_steps(
             label,
             spec: spec_for(&argv, env, path_dirs),
             deps,
+            apart_from: cudafe.filter(|_| kind == StepKind::Cicc),
             priority: 0,
         });
     }
@@ -484,6 +493,7 @@ fn add_embed_and_combine(
         label: "embed fatbinary".into(),
         spec: embed,
         deps: vec![fatbinary],
+        apart_from: None,
         priority: 0,
     });
     let mut combine = CommandSpec::new(host_compiler);
@@ -498,6 +508,7 @@ fn add_embed_and_combine(
         label: "combine".into(),
         spec: combine,
         deps: vec![host, steps.len() - 1],
+        apart_from: None,
         priority: 0,
     });
 }

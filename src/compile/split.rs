@@ -101,6 +101,7 @@ pub(super) fn compile_split(
         jobserver: run.jobserver,
         late_split: late.map(|_| (job.label.as_str(), run.reporter)),
         width: width.max(1),
+        critical: job.critical,
         memory: run.memory.map(|gate| (gate, job.object.as_path())),
         device: run.step_cache.map(|cache| Device {
             cache,
@@ -182,15 +183,24 @@ struct Board {
 }
 
 impl Board {
-    /// The not-started steps whose dependencies are done.
-    fn ready_steps<'s>(&'s self, steps: &'s [Step]) -> impl Iterator<Item = usize> + 's {
-        (0..steps.len())
-            .filter(|&i| !self.started[i] && steps[i].deps.iter().all(|&d| self.done[d]))
+    /// The not-started steps whose dependencies are done (with `apart`, their
+    /// [`Step::apart_from`] too).
+    fn ready_steps<'s>(
+        &'s self,
+        steps: &'s [Step],
+        apart: bool,
+    ) -> impl Iterator<Item = usize> + 's {
+        (0..steps.len()).filter(move |&i| {
+            let step = &steps[i];
+            !self.started[i]
+                && step.deps.iter().all(|&d| self.done[d])
+                && !(apart && step.apart_from.is_some_and(|a| !self.done[a]))
+        })
     }
 
     /// The ready step on the longest chain first.
-    fn ready(&self, steps: &[Step]) -> Option<usize> {
-        self.ready_steps(steps)
+    fn ready(&self, steps: &[Step], apart: bool) -> Option<usize> {
+        self.ready_steps(steps, apart)
             .max_by_key(|&i| (steps[i].priority, std::cmp::Reverse(i)))
     }
 
@@ -217,9 +227,22 @@ struct Slots<'a> {
     late_split: Option<(&'a str, &'a dyn Reporter)>,
     /// Steps at once at most.
     width: usize,
+    /// The unit is critical ([`CompileJob::critical`]): its `cicc` starts beside `cudafe++`.
+    critical: bool,
     /// The build's memory gate, and the unit's object (its steps' peaks are learned under it).
     memory: Option<(&'a MemoryGate, &'a Path)>,
     device: Option<Device<'a>>,
+}
+
+impl Slots<'_> {
+    /// Whether the unit keeps its front ends apart (`cicc` after `cudafe++`, as one nvcc runs
+    /// them, so that the memory of both, 4.3 GB over torch's headers, is not held at once by
+    /// every unit): unless it is critical or the last unit compiling (one edited `.cu`), where
+    /// running them side by side shortens the build. Without a jobserver nothing says which
+    /// unit is last: side by side.
+    fn front_ends_apart(&self) -> bool {
+        !self.critical && self.jobserver.is_some_and(|js| !js.last_unit())
+    }
 }
 
 /// The device step cache, as the steps of one unit use it.
@@ -286,7 +309,7 @@ fn step_worker(
                 if b.finished() || cancel.is_cancelled() {
                     return;
                 }
-                if b.ready(steps).is_some() {
+                if b.ready(steps, slots.front_ends_apart()).is_some() {
                     break;
                 }
                 b = wake
@@ -312,7 +335,7 @@ fn step_worker(
         };
         let claimed = {
             let mut b = lock();
-            match b.ready(steps) {
+            match b.ready(steps, slots.front_ends_apart()) {
                 Some(i) if !b.stop => {
                     b.started[i] = true;
                     Some(i)
@@ -559,6 +582,45 @@ mod tests {
         let mut spec = CommandSpec::new("tool");
         spec.args(args);
         spec
+    }
+
+    #[test]
+    fn a_unit_keeping_its_front_ends_apart_starts_cicc_only_after_cudafe() {
+        use super::super::nvcc_steps::StepKind;
+        let step = |kind, deps: Vec<usize>, apart_from| Step {
+            kind,
+            label: format!("{kind:?}"),
+            spec: spec(&[]),
+            deps,
+            apart_from,
+            priority: 0,
+        };
+        let steps = [
+            step(StepKind::HostPreprocess, vec![], None),
+            step(StepKind::Cudafe, vec![0], None),
+            step(StepKind::DevicePreprocess, vec![], None),
+            step(StepKind::Cicc, vec![2], Some(1)),
+        ];
+        let mut board = Board {
+            started: vec![true, true, true, false],
+            done: vec![true, false, true, false],
+            stop: false,
+            failure: None,
+            said: Vec::new(),
+            own_free: true,
+        };
+        assert_eq!(
+            board.ready(&steps, false),
+            Some(3),
+            "side by side: cicc is ready"
+        );
+        assert_eq!(
+            board.ready(&steps, true),
+            None,
+            "apart: cicc waits for cudafe++"
+        );
+        board.done[1] = true;
+        assert_eq!(board.ready(&steps, true), Some(3));
     }
 
     fn args(spec: &CommandSpec) -> Vec<String> {

@@ -468,6 +468,7 @@ mod tests {
             label: "cicc compute_80".into(),
             spec,
             deps: Vec::new(),
+            apart_from: None,
             priority: 0,
         }
     }

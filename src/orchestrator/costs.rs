@@ -158,9 +158,41 @@ impl Costs {
     }
 }
 
+/// A unit timed at least this share of the longest one's time is critical too
+/// ([`critical_units`]): delaying its device passes would lengthen the build.
+const CRITICAL_SHARE: f64 = 0.75;
+
+/// Which jobs are critical ([`CompileJob::critical`]): the CUDA unit with the longest estimate
+/// (the first of equals), and every CUDA unit whose time, like the longest one's, was measured
+/// by a build and is at least [`CRITICAL_SHARE`] of it. Predictions from the source are too
+/// rough to tell apart units of about the same size (paged-attention's three heavy units are
+/// predicted 23.5-24.6 s; they take 20-70 s of `cicc`), so a first build runs one unit's front
+/// ends side by side, not all of them at once.
+fn critical_units(jobs: &[&mut CompileJob], estimates: &[(f64, Known)]) -> Vec<bool> {
+    let cuda = |i: &usize| jobs[*i].lang == Lang::Cuda;
+    let longest = (0..jobs.len())
+        .filter(cuda)
+        .max_by(|&a, &b| estimates[a].0.total_cmp(&estimates[b].0).then(b.cmp(&a)));
+    let Some(longest) = longest else {
+        return vec![false; jobs.len()];
+    };
+    let (top, top_known) = estimates[longest];
+    (0..jobs.len())
+        .map(|i| {
+            let (cost, known) = estimates[i];
+            i == longest
+                || (cuda(&i)
+                    && known != Known::Predicted
+                    && top_known != Known::Predicted
+                    && cost >= CRITICAL_SHARE * top)
+        })
+        .collect()
+}
+
 /// Every compile job of `plans` (flattened: plan, variant, job) in the order they should start
-/// (`budget.order`), and each job's `--split-compile` when kbuild runs nvcc's steps
-/// ([`plan_splits`]): both from the costs known in `work_dir` and `cache_dir`, else predicted.
+/// (`budget.order`), and, when kbuild runs nvcc's steps, each job's `--split-compile`
+/// ([`plan_splits`]) and whether it is critical ([`critical_units`]): all from the costs known
+/// in `work_dir` and `cache_dir`, else predicted.
 pub(super) fn schedule(
     plans: &mut [BuildPlan],
     budget: &JobBudget,
@@ -187,7 +219,11 @@ pub(super) fn schedule(
     let seconds: Vec<f64> = estimates.iter().map(|e| e.0).collect();
     let widths: Vec<usize> = owned.iter().map(|j| j.gencodes.len().max(1)).collect();
     let splits = plan_splits(&seconds, &widths, &order, budget.jobs);
-    for ((job, split), estimate) in jobs.into_iter().zip(splits).zip(&estimates) {
+    let critical = critical_units(&jobs, &estimates);
+    for (((job, split), estimate), critical) in
+        jobs.into_iter().zip(splits).zip(&estimates).zip(critical)
+    {
+        job.critical = critical;
         if job.lang == Lang::Cuda {
             job.split = split.map(|s| SplitCompile {
                 why: format!("{} ({})", s.why, estimate.1.describe()),
@@ -326,7 +362,54 @@ mod tests {
             nvcc_jobserver: false,
             compiler_id: String::new(),
             split: None,
+            critical: false,
         }
+    }
+
+    #[test]
+    fn one_cuda_unit_is_critical_when_predicted_and_every_unit_timed_near_the_longest() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path();
+        let mut jobs: Vec<CompileJob> = ["bind.cpp", "v1.cu", "v2.cu", "cache.cu"]
+            .iter()
+            .map(|n| job(work, n))
+            .collect();
+        for j in &mut jobs[1..] {
+            j.lang = Lang::Cuda;
+        }
+        let cxx_only: Vec<&mut CompileJob> = jobs[..1].iter_mut().collect();
+        assert_eq!(
+            critical_units(&cxx_only, &[(40.0, Known::Predicted)]),
+            [false]
+        );
+        let jobs: Vec<&mut CompileJob> = jobs.iter_mut().collect();
+        // Predicted: the binding looks longest, v1 and v2 alike: only v1 (the first of equals).
+        let predicted = [
+            (40.0, Known::Predicted),
+            (24.6, Known::Predicted),
+            (24.6, Known::Predicted),
+            (23.5, Known::Predicted),
+        ];
+        assert_eq!(
+            critical_units(&jobs, &predicted),
+            [false, true, false, false]
+        );
+        // Timed: v1 and v2 within 75% of the longest, the cache kernels far below.
+        let timed = [
+            (20.0, Known::Recorded),
+            (100.0, Known::Recorded),
+            (108.0, Known::Recorded),
+            (44.0, Known::Shared),
+        ];
+        assert_eq!(critical_units(&jobs, &timed), [false, true, true, false]);
+        // A new unit, only predicted, next to a timed longest: not critical by a guess.
+        let mixed = [
+            (20.0, Known::Recorded),
+            (100.0, Known::Predicted),
+            (108.0, Known::Recorded),
+            (44.0, Known::Recorded),
+        ];
+        assert_eq!(critical_units(&jobs, &mixed), [false, false, true, false]);
     }
 
     #[test]

@@ -336,6 +336,7 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
         nvcc_jobserver: false,
         compiler_id: shared.cxx_id.clone(),
         split: None,
+        critical: false,
     }
 }
 

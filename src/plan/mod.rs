@@ -141,6 +141,12 @@ pub struct CompileJob {
     /// the object's code is the same (the ELF notes record the command line).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub split: Option<SplitCompile>,
+    /// The unit is the longest of the build, or timed about as long (set by the orchestrator's
+    /// schedule): its `cicc` starts beside `cudafe++` instead of after it (a shorter chain, the
+    /// memory of both front ends at once). Every other unit keeps them apart, as one nvcc does,
+    /// unless it is the last unit compiling (`compile::split`).
+    #[serde(skip)]
+    pub critical: bool,
 }
 
 /// Link the extension shared object.

@@ -575,6 +575,7 @@ fn cuda_jobs(root: &Path, nvcc: &Path, jobserver: bool) -> Vec<CompileJob> {
             nvcc_jobserver: jobserver,
             compiler_id: "nvcc".to_string(),
             split: None,
+            critical: false,
             ..job(root, nvcc, name)
         })
         .collect()

@@ -54,6 +54,7 @@ fn flagship_cuda_job() -> CompileJob {
         nvcc_jobserver: false,
         compiler_id: "nvcc 13.2.86".to_string(),
         split: None,
+        critical: false,
     }
 }
 
@@ -83,6 +84,7 @@ fn binding_cxx_job() -> CompileJob {
         nvcc_jobserver: false,
         compiler_id: "g++ 12.2".to_string(),
         split: None,
+        critical: false,
     }
 }
 

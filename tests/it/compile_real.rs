@@ -55,6 +55,7 @@ fn gxx_header_change_recompiles_only_the_dependent_unit() {
         .map(|name| CompileJob {
             compiler_id: id.clone(),
             split: None,
+            critical: false,
             ..job(root, &gxx, name)
         })
         .collect();
@@ -130,6 +131,7 @@ fn nvcc_builds_a_cubin_per_capability_and_ptx_for_the_newest() {
         nvcc_threads: 2,
         compiler_id: version_of(&nvcc),
         split: None,
+        critical: false,
         defines: vec![("CUDA_KERNEL".to_string(), None)],
         ..job(root, &nvcc, "k.cu")
     };

@@ -59,6 +59,7 @@ fn cuda_job(root: &Path, nvcc: &Path, name: &str) -> CompileJob {
         nvcc_threads: 2,
         compiler_id: "nvcc".to_string(),
         split: None,
+        critical: false,
         ..job(root, nvcc, name)
     }
 }

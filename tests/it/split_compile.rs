@@ -128,6 +128,7 @@ fn unsplit_job(root: &Path, nvcc: &Path) -> CompileJob {
         nvcc_threads: 1,
         compiler_id: "nvcc".to_string(),
         split: None,
+        critical: false,
         ..job(root, nvcc, "k.cu")
     }
 }

@@ -104,6 +104,7 @@ pub fn job(root: &Path, compiler: &Path, name: &str) -> CompileJob {
         nvcc_jobserver: false,
         compiler_id: "fake 1.0".to_string(),
         split: None,
+        critical: false,
     }
 }
 
