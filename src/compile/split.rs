@@ -102,6 +102,7 @@ pub(super) fn compile_split(
         late_split: late.map(|_| (job.label.as_str(), run.reporter)),
         width: width.max(1),
         critical: job.critical,
+        unit: (job.label.as_str(), run.reporter),
         memory: run.memory.map(|gate| (gate, job.object.as_path())),
         device: run.step_cache.map(|cache| Device {
             cache,
@@ -229,6 +230,8 @@ struct Slots<'a> {
     width: usize,
     /// The unit is critical ([`CompileJob::critical`]): its `cicc` starts beside `cudafe++`.
     critical: bool,
+    /// The unit's label, and where `-v` says that its front ends were kept apart.
+    unit: (&'a str, &'a dyn Reporter),
     /// The build's memory gate, and the unit's object (its steps' peaks are learned under it).
     memory: Option<(&'a MemoryGate, &'a Path)>,
     device: Option<Device<'a>>,
@@ -335,18 +338,27 @@ fn step_worker(
         };
         let claimed = {
             let mut b = lock();
-            match b.ready(steps, slots.front_ends_apart()) {
+            let apart = slots.front_ends_apart();
+            match b.ready(steps, apart) {
                 Some(i) if !b.stop => {
                     b.started[i] = true;
-                    Some(i)
+                    Some((i, apart))
                 }
                 _ => None,
             }
         };
-        let Some(i) = claimed else {
+        let Some((i, apart)) = claimed else {
             give_back(held, board, wake);
             continue;
         };
+        if apart && let Some(after) = steps[i].apart_from {
+            let (label, reporter) = slots.unit;
+            reporter.verbose(&format!(
+                "`{label}`: `{}` started after `{}`, as one nvcc runs them (not the longest \
+                 unit: the memory of both front ends would add up to the other units')",
+                steps[i].label, steps[after].label,
+            ));
+        }
         let result = run_or_reuse(steps, i, slots, cancel);
         give_back(held, board, wake);
         finish_step(&mut lock(), i, result, cancel);

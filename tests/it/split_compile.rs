@@ -176,3 +176,64 @@ fn a_unit_the_schedule_left_unsplit_splits_its_passes_over_slots_no_unit_waits_f
     let (_, notes) = cubins(&cuobjdump, &job.object);
     assert!(!notes.contains("-split-compile"), "{notes}");
 }
+
+#[test]
+fn units_other_than_the_longest_start_cicc_after_cudafe_and_v_says_so() {
+    // A first build of three units: the schedule marks the one predicted longest critical. The
+    // other two are compiling beside each other (neither is the last unit), so each keeps its
+    // front ends apart; the critical one runs them side by side.
+    let nvcc = nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let unit = |name: &str, text: &str, critical: bool| {
+        write(root, name, text);
+        CompileJob {
+            lang: Lang::Cuda,
+            gencodes: vec![gencode(9, 0, false)],
+            nvcc_threads: 1,
+            compiler_id: "nvcc".to_string(),
+            split: None,
+            critical,
+            ..job(root, &nvcc, name)
+        }
+    };
+    let light = "__global__ void k(float* o) { o[threadIdx.x] *= 2.0f; }\n";
+    let jobs = [
+        unit("heavy.cu", &source(), true),
+        unit("light_a.cu", light, false),
+        unit("light_b.cu", light, false),
+    ];
+    let settings = CompileSettings {
+        jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
+        ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
+    };
+    let recorder = Recorder::default();
+    let result = compile_all(&jobs, &settings, &recorder);
+    let said = recorder.take();
+    let mut compiled = result.unwrap().compiled;
+    compiled.sort();
+    assert_eq!(
+        compiled,
+        ["heavy.cu", "light_a.cu", "light_b.cu"],
+        "{said:?}"
+    );
+    let apart = |label: &str| {
+        said.iter().any(|l| {
+            l.contains(&format!(
+                "`{label}`: `cicc compute_90` started after `cudafe++`"
+            )) && l.contains("not the longest unit")
+        })
+    };
+    assert!(
+        !apart("heavy.cu"),
+        "the critical unit waits for nothing: {said:?}"
+    );
+    assert!(
+        apart("light_a.cu") || apart("light_b.cu"),
+        "a unit compiling beside others keeps its front ends apart: {said:?}"
+    );
+    for job in &jobs {
+        let (elves, _) = cubins(&cuobjdump(&nvcc), &job.object);
+        assert_eq!(elves.len(), 1, "{}: {:?}", job.label, elves.keys());
+    }
+}
