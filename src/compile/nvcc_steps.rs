@@ -6,9 +6,11 @@
 //!   other device passes and every `ptxas`, instead of after `fatbinary`;
 //! - every device pass is a process of its own under the build's job slots, so the passes of
 //!   all units share the cores instead of a fixed `--threads` share each;
-//! - `cicc` starts beside `cudafe++` instead of after it: nvcc has `cudafe++` write the module
-//!   id that both read (it names anonymous-namespace entities, so the host and device sides
-//!   must agree), and kbuild writes that file itself before the steps run.
+//! - `cicc` can start beside `cudafe++` instead of after it: nvcc has `cudafe++` write the
+//!   module id that both read (it names anonymous-namespace entities, so the host and device
+//!   sides must agree), and kbuild writes that file itself before the steps run. Only the
+//!   critical units do ([`Step::apart_from`], `split.rs`): both parse the whole unit, and
+//!   every unit holding both at once adds up to gigabytes.
 //!
 //! The host compile needs the device code only as the bytes its registration points at (the
 //! `.fatbin.c` its stub includes). kbuild writes that file itself, pointing at a hidden symbol,

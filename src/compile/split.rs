@@ -50,6 +50,19 @@ pub(super) struct SplitRun<'a> {
     pub reporter: &'a dyn Reporter,
 }
 
+/// `command` as `nvcc --dryrun --keep --keep-dir <keep_dir>`, with the late split if any.
+fn dryrun_command(command: &CommandSpec, keep_dir: &Path, late: Option<usize>) -> CommandSpec {
+    let mut dryrun = command.clone();
+    let mut args = vec!["--dryrun".into(), "--keep".into(), "--keep-dir".into()];
+    args.push(keep_dir.as_os_str().to_owned());
+    args.append(&mut dryrun.args);
+    if let Some(threads) = late {
+        args.push(format!("--split-compile={threads}").into());
+    }
+    dryrun.args = args;
+    dryrun
+}
+
 /// Compile `run.job` as separate nvcc steps; `NotSplit` when nvcc's plan for it is not one
 /// kbuild knows (nothing is written then).
 pub(super) fn compile_split(
@@ -58,16 +71,8 @@ pub(super) fn compile_split(
 ) -> Result<Split, JobError<CompileError>> {
     let job = run.job;
     let keep = KeepDir::new(run.object)?;
-    let mut dryrun = run.command.clone();
-    let mut args = vec!["--dryrun".into(), "--keep".into(), "--keep-dir".into()];
-    args.push(keep.0.clone().into_os_string());
-    args.append(&mut dryrun.args);
     let late = late_split(job, run.jobserver);
-    if let Some(threads) = late {
-        args.push(format!("--split-compile={threads}").into());
-    }
-    dryrun.args = args;
-    let printed = match run_cancellable(&dryrun, cancel) {
+    let printed = match run_cancellable(&dryrun_command(run.command, &keep.0, late), cancel) {
         Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
         Err(CommandFailure::Cancelled { .. } | CommandFailure::Interrupted { .. }) => {
             return Err(JobError::Cancelled);
