@@ -121,15 +121,20 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
 
 /// `k.cu` under `root`, for capability 9.0, with no `--split-compile` from the schedule.
 fn unsplit_job(root: &Path, nvcc: &Path) -> CompileJob {
-    write(root, "k.cu", &source());
+    cuda_unit(root, nvcc, "k.cu", &source(), false)
+}
+
+/// `name` (holding `text`) under `root`, for capability 9.0, unsplit, critical or not.
+fn cuda_unit(root: &Path, nvcc: &Path, name: &str, text: &str, critical: bool) -> CompileJob {
+    write(root, name, text);
     CompileJob {
         lang: Lang::Cuda,
         gencodes: vec![gencode(9, 0, false)],
         nvcc_threads: 1,
         compiler_id: "nvcc".to_string(),
         split: None,
-        critical: false,
-        ..job(root, nvcc, "k.cu")
+        critical,
+        ..job(root, nvcc, name)
     }
 }
 
@@ -185,18 +190,8 @@ fn units_other_than_the_longest_start_cicc_after_cudafe_and_v_says_so() {
     let nvcc = nvcc();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let unit = |name: &str, text: &str, critical: bool| {
-        write(root, name, text);
-        CompileJob {
-            lang: Lang::Cuda,
-            gencodes: vec![gencode(9, 0, false)],
-            nvcc_threads: 1,
-            compiler_id: "nvcc".to_string(),
-            split: None,
-            critical,
-            ..job(root, &nvcc, name)
-        }
-    };
+    let unit =
+        |name: &str, text: &str, critical: bool| cuda_unit(root, &nvcc, name, text, critical);
     let light = "__global__ void k(float* o) { o[threadIdx.x] *= 2.0f; }\n";
     let jobs = [
         unit("heavy.cu", &source(), true),
