@@ -168,7 +168,7 @@ const CRITICAL_SHARE: f64 = 0.75;
 /// rough to tell apart units of about the same size (paged-attention's three heavy units are
 /// predicted 23.5-24.6 s; they take 20-70 s of `cicc`), so a first build runs one unit's front
 /// ends side by side, not all of them at once.
-fn critical_units(jobs: &[&mut CompileJob], estimates: &[(f64, Known)]) -> Vec<bool> {
+fn critical_units(jobs: &[CompileJob], estimates: &[(f64, Known)]) -> Vec<bool> {
     let cuda = |i: &usize| jobs[*i].lang == Lang::Cuda;
     let longest = (0..jobs.len())
         .filter(cuda)
@@ -219,7 +219,7 @@ pub(super) fn schedule(
     let seconds: Vec<f64> = estimates.iter().map(|e| e.0).collect();
     let widths: Vec<usize> = owned.iter().map(|j| j.gencodes.len().max(1)).collect();
     let splits = plan_splits(&seconds, &widths, &order, budget.jobs);
-    let critical = critical_units(&jobs, &estimates);
+    let critical = critical_units(&owned, &estimates);
     for (((job, split), estimate), critical) in
         jobs.into_iter().zip(splits).zip(&estimates).zip(critical)
     {
@@ -377,12 +377,10 @@ mod tests {
         for j in &mut jobs[1..] {
             j.lang = Lang::Cuda;
         }
-        let cxx_only: Vec<&mut CompileJob> = jobs[..1].iter_mut().collect();
         assert_eq!(
-            critical_units(&cxx_only, &[(40.0, Known::Predicted)]),
+            critical_units(&jobs[..1], &[(40.0, Known::Predicted)]),
             [false]
         );
-        let jobs: Vec<&mut CompileJob> = jobs.iter_mut().collect();
         // Predicted: the binding looks longest, v1 and v2 alike: only v1 (the first of equals).
         let predicted = [
             (40.0, Known::Predicted),
