@@ -101,8 +101,17 @@ fn stamp_path(job: &LinkJob) -> PathBuf {
     job.output.with_file_name(name)
 }
 
-/// Hash of the command line and every object's content.
-fn link_key(job: &LinkJob) -> Result<String, LinkError> {
+/// What the link reads, as the stamp and the compat record know it.
+struct Inputs {
+    /// Hash of the command line and every object's content.
+    key: String,
+    /// With a manylinux policy, what identifies the fixes the link needs
+    /// ([`portable::Imports::signature`]).
+    signature: Option<String>,
+}
+
+/// Read the link's objects once for its [`Inputs`].
+fn read_inputs(job: &LinkJob) -> Result<Inputs, LinkError> {
     let mut hasher = Sha256::new();
     for arg in &link_command(job, &job.output).args {
         hasher.update(arg.as_encoded_bytes());
@@ -111,6 +120,7 @@ fn link_key(job: &LinkJob) -> Result<String, LinkError> {
     if let Some(policy) = &job.manylinux {
         hasher.update(format!("{policy} {}", portable::COMPAT_VERSION).as_bytes());
     }
+    let mut imports = portable::Imports::default();
     for object in &job.objects {
         let bytes = std::fs::read(object).map_err(|source| LinkError::Io {
             action: "read object",
@@ -118,13 +128,19 @@ fn link_key(job: &LinkJob) -> Result<String, LinkError> {
             source,
         })?;
         hasher.update(Sha256::digest(&bytes));
+        if job.manylinux.is_some() {
+            imports.add_object(&bytes);
+        }
     }
-    Ok(hex::encode(hasher.finalize()))
+    Ok(Inputs {
+        key: hex::encode(hasher.finalize()),
+        signature: job.manylinux.as_ref().map(|p| imports.signature(job, p)),
+    })
 }
 
 /// Link `job.output` unless it is up to date; returns whether the linker ran.
 pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool, LinkError> {
-    let key = link_key(job)?;
+    let Inputs { key, signature } = read_inputs(job)?;
     let stamp = stamp_path(job);
     if job.output.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
         reporter.verbose(&format!("{label}: link inputs unchanged, not relinking"));
@@ -138,22 +154,19 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
     })?;
     // Link to a temp name and rename: an interrupted link never leaves a truncated .so.
     let tmp = job.output.with_extension("so.tmp");
-    let cmd = link_command(job, &tmp);
-    reporter.verbose(&cmd.to_string());
     let started = Instant::now();
     reporter.unit_started(label);
-    let portable = || match &job.manylinux {
-        Some(policy) => make_portable(job, &tmp, policy, reporter),
-        None => Ok(()),
+    let last = signature
+        .as_deref()
+        .and_then(|s| portable::reusable_compat(job, s));
+    let compat = match link_into(job, &tmp, last, label, reporter) {
+        Ok(compat) => compat,
+        Err(e) => {
+            reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
     };
-    if let Err(e) = run(&cmd)
-        .map_err(|f| failed(job, f))
-        .and_then(|_| portable())
-    {
-        reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
     if defines_cxx_runtime(&tmp) {
         let _ = std::fs::remove_file(&tmp);
         reporter.unit_finished(label, UnitOutcome::Failed, started.elapsed());
@@ -172,8 +185,73 @@ pub fn link(job: &LinkJob, label: &str, reporter: &dyn Reporter) -> Result<bool,
         path: stamp,
         source,
     })?;
+    if let Some(signature) = &signature {
+        portable::remember_compat(job, signature, compat.as_ref());
+    }
+    remove_older_links(job);
     reporter.unit_finished(label, UnitOutcome::Compiled, started.elapsed());
     Ok(true)
+}
+
+/// Remove what links of the variant under other names left in its work directory: the
+/// extension's name carries the op namespace, which every edit changes, and each would keep a
+/// whole extension there (the variant directory has its own copy). Best effort.
+fn remove_older_links(job: &LinkJob) {
+    let (Some(dir), Some(name)) = (job.output.parent(), job.output.file_name()) else {
+        return;
+    };
+    let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".so")) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    const LEFT: [&str; 5] = [
+        ".abi3.so",
+        ".abi3.so.stamp",
+        ".abi3.so.tmp",
+        ".abi3.compat.cc",
+        ".abi3.compat.o",
+    ];
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        if !file.starts_with(stem) && LEFT.iter().any(|suffix| file.ends_with(suffix)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Link `job` into `tmp` and, with a manylinux policy, make it portable; returns the compat
+/// unit linked in. With `last` (the last link's compat unit, for objects that import what
+/// they did then) it links once, with that unit; else, or when that link fails, it links,
+/// reads what the extension imports and links again with the compat unit that needs.
+fn link_into(
+    job: &LinkJob,
+    tmp: &Path,
+    last: Option<portable::Compat>,
+    label: &str,
+    reporter: &dyn Reporter,
+) -> Result<Option<portable::Compat>, LinkError> {
+    if let (Some(policy), Some(compat)) = (&job.manylinux, last) {
+        let cmd = link_command(&compat.applied_to(job), tmp);
+        reporter.verbose(&cmd.to_string());
+        if run(&cmd).is_ok() {
+            reporter.verbose(&format!(
+                "{label}: linked once, with the last link's compat unit (its objects import \
+                 what they did then)"
+            ));
+            warn_unportable(job, tmp, policy, reporter)?;
+            return Ok(Some(compat));
+        }
+    }
+    let cmd = link_command(job, tmp);
+    reporter.verbose(&cmd.to_string());
+    run(&cmd).map_err(|f| failed(job, f))?;
+    match &job.manylinux {
+        Some(policy) => make_portable(job, tmp, policy, reporter),
+        None => Ok(None),
+    }
 }
 
 fn failed(job: &LinkJob, failure: CommandFailure) -> LinkError {
@@ -186,34 +264,49 @@ fn failed(job: &LinkJob, failure: CommandFailure) -> LinkError {
 }
 
 /// Bind what the freshly linked `tmp` imports to what `policy` allows: link it again with
-/// kbuild's compat unit when that fixes something, then warn about what stays too new (the
-/// variant builds; `kbuild check` and `publish` refuse it).
+/// kbuild's compat unit when that fixes something (returned), then warn about what stays too
+/// new (the variant builds; `kbuild check` and `publish` refuse it).
 fn make_portable(
     job: &LinkJob,
     tmp: &Path,
     policy: &str,
     reporter: &dyn Reporter,
-) -> Result<(), LinkError> {
-    let portable_error = |source| LinkError::Portable {
-        output: job.output.clone(),
-        source: Box::new(source),
-    };
+) -> Result<Option<portable::Compat>, LinkError> {
     if !portable::is_elf(tmp) {
         reporter.verbose(&format!(
             "{}: not an ELF file, left as linked",
             job.output.display()
         ));
-        return Ok(());
+        return Ok(None);
     }
     let verbose = |c: &str| reporter.verbose(c);
-    if let Some(compat) =
-        portable::compat_for(job, tmp, policy, &verbose).map_err(portable_error)?
-    {
+    let compat = portable::compat_for(job, tmp, policy, &verbose)
+        .map_err(|source| portable_error(job, source))?;
+    if let Some(compat) = &compat {
         let cmd = link_command(&compat.applied_to(job), tmp);
         reporter.verbose(&cmd.to_string());
         run(&cmd).map_err(|f| failed(job, f))?;
     }
-    for u in portable::unportable(job, tmp, policy).map_err(portable_error)? {
+    warn_unportable(job, tmp, policy, reporter)?;
+    Ok(compat)
+}
+
+fn portable_error(job: &LinkJob, source: PortableError) -> LinkError {
+    LinkError::Portable {
+        output: job.output.clone(),
+        source: Box::new(source),
+    }
+}
+
+/// Warn about each import of `tmp` that `policy` refuses and nothing fixed.
+fn warn_unportable(
+    job: &LinkJob,
+    tmp: &Path,
+    policy: &str,
+    reporter: &dyn Reporter,
+) -> Result<(), LinkError> {
+    let left = portable::unportable(job, tmp, policy).map_err(|e| portable_error(job, e))?;
+    for u in left {
         let by = match u.objects.as_slice() {
             [] => String::new(),
             objects => format!(" (referenced by `{}`)", objects.join("`, `")),
@@ -230,15 +323,10 @@ fn make_portable(
 }
 
 /// Whether the shared object exports its own `__cxa_throw` (a statically linked libstdc++).
-/// Checked with binutils' `nm` when it is on PATH; without it the check is skipped.
+/// A file kbuild cannot read as ELF (a test's fake linker writes none) is not checked.
 fn defines_cxx_runtime(so: &Path) -> bool {
-    let mut nm = CommandSpec::new("nm");
-    nm.args(["-D", "--defined-only"]).arg(so);
-    run(&nm).is_ok_and(|out| {
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .any(|l| l.ends_with(" __cxa_throw"))
-    })
+    portable::dynamic_symbols(so)
+        .is_ok_and(|symbols| symbols.iter().any(|s| s.defined && s.name == "__cxa_throw"))
 }
 
 #[cfg(test)]

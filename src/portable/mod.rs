@@ -11,9 +11,11 @@
 
 mod compat;
 mod elf;
+mod last;
 
 pub use compat::{Fix, Fixes, SHIMS, fix_for, source as compat_source};
 pub use elf::{VersionedSymbol, dynamic_symbols, undefined_in_object, version_number};
+pub use last::{Imports, remember as remember_compat, reusable as reusable_compat};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -236,14 +238,17 @@ fn host_library(linker: &Path, file: &str) -> Vec<VersionedSymbol> {
     dynamic_symbols(&path).unwrap_or_default()
 }
 
-/// Write the compat unit for `fixes` beside `job.output` and compile it; returns the object.
+/// Write the compat unit for `fixes` beside `job.output` (`compat.cc`) and compile it; returns
+/// the object.
 fn compile_compat(
     job: &LinkJob,
     fixes: &Fixes,
     verbose: &dyn Fn(&str),
 ) -> Result<PathBuf, PortableError> {
-    let source = job.output.with_extension("compat.cc");
-    let object = job.output.with_extension("compat.o");
+    // Named after the directory, not the extension (whose name changes with every edit), so
+    // that the next link can use it again ([`last`]).
+    let source = job.output.with_file_name("compat.cc");
+    let object = job.output.with_file_name("compat.o");
     std::fs::write(&source, compat::source(fixes)).map_err(|e| PortableError::Write {
         path: source.clone(),
         source: e,

@@ -175,3 +175,94 @@ fn the_hf_relu_cpu_wheel_is_tagged_manylinux_2_28_and_auditwheel_agrees() {
         "{external:?}"
     );
 }
+
+/// `kbuild build --backend cpu -v` in `root` (the op namespace follows the sources): its stderr
+/// and the variant's extension, read as bytes.
+fn build_verbose(root: &Path) -> (String, Vec<u8>) {
+    let out = run(kbuild(root).args(["build", "--backend", "cpu", "-v"]));
+    assert!(out.status.success(), "the build failed");
+    let variant = std::fs::read_dir(root.join("build"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("-cpu-"))
+        .expect("a variant");
+    let so = std::fs::read_dir(&variant)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".abi3.so"))
+        .expect("an extension");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (stderr, std::fs::read(so).unwrap())
+}
+
+/// The extension links (`-shared`) a build's `-v` shows.
+fn links(stderr: &str) -> usize {
+    stderr.lines().filter(|l| l.contains(" -shared ")).count()
+}
+
+/// Append `code` to the fixture's kernel source.
+fn edit_probe(root: &Path, code: &str) {
+    let source = root.join("probe_cpu/probe.cpp");
+    let text = std::fs::read_to_string(&source).unwrap();
+    std::fs::write(&source, format!("{text}\n{code}\n")).unwrap();
+}
+
+#[test]
+fn a_relink_whose_objects_import_what_they_did_links_once_and_writes_the_same_extension() {
+    let project = fixture("portable-probe");
+    let root = project.path();
+    let (cold, _) = build_verbose(root);
+    assert_eq!(
+        links(&cold),
+        2,
+        "a first link, then one with the compat unit"
+    );
+    // An edit that calls nothing new: the op namespace (and the extension's name) changes.
+    edit_probe(root, "int probe_edit() { return 7; }");
+    let (again, once) = build_verbose(root);
+    assert!(
+        again.contains("linked once, with the last link's compat unit"),
+        "{again}"
+    );
+    assert_eq!(links(&again), 1, "{again}");
+    // The older extension is gone from the work directory.
+    let work: Vec<String> = walkdir::WalkDir::new(root.join("build/.kbuild"))
+        .into_iter()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".abi3.so"))
+        .collect();
+    assert_eq!(work.len(), 1, "{work:?}");
+    // A cold build of the same sources links twice and writes the same bytes.
+    std::fs::remove_dir_all(root.join("build")).unwrap();
+    let (cold, twice) = build_verbose(root);
+    assert_eq!(links(&cold), 2);
+    assert!(once == twice, "one link and two give different extensions");
+    let variants = root.join("build");
+    assert!(check(&variants).status.success());
+}
+
+#[test]
+fn a_relink_that_calls_into_new_glibc_links_twice_and_binds_the_new_call() {
+    let project = fixture("portable-probe");
+    let root = project.path();
+    build_verbose(root);
+    edit_probe(
+        root,
+        "#include <sys/stat.h>\nint probe_lstat(const char* p) { struct stat st {}; return lstat(p, &st); }",
+    );
+    let (again, so) = build_verbose(root);
+    assert!(!again.contains("linked once"), "{again}");
+    assert_eq!(links(&again), 2, "{again}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.so");
+    std::fs::write(&path, so).unwrap();
+    let imports = dynamic_symbols(&path).unwrap();
+    let lstat = imports
+        .iter()
+        .find(|s| s.name.contains("lstat") && !s.defined);
+    assert!(
+        lstat.is_none_or(|s| s.version.as_deref() != Some("GLIBC_2.33")),
+        "{lstat:?}"
+    );
+    assert!(check(&root.join("build")).status.success());
+}
