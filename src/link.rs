@@ -134,7 +134,8 @@ fn read_inputs(job: &LinkJob) -> Result<Inputs, LinkError> {
     }
     Ok(Inputs {
         key: hex::encode(hasher.finalize()),
-        signature: job.manylinux.as_ref().map(|p| imports.signature(job, p)),
+        signature: (job.manylinux.as_ref())
+            .map(|p| imports.signature(&link_command(job, Path::new("-")), p)),
     })
 }
 

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use super::compat::{Fixes, SHIMS};
 use super::{COMPAT_VERSION, Compat};
 use crate::plan::LinkJob;
+use crate::process::CommandSpec;
 
 /// Bump when the record's meaning changes: old records are then ignored.
 const RECORD_VERSION: u32 = 1;
@@ -48,13 +49,12 @@ impl Imports {
         }
     }
 
-    /// What identifies the fixes of `job` linked under `policy`: its command line and the names
+    /// What identifies the fixes of a link under `policy`: its `command` (written to a fixed
+    /// name, not the output's, which carries the op namespace every edit changes) and the names
     /// its objects leave undefined and define in none of them.
-    pub fn signature(&self, job: &LinkJob, policy: &str) -> String {
+    pub fn signature(&self, command: &CommandSpec, policy: &str) -> String {
         let mut hasher = Sha256::new();
         hasher.update(format!("{RECORD_VERSION} {COMPAT_VERSION} {policy}\n").as_bytes());
-        // Not the output's name: it carries the op namespace, which every edit changes.
-        let command = crate::link::link_command(job, std::path::Path::new("-"));
         hasher.update(command.program.as_os_str().as_encoded_bytes());
         for arg in &command.args {
             hasher.update([0]);
