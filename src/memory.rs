@@ -2,8 +2,9 @@
 //! once (`--memory`, `KBUILD_MEMORY`, else the cgroup's limit less its usage and the machine's
 //! `MemAvailable`, whichever is smaller), and the gate every compiler process passes before
 //! it starts: it reserves the peak that process reached last time (`memory.json` in the work
-//! directory, learned like `costs.json` learns times) or, for one never measured, a
-//! conservative [`UNKNOWN_PEAK`]. A process waits while the others' reservations leave too
+//! directory, learned like `costs.json` learns times) or, for one never measured, its caller's
+//! guess (each of nvcc's steps guesses from the size of what it reads) or a conservative
+//! [`UNKNOWN_PEAK`]. A process waits while the others' reservations leave too
 //! little, and they are let in in the order they asked: a big one (the schedule starts the
 //! longest units first) is not overtaken by smaller ones that keep fitting beside the running
 //! ones. One bigger than the whole budget runs alone. So a small machine runs fewer compilers
@@ -18,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::process::Cancel;
 
-/// What a compiler process never measured reserves: one nvcc front end (cicc) over torch's
-/// headers was measured at 2.9 GB, the most of any step.
+/// What a compiler process never measured and not guessed reserves: one nvcc front end (cicc)
+/// over torch's headers was measured at 2.9 GB, the most of any step.
 pub const UNKNOWN_PEAK: u64 = 3 << 30;
 
 /// Bump when the meaning of a recorded peak changes: old records are then ignored.
@@ -282,19 +283,20 @@ impl MemoryGate {
     }
 
     /// What the process `key` is expected to need: its last peak with an eighth more (a
-    /// changed source may need a little more), else [`UNKNOWN_PEAK`].
-    pub fn estimate(&self, key: &str) -> u64 {
+    /// changed source may need a little more); never measured, the caller's `guess` (nvcc's
+    /// steps guess from the size of what they read), else [`UNKNOWN_PEAK`].
+    pub fn estimate(&self, key: &str, guess: Option<u64>) -> u64 {
         lock(&self.peaks)
             .get(key)
-            .map_or(UNKNOWN_PEAK, |peak| peak + peak / 8)
+            .map_or(guess.unwrap_or(UNKNOWN_PEAK), |peak| peak + peak / 8)
     }
 
     /// Wait until the process `key` is the first of those waiting and fits beside the ones
-    /// running, and reserve its estimate. One that needs more than the whole budget is let in
+    /// running, and reserve its estimate ([`MemoryGate::estimate`] with `guess`). One that needs more than the whole budget is let in
     /// once nothing else runs (it is remembered for [`MemoryGate::ran_alone`]). `None` once
     /// `cancel` fires while waiting (its place in the queue goes to the next).
-    pub fn admit(&self, key: &str, cancel: &Cancel) -> Option<Reservation<'_>> {
-        let need = self.estimate(key);
+    pub fn admit(&self, key: &str, guess: Option<u64>, cancel: &Cancel) -> Option<Reservation<'_>> {
+        let need = self.estimate(key, guess);
         let mut queue = lock(&self.queue);
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
@@ -419,13 +421,13 @@ mod tests {
             gate.observe(key, peak);
         }
         let cancel = Cancel::new();
-        let a = gate.admit("a", &cancel).unwrap();
+        let a = gate.admit("a", None, &cancel).unwrap();
         let b_admitted = Arc::new(AtomicU64::new(0));
         std::thread::scope(|s| {
             let (gate, flag) = (&gate, &b_admitted);
-            let _first_b = gate.admit("b", &Cancel::new()).unwrap();
+            let _first_b = gate.admit("b", None, &Cancel::new()).unwrap();
             s.spawn(move || {
-                let _second_b = gate.admit("b", &Cancel::new()).unwrap();
+                let _second_b = gate.admit("b", None, &Cancel::new()).unwrap();
                 flag.store(1, Ordering::SeqCst);
             });
             std::thread::sleep(Duration::from_millis(100));
@@ -433,11 +435,14 @@ mod tests {
             drop(a);
         });
         assert_eq!(b_admitted.load(Ordering::SeqCst), 1);
-        let huge = gate.admit("huge", &cancel).unwrap();
+        let huge = gate.admit("huge", None, &cancel).unwrap();
         assert_eq!(gate.ran_alone(), [("huge".to_string(), (45u64 << 30) / 2)]);
         let stop = Cancel::new();
         stop.cancel();
-        assert!(gate.admit("a", &stop).is_none(), "a cancelled wait ends");
+        assert!(
+            gate.admit("a", None, &stop).is_none(),
+            "a cancelled wait ends"
+        );
         drop(huge);
     }
 
@@ -449,11 +454,11 @@ mod tests {
             gate.observe(key, peak);
         }
         let order = Mutex::new(Vec::new());
-        let a = gate.admit("a", &Cancel::new()).unwrap();
+        let a = gate.admit("a", None, &Cancel::new()).unwrap();
         std::thread::scope(|s| {
             let (gate, order) = (&gate, &order);
             let admit = move |key: &'static str, hold: u64| {
-                let held = gate.admit(key, &Cancel::new()).unwrap();
+                let held = gate.admit(key, None, &Cancel::new()).unwrap();
                 lock(order).push(key);
                 std::thread::sleep(Duration::from_millis(hold));
                 drop(held);
@@ -469,10 +474,10 @@ mod tests {
         assert_eq!(*lock(&order), ["big", "small"]);
 
         // A waiter that gives up leaves the queue: the one behind it is not stuck.
-        let held = gate.admit("a", &Cancel::new()).unwrap();
+        let held = gate.admit("a", None, &Cancel::new()).unwrap();
         let stop = Cancel::new();
         std::thread::scope(|s| {
-            s.spawn(|| assert!(gate.admit("big", &stop).is_none()));
+            s.spawn(|| assert!(gate.admit("big", None, &stop).is_none()));
             std::thread::sleep(Duration::from_millis(100));
             stop.cancel();
         });
@@ -488,7 +493,7 @@ mod tests {
                 }
                 watchdog.cancel();
             });
-            let small = gate.admit("small", &watchdog);
+            let small = gate.admit("small", None, &watchdog);
             done.store(true, Ordering::SeqCst);
             assert!(
                 small.is_some(),
@@ -499,15 +504,21 @@ mod tests {
     }
 
     #[test]
-    fn peaks_are_recorded_per_object_and_step_and_unknown_ones_are_conservative() {
+    fn peaks_are_recorded_per_object_and_step_and_unknown_ones_take_the_guess_or_a_conservative_size()
+     {
         let dir = tempfile::tempdir().unwrap();
         let gate = MemoryGate::load(budget(1 << 30), dir.path());
         let key = gate.key(&dir.path().join("obj/a.cu.o"), Some("cicc compute_90"));
         assert_eq!(key, "obj/a.cu.o#cicc compute_90");
-        assert_eq!(gate.estimate(&key), UNKNOWN_PEAK);
+        assert_eq!(gate.estimate(&key, None), UNKNOWN_PEAK);
+        assert_eq!(gate.estimate(&key, Some(500 << 20)), 500 << 20);
         gate.observe(&key, 800 << 20);
         gate.save().unwrap();
         let again = MemoryGate::load(budget(1 << 30), dir.path());
-        assert_eq!(again.estimate(&key), 900 << 20);
+        assert_eq!(
+            again.estimate(&key, Some(500 << 20)),
+            900 << 20,
+            "measured wins"
+        );
     }
 }

@@ -464,8 +464,14 @@ fn run_compiler(
     // (a step's device pass instead runs its extra threads at low priority, `split.rs`).
     let (spec, _extra) = split::split_slots(inputs.command, settings.jobserver.as_deref());
     let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
-    let output = run_gated(&spec, settings.memory.as_deref(), key.as_deref(), cancel)
-        .map_err(|f| job_error(job, inputs.shown, f))?;
+    let output = run_gated(
+        &spec,
+        settings.memory.as_deref(),
+        key.as_deref(),
+        None,
+        cancel,
+    )
+    .map_err(|f| job_error(job, inputs.shown, f))?;
     Ok(diagnostics(&output.stdout, &output.stderr))
 }
 
@@ -535,18 +541,19 @@ fn split_run(
     }
 }
 
-/// Run `spec` once `gate` admits the process `key` (learned by that key), or at once without
-/// a gate. Cancelled while waiting: as if cancelled while running.
+/// Run `spec` once `gate` admits the process `key` (learned by that key; never measured, it
+/// reserves `guess`, else a conservative size), or at once without a gate. Cancelled while waiting: as if cancelled while running.
 pub(crate) fn run_gated(
     spec: &CommandSpec,
     gate: Option<&MemoryGate>,
     key: Option<&str>,
+    guess: Option<u64>,
     cancel: &Cancel,
 ) -> Result<std::process::Output, CommandFailure> {
     let (Some(gate), Some(key)) = (gate, key) else {
         return run_measured(spec, cancel).map(|m| m.output);
     };
-    let Some(_reserved) = gate.admit(key, cancel) else {
+    let Some(_reserved) = gate.admit(key, guess, cancel) else {
         return Err(match crate::process::interrupted() {
             Some(interrupted) => CommandFailure::Interrupted {
                 command: spec.to_string(),

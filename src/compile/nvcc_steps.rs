@@ -61,6 +61,33 @@ impl StepKind {
     }
 }
 
+/// What a step never measured reserves at most before its input's size is counted: the
+/// process itself and the libraries it maps.
+const BASE_PEAK: u64 = 64 << 20;
+
+/// What a preprocessor never measured reserves: its input is the source, whose headers are not
+/// known yet (over torch's headers `gcc -E` peaks at 280 MB).
+const PREPROCESS_PEAK: u64 = 512 << 20;
+
+impl StepKind {
+    /// A step's peak memory guessed from `input`, the bytes it reads from earlier steps, for
+    /// the memory gate to reserve before it first runs (then its peak is learned). The factors
+    /// sit above what was measured: `cicc` 84x (a 2.8 MB unit) to 146x (19.6 MB over torch's
+    /// headers) its preprocessed input, `cudafe++` 69x to 107x, the host compile 63x to 77x
+    /// its `cudafe++` output, `ptxas` 69x its PTX.
+    pub fn peak_guess(self, input: u64) -> u64 {
+        let per_byte = match self {
+            StepKind::HostPreprocess | StepKind::DevicePreprocess => return PREPROCESS_PEAK,
+            StepKind::Cicc => 160,
+            StepKind::Cudafe | StepKind::Ptxas => 128,
+            StepKind::HostCompile => 112,
+            StepKind::Fatbinary => 4,
+            StepKind::EmbedFatbin | StepKind::Combine => 2,
+        };
+        BASE_PEAK.saturating_add(input.saturating_mul(per_byte))
+    }
+}
+
 /// One process of the pipeline.
 #[derive(Debug, Clone)]
 pub struct Step {
@@ -76,6 +103,37 @@ pub struct Step {
     pub apart_from: Option<usize>,
     /// Length of the longest chain from this step to the end, by [`StepKind::weight`].
     pub priority: u32,
+}
+
+impl Step {
+    /// The bytes this step reads from earlier steps: the files in `keep_dir` its arguments
+    /// name (as themselves or after an `=`, as fatbinary's `--image3=…,file=<cubin>`) that
+    /// exist when it is about to start (its outputs do not exist yet).
+    pub fn input_bytes(&self, keep_dir: &Path) -> u64 {
+        let mut named: Vec<&Path> = Vec::new();
+        for arg in &self.spec.args {
+            let Some(arg) = arg.to_str() else { continue };
+            let last = arg.rsplit('=').next().unwrap_or(arg);
+            for candidate in [arg, last] {
+                let path = Path::new(candidate);
+                if path.starts_with(keep_dir) && !named.contains(&path) {
+                    named.push(path);
+                }
+            }
+        }
+        named
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// The peak memory to reserve for this step before it was ever measured
+    /// ([`StepKind::peak_guess`] of its [`Step::input_bytes`]).
+    pub fn peak_guess(&self, keep_dir: &Path) -> u64 {
+        self.kind.peak_guess(self.input_bytes(keep_dir))
+    }
 }
 
 /// Where the steps write, chosen by the caller.
@@ -621,6 +679,43 @@ mod tests {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
+    }
+
+    #[test]
+    fn a_step_never_measured_is_guessed_from_the_files_it_reads_in_the_keep_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let keep = dir.path().join("k");
+        std::fs::create_dir(&keep).unwrap();
+        let k = keep.to_str().unwrap();
+        let dryrun = DRYRUN
+            .replace("\"/k/", &format!("\"{k}/"))
+            .replace("=/k/", &format!("={k}/"));
+        let plan = plan_steps(
+            &dryrun,
+            &StepPaths {
+                keep_dir: keep.clone(),
+                ..paths()
+            },
+        )
+        .unwrap();
+        let write = |name: &str, bytes: usize| std::fs::write(keep.join(name), vec![b'x'; bytes]);
+        let guess = |label: &str| step(&plan, label).1.peak_guess(&keep);
+        // Before anything ran: the preprocessors' fixed guess, a reader's base alone.
+        assert_eq!(guess("preprocess 900"), PREPROCESS_PEAK);
+        assert_eq!(guess("cicc compute_90"), BASE_PEAK);
+        write("a.compute_90.cpp1.ii", 1_000_000).unwrap();
+        write("a.cpp4.ii", 2_000_000).unwrap();
+        // cicc reads its preprocessed unit (and the small module id), not what it writes.
+        let cicc = step(&plan, "cicc compute_90").1;
+        assert_eq!(cicc.input_bytes(&keep), 1_000_000);
+        assert_eq!(guess("cicc compute_90"), BASE_PEAK + 160 * 1_000_000);
+        assert_eq!(guess("cudafe++"), BASE_PEAK + 128 * 2_000_000);
+        write("a.compute_90.ptx", 7_000).unwrap();
+        assert_eq!(guess("ptxas sm_90"), BASE_PEAK + 128 * 7_000);
+        // fatbinary names its inputs inside `--image3=…,file=<path>`.
+        write("a.compute_75.cubin", 3_000).unwrap();
+        write("a.compute_90.sm_90.cubin", 5_000).unwrap();
+        assert_eq!(step(&plan, "fatbinary").1.input_bytes(&keep), 15_000);
     }
 
     #[test]

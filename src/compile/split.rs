@@ -108,7 +108,9 @@ pub(super) fn compile_split(
         width: width.max(1),
         critical: job.critical,
         unit: (job.label.as_str(), run.reporter),
-        memory: run.memory.map(|gate| (gate, job.object.as_path())),
+        memory: run
+            .memory
+            .map(|gate| (gate, job.object.as_path(), keep.0.as_path())),
         device: run.step_cache.map(|cache| Device {
             cache,
             keep_dir: &keep.0,
@@ -237,8 +239,9 @@ struct Slots<'a> {
     critical: bool,
     /// The unit's label, and where `-v` says that its front ends were kept apart.
     unit: (&'a str, &'a dyn Reporter),
-    /// The build's memory gate, and the unit's object (its steps' peaks are learned under it).
-    memory: Option<(&'a MemoryGate, &'a Path)>,
+    /// The build's memory gate, the unit's object (its steps' peaks are learned under it) and
+    /// nvcc's `--keep-dir` (what a step never measured reads there sizes its guess).
+    memory: Option<(&'a MemoryGate, &'a Path, &'a Path)>,
     device: Option<Device<'a>>,
 }
 
@@ -420,7 +423,7 @@ fn run_or_reuse(
             step.label,
         ));
     }
-    let result = run_step(&spec, &step.label, slots, cancel);
+    let result = run_step(&spec, step, slots, cancel);
     if let (Ok(_), Some((d, pass))) = (&result, &pass)
         && let Err(e) = d.cache.store(pass)
     {
@@ -432,19 +435,21 @@ fn run_or_reuse(
     result
 }
 
-/// Run `step` once the memory gate (if any) admits it, learning its peak under the unit's
-/// object and the step's label.
+/// Run `step` (as `spec`) once the memory gate (if any) admits it, learning its peak under the
+/// unit's object and the step's label; never measured, it reserves what its input's size
+/// suggests.
 fn run_step(
     spec: &CommandSpec,
-    label: &str,
+    step: &Step,
     slots: &Slots,
     cancel: &Cancel,
 ) -> Result<std::process::Output, CommandFailure> {
-    let Some((gate, object)) = slots.memory else {
-        return run_gated(spec, None, None, cancel);
+    let Some((gate, object, keep_dir)) = slots.memory else {
+        return run_gated(spec, None, None, None, cancel);
     };
-    let key = gate.key(object, Some(label));
-    run_gated(spec, Some(gate), Some(&key), cancel)
+    let key = gate.key(object, Some(&step.label));
+    let guess = step.peak_guess(keep_dir);
+    run_gated(spec, Some(gate), Some(&key), Some(guess), cancel)
 }
 
 /// Record how step `i` ended; the first failure of a step's own stops the unit and cancels

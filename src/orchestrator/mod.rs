@@ -213,8 +213,8 @@ impl<'r> Builder<'r> {
         }
         if let Err(e) = gate.save() {
             self.reporter.warn(&format!(
-                "cannot record the compilers' peak memory in `{}` (the next build assumes {} \
-                 for what it did not measure): {e}",
+                "cannot record the compilers' peak memory in `{}` (the next build guesses \
+                 again: nvcc's steps from what they read, other compilers {}): {e}",
                 memory::record_path(work_dir).display(),
                 format_size(memory::UNKNOWN_PEAK)
             ));

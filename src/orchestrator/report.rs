@@ -99,7 +99,8 @@ pub fn memory_line(budget: Option<MemoryBudget>) -> String {
     match budget {
         Some(b) => format!(
             "memory budget {}: a compiler process starts once the peak it reached last build \
-             fits beside the running ones (never measured: {})",
+             fits beside the running ones (never measured: nvcc's steps guess from the size \
+             of what they read, other compilers {})",
             b.describe(),
             format_size(UNKNOWN_PEAK)
         ),

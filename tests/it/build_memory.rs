@@ -1,7 +1,8 @@
-//! Memory-aware scheduling (issue #21 item 3) under a real memory cgroup: four real g++ units
+//! Memory-aware scheduling (issue #21 item 3). Under a real memory cgroup: four real g++ units
 //! of ~170 MB each, `-j4`, in a cgroup limited to 480 MB. kbuild finds the limit, runs units
 //! it never measured one at a time, learns their peaks (`memory.json`) and then runs two at
 //! once; the same build told it has 64 GiB starts all four and the kernel's OOM killer stops it.
+//! On a first build, nvcc's steps reserve by the size of what they read, not 3 GiB each.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -214,4 +215,63 @@ fn a_build_under_a_memory_limit_runs_fewer_units_at_once_instead_of_being_killed
         "four heavy units at once exceed {LIMIT} bytes"
     );
     assert!(cgroup.oom_kills() >= 1, "{}", stderr(&out));
+}
+
+/// On a first build nothing is measured: each of nvcc's steps reserves what the size of the
+/// files it reads suggests (a small unit's `cicc` about 64 MB more than 160 times its
+/// preprocessed source) instead of 3 GiB, so under a 1 GiB budget they run beside each other
+/// and none runs alone. Real nvcc; the gate records what each reached.
+#[test]
+fn a_first_build_reserves_for_nvccs_steps_by_what_they_read_and_fits_a_small_budget() {
+    use kbuild::compile::{CompileSettings, compile_all};
+    use kbuild::memory::{MemoryBudget, MemoryGate};
+    use kbuild::plan::{CompileJob, Lang};
+    use kbuild::report::Recorder;
+    use kbuild::schedule::NvccMode;
+    use std::sync::Arc;
+
+    use crate::common::fake_cc::{gencode, job, write};
+
+    let nvcc = crate::nvcc_steps::nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "k.cu",
+        "__global__ void k(float* o) { o[threadIdx.x] = __sinf(o[threadIdx.x]); }\n",
+    );
+    let unit = CompileJob {
+        lang: Lang::Cuda,
+        gencodes: vec![gencode(8, 0, false), gencode(9, 0, false)],
+        nvcc_threads: 2,
+        compiler_id: "nvcc".to_string(),
+        split: None,
+        critical: true,
+        ..job(root, &nvcc, "k.cu")
+    };
+    let gate = Arc::new(MemoryGate::load(MemoryBudget::given(1 << 30), root));
+    let settings = CompileSettings {
+        memory: Some(Arc::clone(&gate)),
+        ..CompileSettings::local(root.join("cache"), 2, NvccMode::Steps)
+    };
+    let recorder = Recorder::default();
+    let result = compile_all(std::slice::from_ref(&unit), &settings, &recorder);
+    let said = recorder.take();
+    assert_eq!(result.unwrap().compiled, ["k.cu"], "{said:?}");
+    assert_eq!(gate.ran_alone(), Vec::<(String, u64)>::new());
+    gate.save().unwrap();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(kbuild::memory::record_path(root)).unwrap()).unwrap();
+    let steps: Vec<&String> = record["peak_bytes"].as_object().unwrap().keys().collect();
+    for step in [
+        "cicc compute_80",
+        "cicc compute_90",
+        "ptxas sm_90",
+        "cudafe++",
+    ] {
+        assert!(
+            steps.iter().any(|k| k.ends_with(&format!("#{step}"))),
+            "{step} not learned: {steps:?}"
+        );
+    }
 }
