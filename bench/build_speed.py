@@ -52,6 +52,12 @@ install`; the other cases run only the build. `--prepare-hf DIR` writes the gene
 (for `--projects` and `--caps`) and exits; `--hf-prepared DIR` builds those instead of running
 kernel-builder, for a machine without it.
 
+kbuild under HF's memory: the tools `kbuild-mem-hf` and `kbuild-mem-hf-t4` build cold (build/
+removed: nothing measured, so each process reserves a guess) with `KBUILD_MEMORY` set to
+`--memory-factor` (default 1.5) times the peak the HF tool's cold build reached in the same round
+(its tree's cgroup peak, else the sampled tree), and are compared with that HF tool: whether
+kbuild stays within the memory target and how fast it still is. Name their HF tool too.
+
 A long run can be split: `--projects`, `--tools kbuild,cppext,hf,hf-t4`, `--cases
 cold,noop,touch-cu,touch-h,floor` select what runs, `--json-out` writes what was measured, and
 `--merge a.json b.json …` prints the table of several such files (runs of the same case are
@@ -90,8 +96,13 @@ from hf_build import HF_LABELS, HF_TOOLS
 
 REPO = Path(__file__).resolve().parent.parent
 
+# kbuild cold with `KBUILD_MEMORY` = `--memory-factor` x this HF tool's cold peak.
+BUDGETED = {"kbuild-mem-hf": "hf", "kbuild-mem-hf-t4": "hf-t4"}
+
 # Each tool's name in the table.
-TOOL_LABELS = {"kbuild": "kbuild", "cppext": "cpp_extension", **HF_LABELS}
+TOOL_LABELS = {"kbuild": "kbuild", "cppext": "cpp_extension", **HF_LABELS,
+               **{t: f"kbuild, --memory = factor x {HF_LABELS[peer]}'s peak"
+                  for t, peer in BUDGETED.items()}}
 
 
 @dataclass
@@ -592,6 +603,7 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
         {t: (Results(label=f"{project.name} {t}"), b.make, b.env, b.src) for t, b in hf.items()}
     )
     tools = {t: v for t, v in tools.items() if t in args.tools}
+    budgeted = {t: Results(label=f"{project.name} {t}") for t in BUDGETED if t in args.tools}
     saved_costs = scratch / "costs.json"
 
     def kbuild_run(extra_env: dict[str, str] | None = None, bare: bool = False) -> Run:
@@ -625,6 +637,17 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
                 kbuild_run()  # untimed: cpp_extension compiles with kbuild's generated headers
             shutil.copytree(variant["generated_include"], gen_include)
         return timed(argv, tenv, twork, log)
+
+    def budgeted_cold(tool: str) -> Run:
+        """kbuild's first build with `--memory-factor` x the peak of the HF tool's last cold."""
+        peer = BUDGETED[tool]
+        last = tools[peer][0].cases["cold"][-1]
+        peak_kib = max(last.cgroup_peak_kib, last.tree_rss_kib)
+        budget = int(peak_kib * 1024 * args.memory_factor)
+        print(f"  {tool}: KBUILD_MEMORY={budget} ({args.memory_factor} x {peer}'s cold peak "
+              f"{peak_kib // 1024} MiB)", flush=True)
+        shutil.rmtree(work / "build", ignore_errors=True)
+        return kbuild_run({"KBUILD_MEMORY": str(budget)})
 
     def lever_cold(lever: str) -> Run:
         lenv = LEVERS[lever]
@@ -663,6 +686,11 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
                 res.add("cold", cold(tool))
             elif r == 0 and edits:
                 cold(tool)  # untimed: the edit cases start from a built tree
+        if "cold" in args.cases:
+            for tool, res in budgeted.items():
+                res.add("cold", budgeted_cold(tool))
+            if budgeted and edits:
+                kbuild_run()  # untimed: the edit cases start from kbuild's own build
         for lever in args.levers:
             levers[lever].add("cold", lever_cold(lever))
         if args.levers and edits:
@@ -699,7 +727,7 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
              if t in tools and so is not None}
     results[project.name] = {"kbuild": kb, "cppext": cx, "levers": levers, "floor": fl,
                              "caps": arch_list, "units": len(variant["compile"]), "so": sizes,
-                             **{t: tools[t][0] for t in hf if t in tools}}
+                             **{t: tools[t][0] for t in hf if t in tools}, **budgeted}
 
 
 def prepare_hf(args, tmp_root: Path, log: Path) -> None:
@@ -777,15 +805,19 @@ def tool_table(r: dict, cases: list[str]) -> list[str]:
         lines.append(f"| {TOOL_LABELS[tool]} | " + " | ".join(cells) + f" | {rss} |")
     kb = r["kbuild"]
     for tool, res in measured:
-        if tool == "kbuild" or not kb.cases:
+        # A budgeted kbuild is set beside the HF tool whose peak it was given.
+        ours, theirs = (res, r.get(BUDGETED[tool])) if tool in BUDGETED else (kb, res)
+        if tool == "kbuild" or not ours.cases or theirs is None or not theirs.cases:
             continue
         ratios = []
         for c in cases:
-            a, b = kb.median(c), res.median(c)
+            a, b = ours.median(c), theirs.median(c)
             ratios.append(f"{b / a:.2f}x" if a and b else "-")
-        peak_kb, peak = kb.peak("cold", "tree_rss_kib"), res.peak("cold", "tree_rss_kib")
+        peak_kb, peak = ours.peak("cold", "tree_rss_kib"), theirs.peak("cold", "tree_rss_kib")
         rss = f"kbuild tree = {peak_kb / peak:.2f}x" if peak_kb and peak else ""
-        lines.append(f"| {TOOL_LABELS[tool]} / kbuild | " + " | ".join(ratios) + f" | {rss} |")
+        name = f"{TOOL_LABELS[BUDGETED[tool]]} / {TOOL_LABELS[tool]}" if tool in BUDGETED \
+            else f"{TOOL_LABELS[tool]} / kbuild"
+        lines.append(f"| {name} | " + " | ".join(ratios) + f" | {rss} |")
     if r.get("so"):
         lines.append("")
     for tool, so in r.get("so", {}).items():
@@ -923,6 +955,8 @@ def main() -> None:
                         "and exit")
     p.add_argument("--hf-prepared", metavar="DIR", default=None,
                    help="build the HF projects generated in DIR by --prepare-hf")
+    p.add_argument("--memory-factor", type=float, default=1.5,
+                   help="kbuild-mem-hf*: KBUILD_MEMORY = this x the HF tool's cold peak")
     p.add_argument("--levers", type=lambda s: [v for v in s.split(",") if v], default=[],
                    help="kbuild cold once per setting: of " + ",".join(LEVERS))
     p.add_argument("--json-out", default=None, help="also write the measurements here as JSON")
@@ -944,6 +978,12 @@ def main() -> None:
                                ("lever", args.levers, list(LEVERS))):
         if bad := [g for g in given if g not in valid]:
             sys.exit(f"error: unknown {what} `{bad[0]}`\nhint: use one of {', '.join(valid)}")
+    for tool, peer in BUDGETED.items():
+        if tool in args.tools and peer not in args.tools:
+            sys.exit(f"error: `{tool}` takes `{peer}`'s cold peak in the same round\n"
+                     f"hint: add `{peer}` to --tools")
+        if tool in args.tools and "cold" not in args.cases:
+            sys.exit(f"error: `{tool}` measures cold builds only\nhint: add `cold` to --cases")
     if args.skip_floor and "floor" in args.cases:
         args.cases.remove("floor")
     args.kbuild = str(Path(args.kbuild).resolve())
