@@ -542,7 +542,8 @@ fn split_run(
 }
 
 /// Run `spec` once `gate` admits the process `key` (learned by that key; never measured, it
-/// reserves `guess`, else a conservative size), or at once without a gate. Cancelled while waiting: as if cancelled while running.
+/// reserves `guess`, else a conservative size), or at once without a gate. Cancelled while
+/// waiting: as if cancelled while running.
 pub(crate) fn run_gated(
     spec: &CommandSpec,
     gate: Option<&MemoryGate>,
