@@ -246,7 +246,7 @@ fn compile_compat(
     verbose: &dyn Fn(&str),
 ) -> Result<PathBuf, PortableError> {
     // Named after the directory, not the extension (whose name changes with every edit), so
-    // that the next link can use it again ([`last`]).
+    // that the next link can use it again (`last.rs`).
     let source = job.output.with_file_name("compat.cc");
     let object = job.output.with_file_name("compat.o");
     std::fs::write(&source, compat::source(fixes)).map_err(|e| PortableError::Write {
