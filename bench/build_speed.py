@@ -52,8 +52,9 @@ install`; the other cases run only the build. `--prepare-hf DIR` writes the gene
 (for `--projects` and `--caps`) and exits; `--hf-prepared DIR` builds those instead of running
 kernel-builder, for a machine without it.
 
-kbuild under HF's memory: the tools `kbuild-mem-hf` and `kbuild-mem-hf-t4` build cold (build/
-removed: nothing measured, so each process reserves a guess) with `KBUILD_MEMORY` set to
+kbuild under HF's memory: the tools `kbuild-mem-hf` and `kbuild-mem-hf-t4` build as a first
+build ever (build/ removed, and a kbuild cache without the times and peaks other builds learned:
+each process reserves a guess) with `KBUILD_MEMORY` set to
 `--memory-factor` (default 1.5) times the peak the HF tool's cold build reached in the same round
 (its tree's cgroup peak, else the sampled tree), and are compared with that HF tool: whether
 kbuild stays within the memory target and how fast it still is. Name their HF tool too.
@@ -639,7 +640,8 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
         return timed(argv, tenv, twork, log)
 
     def budgeted_cold(tool: str) -> Run:
-        """kbuild's first build with `--memory-factor` x the peak of the HF tool's last cold."""
+        """kbuild's first build ever (no build/, a cache without the times and peaks other
+        builds learned) with `--memory-factor` x the peak of the HF tool's last cold."""
         peer = BUDGETED[tool]
         last = tools[peer][0].cases["cold"][-1]
         peak_kib = max(last.cgroup_peak_kib, last.tree_rss_kib)
@@ -647,7 +649,8 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
         print(f"  {tool}: KBUILD_MEMORY={budget} ({args.memory_factor} x {peer}'s cold peak "
               f"{peak_kib // 1024} MiB)", flush=True)
         shutil.rmtree(work / "build", ignore_errors=True)
-        return kbuild_run({"KBUILD_MEMORY": str(budget)})
+        cache = first_build_cache(scratch / f"cache-{tool}", env)
+        return kbuild_run({"KBUILD_MEMORY": str(budget), "KBUILD_CACHE_DIR": str(cache)})
 
     def lever_cold(lever: str) -> Run:
         lenv = LEVERS[lever]
@@ -728,6 +731,22 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
     results[project.name] = {"kbuild": kb, "cppext": cx, "levers": levers, "floor": fl,
                              "caps": arch_list, "units": len(variant["compile"]), "so": sizes,
                              **{t: tools[t][0] for t in hf if t in tools}, **budgeted}
+
+
+def first_build_cache(fresh: Path, env: dict[str, str]) -> Path:
+    """A kbuild cache directory as a first build ever sees it: kbuild's own (`KBUILD_CACHE_DIR`,
+    else `$XDG_CACHE_HOME/kbuild`, else `~/.cache/kbuild`) without the times and peaks
+    (`costs/`, `memory/`) that builds elsewhere learned; its other entries (managed toolchains,
+    fetched dependencies) are linked in."""
+    real = Path(env.get("KBUILD_CACHE_DIR") or
+                Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kbuild")
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
+    if real.is_dir():
+        for entry in real.iterdir():
+            if entry.name not in ("costs", "memory"):
+                (fresh / entry.name).symlink_to(entry.resolve())
+    return fresh
 
 
 def prepare_hf(args, tmp_root: Path, log: Path) -> None:

@@ -215,11 +215,27 @@ pub struct MemoryGate {
     work_dir: PathBuf,
     /// Peaks of the last builds, then this build's as processes end.
     peaks: Mutex<BTreeMap<String, u64>>,
+    /// The peaks every work directory sharing kbuild's cache learned ([`MemoryGate::shared`]).
+    shared: Option<Shared>,
     queue: Mutex<Queue>,
     /// Signalled when memory is given back or the head of the queue changes.
     freed: Condvar,
     /// What ran alone because it needs more than the whole budget: (key, estimate).
     alone: Mutex<Vec<(String, u64)>>,
+}
+
+/// `<cache>/memory/v1.json`: peaks keyed by what a unit compiles (its language, source content
+/// and capabilities, as `costs/v1.json` keys times) and the step, so that a fresh work
+/// directory of the same sources (`kbuild clean`, another checkout, a CI run that keeps the
+/// cache) starts from them instead of guesses.
+#[derive(Debug)]
+struct Shared {
+    path: PathBuf,
+    peaks: Mutex<BTreeMap<String, u64>>,
+    /// Each object's unit key ([`MemoryGate::name_unit`]), by its key in this work directory.
+    units: Mutex<BTreeMap<String, String>>,
+    /// What this build learned, written over the file's latest content on save.
+    learned: Mutex<BTreeMap<String, u64>>,
 }
 
 /// The bytes reserved by the processes running now, and the processes waiting, in the order
@@ -250,20 +266,50 @@ impl MemoryGate {
     /// A gate for `budget` with the peaks recorded in `work_dir` (none when the record is
     /// missing or unreadable: that only costs conservative estimates).
     pub fn load(budget: MemoryBudget, work_dir: &Path) -> Self {
-        let peaks = std::fs::read(record_path(work_dir))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok())
-            .filter(|r| r.version == RECORD_VERSION)
-            .map(|r| r.peak_bytes)
-            .unwrap_or_default();
+        let peaks = read_peaks(&record_path(work_dir));
         MemoryGate {
             budget,
             work_dir: work_dir.to_path_buf(),
             peaks: Mutex::new(peaks),
+            shared: None,
             queue: Mutex::new(Queue::default()),
             freed: Condvar::new(),
             alone: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Also read and feed kbuild's cache record of peaks (`<cache_dir>/memory/v1.json`) for the
+    /// units [`MemoryGate::name_unit`] names.
+    pub fn shared(mut self, cache_dir: &Path) -> Self {
+        let path = cache_dir.join("memory").join("v1.json");
+        self.shared = Some(Shared {
+            peaks: Mutex::new(read_peaks(&path)),
+            path,
+            units: Mutex::new(BTreeMap::new()),
+            learned: Mutex::new(BTreeMap::new()),
+        });
+        self
+    }
+
+    /// Name what the unit compiling `object` compiles (its key in the cache's record).
+    pub fn name_unit(&self, object: &Path, unit: String) {
+        if let Some(shared) = &self.shared {
+            lock(&shared.units).insert(self.key(object, None), unit);
+        }
+    }
+
+    /// The cache record's key for the process `key` of this work directory, if its unit is named.
+    fn shared_key(&self, key: &str) -> Option<(&Shared, String)> {
+        let shared = self.shared.as_ref()?;
+        let (object, step) = key
+            .split_once('#')
+            .map_or((key, None), |(o, s)| (o, Some(s)));
+        let unit = lock(&shared.units).get(object)?.clone();
+        let key = match step {
+            Some(step) => format!("{unit}#{step}"),
+            None => unit,
+        };
+        Some((shared, key))
     }
 
     /// The budget this gate keeps to.
@@ -286,9 +332,11 @@ impl MemoryGate {
     /// changed source may need a little more); never measured, the caller's `guess` (nvcc's
     /// steps guess from the size of what they read), else [`UNKNOWN_PEAK`].
     pub fn estimate(&self, key: &str, guess: Option<u64>) -> u64 {
-        lock(&self.peaks)
-            .get(key)
-            .map_or(guess.unwrap_or(UNKNOWN_PEAK), |peak| peak + peak / 8)
+        let recorded = lock(&self.peaks).get(key).copied().or_else(|| {
+            let (shared, key) = self.shared_key(key)?;
+            lock(&shared.peaks).get(&key).copied()
+        });
+        recorded.map_or(guess.unwrap_or(UNKNOWN_PEAK), |peak| peak + peak / 8)
     }
 
     /// Wait until the process `key` is the first of those waiting and fits beside the ones
@@ -333,6 +381,10 @@ impl MemoryGate {
     pub fn observe(&self, key: &str, peak: u64) {
         if peak > 0 {
             lock(&self.peaks).insert(key.to_string(), peak);
+            if let Some((shared, key)) = self.shared_key(key) {
+                lock(&shared.peaks).insert(key.clone(), peak);
+                lock(&shared.learned).insert(key, peak);
+            }
         }
     }
 
@@ -349,8 +401,37 @@ impl MemoryGate {
             peak_bytes: lock(&self.peaks).clone(),
         };
         let json = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
-        crate::files::write_atomic(&record_path(&self.work_dir), &json)
+        crate::files::write_atomic(&record_path(&self.work_dir), &json)?;
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let learned = lock(&shared.learned);
+        if learned.is_empty() {
+            return Ok(());
+        }
+        // Over the file's latest content: other builds sharing the cache may have saved since.
+        let mut peaks = read_peaks(&shared.path);
+        peaks.extend(learned.iter().map(|(k, v)| (k.clone(), *v)));
+        let record = Record {
+            version: RECORD_VERSION,
+            peak_bytes: peaks,
+        };
+        let json = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
+        if let Some(dir) = shared.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        crate::files::write_atomic(&shared.path, &json)
     }
+}
+
+/// The peaks of a record file; none when it is missing, unreadable or of another version.
+fn read_peaks(path: &Path) -> BTreeMap<String, u64> {
+    std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok())
+        .filter(|r| r.version == RECORD_VERSION)
+        .map(|r| r.peak_bytes)
+        .unwrap_or_default()
 }
 
 /// Where the peaks of a work directory are recorded.
@@ -501,6 +582,55 @@ mod tests {
             );
         });
         drop(held);
+    }
+
+    #[test]
+    fn peaks_learned_in_one_work_directory_serve_another_through_the_cache() {
+        let (cache, a, b) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let first = MemoryGate::load(budget(1 << 30), a.path()).shared(cache.path());
+        first.name_unit(&a.path().join("obj/k.cu.o"), "unit-k".into());
+        let key = first.key(&a.path().join("obj/k.cu.o"), Some("cicc compute_90"));
+        first.observe(&key, 800 << 20);
+        // A process of an unnamed unit is recorded here only.
+        first.observe(&first.key(&a.path().join("obj/x.o"), None), 100 << 20);
+        first.save().unwrap();
+
+        let second = MemoryGate::load(budget(1 << 30), b.path()).shared(cache.path());
+        let object = b.path().join("build/obj/k.cu.o");
+        let key = second.key(&object, Some("cicc compute_90"));
+        assert_eq!(second.estimate(&key, Some(1)), 1, "not named: the guess");
+        second.name_unit(&object, "unit-k".into());
+        assert_eq!(
+            second.estimate(&key, Some(1)),
+            900 << 20,
+            "the other directory's peak"
+        );
+        let other = second.key(&object, Some("ptxas sm_90"));
+        assert_eq!(second.estimate(&other, None), UNKNOWN_PEAK);
+        // What this directory learns wins here, and reaches the cache beside the first's.
+        second.observe(&key, 400 << 20);
+        second.observe(&other, 80 << 20);
+        second.save().unwrap();
+        assert_eq!(second.estimate(&key, None), 450 << 20);
+        let record: Record =
+            serde_json::from_slice(&std::fs::read(cache.path().join("memory/v1.json")).unwrap())
+                .unwrap();
+        let peaks: Vec<(&str, u64)> = record
+            .peak_bytes
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(
+            peaks,
+            [
+                ("unit-k#cicc compute_90", 400 << 20),
+                ("unit-k#ptxas sm_90", 80 << 20)
+            ]
+        );
     }
 
     #[test]

@@ -252,7 +252,7 @@ fn path(work_dir: &Path) -> PathBuf {
 /// What a job compiles, as the cache's record knows it: the language, the source's content and
 /// the capabilities (with or without PTX). Not the flags: the same source built for another
 /// torch costs about the same. `None` when the source cannot be read.
-fn shared_key(job: &CompileJob) -> Option<String> {
+pub(super) fn shared_key(job: &CompileJob) -> Option<String> {
     let source = std::fs::read(&job.source).ok()?;
     let mut h = Sha256::new();
     h.update([job.lang as u8]);

@@ -23,7 +23,7 @@ pub use report::{
 };
 pub use settings::{BuildSettings, Outputs};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -167,7 +167,7 @@ impl<'r> Builder<'r> {
         };
         let memory = budget
             .memory
-            .map(|b| Arc::new(MemoryGate::load(b, &first.work_dir)));
+            .map(|b| Arc::new(memory_gate(b, &first.work_dir, cache_dir, &jobs)));
         if !jobs.is_empty() {
             self.report_compiling(&prepared.project, &jobs, &schedule);
         }
@@ -349,4 +349,26 @@ impl<'r> Builder<'r> {
             )),
         }
     }
+}
+
+/// The build's memory gate: the peaks learned in `work_dir`, and with kbuild's cache directory
+/// those learned for the same sources in other work directories (each job's unit named as
+/// `costs/v1.json` names it).
+fn memory_gate(
+    budget: memory::MemoryBudget,
+    work_dir: &Path,
+    cache_dir: Option<&Path>,
+    jobs: &[CompileJob],
+) -> MemoryGate {
+    let gate = MemoryGate::load(budget, work_dir);
+    let Some(dir) = cache_dir else {
+        return gate;
+    };
+    let gate = gate.shared(dir);
+    for job in jobs {
+        if let Some(unit) = costs::shared_key(job) {
+            gate.name_unit(&job.object, unit);
+        }
+    }
+    gate
 }

@@ -275,3 +275,38 @@ fn a_first_build_reserves_for_nvccs_steps_by_what_they_read_and_fits_a_small_bud
         );
     }
 }
+
+/// The peaks a build learns also go to kbuild's cache, by what each unit compiles: a fresh
+/// work directory of the same sources (here another `--out-dir`, as after `kbuild clean` or in
+/// another checkout) starts from them. Under a 1 GiB budget the first build runs both C++
+/// units alone (never measured: 3 GiB each); the second, in a new work directory, none.
+#[test]
+fn a_fresh_work_directory_starts_from_the_peaks_kbuilds_cache_learned() {
+    use crate::common::kbuild::fixture;
+
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let cache = tempfile::tempdir().unwrap();
+    let build = |out: &str| {
+        let mut cmd = kbuild(root);
+        cmd.args([
+            "build",
+            "--backend",
+            "cpu",
+            "--memory",
+            "1G",
+            "--out-dir",
+            out,
+        ])
+        .env("KBUILD_CACHE_DIR", cache.path())
+        .env_remove("KBUILD_MEMORY");
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "the build failed");
+        stderr(&out)
+    };
+    let first = build("out-a");
+    assert_eq!(first.matches("it ran alone").count(), 2, "{first}");
+    assert!(cache.path().join("memory/v1.json").exists());
+    let second = build("out-b");
+    assert_eq!(second.matches("it ran alone").count(), 0, "{second}");
+}
