@@ -289,17 +289,10 @@ fn a_fresh_work_directory_starts_from_the_peaks_kbuilds_cache_learned() {
     let cache = tempfile::tempdir().unwrap();
     let build = |out: &str| {
         let mut cmd = kbuild(root);
-        cmd.args([
-            "build",
-            "--backend",
-            "cpu",
-            "--memory",
-            "1G",
-            "--out-dir",
-            out,
-        ])
-        .env("KBUILD_CACHE_DIR", cache.path())
-        .env_remove("KBUILD_MEMORY");
+        cmd.args(["build", "--backend", "cpu", "--memory", "1G", "--out-dir"])
+            .arg(root.join(out))
+            .env("KBUILD_CACHE_DIR", cache.path())
+            .env_remove("KBUILD_MEMORY");
         let out = run(&mut cmd);
         assert!(out.status.success(), "the build failed");
         stderr(&out)
