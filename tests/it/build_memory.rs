@@ -133,6 +133,8 @@ fn build(root: &Path, extra: &[&str]) -> Command {
     cmd.args(["build", "-v", "-j4", "--unique-id", "memtest"])
         .args(extra);
     cmd.env_remove("KBUILD_MEMORY");
+    // A cache of its own: what another run learned of these units must not be known here.
+    cmd.env("KBUILD_CACHE_DIR", root.join("kbuild-cache"));
     cmd
 }
 
