@@ -135,7 +135,7 @@ fn read_inputs(job: &LinkJob) -> Result<Inputs, LinkError> {
     Ok(Inputs {
         key: hex::encode(hasher.finalize()),
         signature: (job.manylinux.as_ref())
-            .map(|p| imports.signature(&link_command(job, Path::new("-")), p)),
+            .and_then(|p| imports.signature(&link_command(job, Path::new("-")), p)),
     })
 }
 

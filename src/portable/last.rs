@@ -1,7 +1,7 @@
 //! The compat unit of the last link, kept for the next one (`last-link.compat.json` beside the
-//! extension; the extension's name changes with every edit, its directory does not). Which fixes a link needs follows from what its first, unfixed link imports, and
-//! that follows from the names its objects leave undefined (and define nowhere else) and from
-//! its command line. An edit inside a kernel rarely changes those names, so a relink whose
+//! extension; the extension's name changes with every edit, its directory does not). Which
+//! fixes a link needs follows from what its first, unfixed link imports, and that follows from
+//! the names its objects leave undefined (and define nowhere else) and from its command line. An edit inside a kernel rarely changes those names, so a relink whose
 //! objects import exactly what the last link's did gets the same fixes: it links once, with
 //! the last compat unit, instead of linking, reading the imports, compiling the compat unit and
 //! linking again. The extension is the same bytes either way: the same fixes make the same
@@ -27,13 +27,16 @@ const RECORD_VERSION: u32 = 1;
 pub struct Imports {
     undefined: BTreeSet<String>,
     defined: BTreeSet<String>,
+    /// An input kbuild could not read as an object (its imports are unknown).
+    unreadable: bool,
 }
 
 impl Imports {
-    /// Add the symbols of one object file (its bytes); a file that is not an object adds none.
+    /// Add the symbols of one object file (its bytes).
     pub fn add_object(&mut self, data: &[u8]) {
         use object::{Object as _, ObjectSymbol as _};
         let Ok(file) = object::File::parse(data) else {
+            self.unreadable = true;
             return;
         };
         for symbol in file.symbols() {
@@ -51,8 +54,12 @@ impl Imports {
 
     /// What identifies the fixes of a link under `policy`: its `command` (written to a fixed
     /// name, not the output's, which carries the op namespace every edit changes) and the names
-    /// its objects leave undefined and define in none of them.
-    pub fn signature(&self, command: &CommandSpec, policy: &str) -> String {
+    /// its objects leave undefined and define in none of them. `None` when an input could not
+    /// be read as an object: then every link takes the two links.
+    pub fn signature(&self, command: &CommandSpec, policy: &str) -> Option<String> {
+        if self.unreadable {
+            return None;
+        }
         let mut hasher = Sha256::new();
         hasher.update(format!("{RECORD_VERSION} {COMPAT_VERSION} {policy}\n").as_bytes());
         hasher.update(command.program.as_os_str().as_encoded_bytes());
@@ -65,7 +72,7 @@ impl Imports {
             hasher.update(name.as_bytes());
             hasher.update([0]);
         }
-        hex::encode(hasher.finalize())
+        Some(hex::encode(hasher.finalize()))
     }
 }
 
@@ -132,5 +139,23 @@ pub fn remember(job: &LinkJob, signature: &str, compat: Option<&Compat>) {
     if std::fs::write(&tmp, text).is_err() || std::fs::rename(&tmp, &path).is_err() {
         let _ = std::fs::remove_file(&tmp);
         let _ = std::fs::remove_file(&path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_that_is_not_an_object_leaves_the_link_without_a_signature() {
+        let command = CommandSpec::new("c++");
+        assert!(
+            Imports::default()
+                .signature(&command, "manylinux_2_28")
+                .is_some()
+        );
+        let mut imports = Imports::default();
+        imports.add_object(b"not an object");
+        assert_eq!(imports.signature(&command, "manylinux_2_28"), None);
     }
 }
