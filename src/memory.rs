@@ -396,12 +396,7 @@ impl MemoryGate {
 
     /// Write the peaks (the last builds' and this one's) to the work directory's record.
     pub fn save(&self) -> std::io::Result<()> {
-        let record = Record {
-            version: RECORD_VERSION,
-            peak_bytes: lock(&self.peaks).clone(),
-        };
-        let json = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
-        crate::files::write_atomic(&record_path(&self.work_dir), &json)?;
+        write_peaks(&record_path(&self.work_dir), lock(&self.peaks).clone())?;
         let Some(shared) = &self.shared else {
             return Ok(());
         };
@@ -412,16 +407,18 @@ impl MemoryGate {
         // Over the file's latest content: other builds sharing the cache may have saved since.
         let mut peaks = read_peaks(&shared.path);
         peaks.extend(learned.iter().map(|(k, v)| (k.clone(), *v)));
-        let record = Record {
-            version: RECORD_VERSION,
-            peak_bytes: peaks,
-        };
-        let json = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
-        if let Some(dir) = shared.path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        crate::files::write_atomic(&shared.path, &json)
+        write_peaks(&shared.path, peaks)
     }
+}
+
+/// Write `peaks` as a record file (atomically, its directory made if missing).
+fn write_peaks(path: &Path, peaks: BTreeMap<String, u64>) -> std::io::Result<()> {
+    let record = Record {
+        version: RECORD_VERSION,
+        peak_bytes: peaks,
+    };
+    let json = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
+    crate::files::write_atomic(path, &json)
 }
 
 /// The peaks of a record file; none when it is missing, unreadable or of another version.

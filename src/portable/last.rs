@@ -132,12 +132,10 @@ pub fn remember(job: &LinkJob, signature: &str, compat: Option<&Compat>) {
         object: compat.object.clone(),
         object_sha256: hex::encode(Sha256::digest(object)),
     };
-    let Ok(text) = serde_json::to_vec_pretty(&record) else {
-        return;
-    };
-    let tmp = path.with_extension("json.tmp");
-    if std::fs::write(&tmp, text).is_err() || std::fs::rename(&tmp, &path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    let written = serde_json::to_vec_pretty(&record)
+        .map_err(std::io::Error::other)
+        .and_then(|text| crate::files::write_atomic(&path, &text));
+    if written.is_err() {
         let _ = std::fs::remove_file(&path);
     }
 }
