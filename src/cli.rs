@@ -289,7 +289,8 @@ pub struct BuildOptions {
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
     /// Memory the compilers may use at once, e.g. `8G`: each starts once the peak it reached
-    /// last build fits (never measured: guessed from what nvcc's steps read, else 3 GiB)
+    /// last build fits (never measured: guessed from what nvcc's steps read and from a C++
+    /// unit's preprocessed size, else 3 GiB)
     /// [env: KBUILD_MEMORY] [default: the cgroup's
     /// limit or MemAvailable].
     #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]

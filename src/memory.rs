@@ -332,11 +332,28 @@ impl MemoryGate {
     /// changed source may need a little more); never measured, the caller's `guess` (nvcc's
     /// steps guess from the size of what they read), else [`UNKNOWN_PEAK`].
     pub fn estimate(&self, key: &str, guess: Option<u64>) -> u64 {
-        let recorded = lock(&self.peaks).get(key).copied().or_else(|| {
+        self.recorded(key)
+            .map_or(guess.unwrap_or(UNKNOWN_PEAK), |peak| peak + peak / 8)
+    }
+
+    /// The peak the process `key` last reached: in this work directory, else in a build
+    /// sharing kbuild's cache.
+    fn recorded(&self, key: &str) -> Option<u64> {
+        lock(&self.peaks).get(key).copied().or_else(|| {
             let (shared, key) = self.shared_key(key)?;
             lock(&shared.peaks).get(&key).copied()
-        });
-        recorded.map_or(guess.unwrap_or(UNKNOWN_PEAK), |peak| peak + peak / 8)
+        })
+    }
+
+    /// Whether the process `key` was ever measured (here or by a build sharing kbuild's cache).
+    pub fn knows(&self, key: &str) -> bool {
+        self.recorded(key).is_some()
+    }
+
+    /// Whether reserving [`UNKNOWN_PEAK`] for a process never measured could hold others back:
+    /// `jobs` processes of that size do not fit the budget.
+    pub fn unknown_peak_binds(&self, jobs: usize) -> bool {
+        UNKNOWN_PEAK.saturating_mul(jobs as u64) > self.budget.bytes
     }
 
     /// Wait until the process `key` is the first of those waiting and fits beside the ones
@@ -631,6 +648,15 @@ mod tests {
     }
 
     #[test]
+    fn the_conservative_size_binds_when_jobs_of_it_do_not_fit_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = MemoryGate::load(budget(24 << 30), dir.path());
+        assert!(!gate.unknown_peak_binds(8), "8 x 3 GiB fit 24 GiB");
+        assert!(gate.unknown_peak_binds(9));
+        assert!(gate.unknown_peak_binds(usize::MAX), "no overflow");
+    }
+
+    #[test]
     fn peaks_are_recorded_per_object_and_step_and_unknown_ones_take_the_guess_or_a_conservative_size()
      {
         let dir = tempfile::tempdir().unwrap();
@@ -639,7 +665,9 @@ mod tests {
         assert_eq!(key, "obj/a.cu.o#cicc compute_90");
         assert_eq!(gate.estimate(&key, None), UNKNOWN_PEAK);
         assert_eq!(gate.estimate(&key, Some(500 << 20)), 500 << 20);
+        assert!(!gate.knows(&key));
         gate.observe(&key, 800 << 20);
+        assert!(gate.knows(&key));
         gate.save().unwrap();
         let again = MemoryGate::load(budget(1 << 30), dir.path());
         assert_eq!(

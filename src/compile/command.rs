@@ -68,6 +68,26 @@ fn cxx_command(job: &CompileJob) -> CommandSpec {
     cmd
 }
 
+/// The command that preprocesses `job`'s C++ source into `out` (`-E`) with the standard, include
+/// directories, defines and flags [`command_for`] gives it: what the compiler will parse, whose
+/// size tells the memory gate what a unit never measured needs (`compile::guess`). Pure.
+pub fn preprocess_command_for(job: &CompileJob, out: &Path) -> CommandSpec {
+    let mut cmd = CommandSpec::new(&job.compiler);
+    cmd.arg("-E")
+        .arg(&job.source)
+        .arg("-o")
+        .arg(out)
+        .arg(format!("-std={}", job.std));
+    // The level defines `__OPTIMIZE__`, which headers test.
+    if !chooses_opt_level(job.flags.iter().chain(&job.host_flags)) {
+        cmd.arg("-O3");
+    }
+    common_preprocessor(&mut cmd, job);
+    cmd.args(&job.host_flags);
+    cmd.args(&job.flags);
+    cmd
+}
+
 /// `-c SRC -o OBJ -MD -MF DEP -std=STD`: the same spelling works for nvcc and g++.
 fn common_head(cmd: &mut CommandSpec, job: &CompileJob) {
     cmd.arg("-c")

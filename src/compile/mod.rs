@@ -5,6 +5,7 @@ mod cache;
 mod command;
 mod depfile;
 mod dist;
+mod guess;
 mod namespace;
 mod nvcc_steps;
 mod redis;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 pub use cache::nvcc_env_flags;
-pub use command::command_for;
+pub use command::{command_for, preprocess_command_for};
 pub use depfile::{parse_depfile, scan_includes};
 pub use remote::{RemoteSettings, RemoteUrlError};
 
@@ -463,15 +464,13 @@ fn run_compiler(
     // One nvcc runs its host compile inside it, so it splits only over the job slots it holds
     // (a step's device pass instead runs its extra threads at low priority, `split.rs`).
     let (spec, _extra) = split::split_slots(inputs.command, settings.jobserver.as_deref());
-    let key = settings.memory.as_ref().map(|g| g.key(&job.object, None));
-    let output = run_gated(
-        &spec,
-        settings.memory.as_deref(),
-        key.as_deref(),
-        None,
-        cancel,
-    )
-    .map_err(|f| job_error(job, inputs.shown, f))?;
+    let gate = settings.memory.as_deref();
+    let key = gate.map(|g| g.key(&job.object, None));
+    let guess = gate.and_then(|g| {
+        guess::cxx_peak_guess(job, g, settings.jobs, &inputs.tmp.object, reporter, cancel)
+    });
+    let output = run_gated(&spec, gate, key.as_deref(), guess, cancel)
+        .map_err(|f| job_error(job, inputs.shown, f))?;
     Ok(diagnostics(&output.stdout, &output.stderr))
 }
 

@@ -98,11 +98,12 @@ pub fn splits(jobs: &[CompileJob]) -> Vec<SplitReport> {
 pub fn memory_line(budget: Option<MemoryBudget>) -> String {
     match budget {
         Some(b) => format!(
-            "memory budget {}: a compiler process starts once the peak it reached last build \
-             fits beside the running ones (never measured: nvcc's steps guess from the size \
-             of what they read, other compilers {})",
-            b.describe(),
-            format_size(UNKNOWN_PEAK)
+            "memory budget {budget}: a compiler process starts once the peak it reached last \
+             build fits beside the running ones (never measured: nvcc's steps guess from the \
+             size of what they read, C++ units from their preprocessed size where {unknown} \
+             each would hold others back, other compilers {unknown})",
+            budget = b.describe(),
+            unknown = format_size(UNKNOWN_PEAK)
         ),
         None => "memory budget unknown (no cgroup limit or `MemAvailable` could be read, \
                  no `--memory`): only `-j` limits the compilers"

@@ -280,8 +280,9 @@ fn a_first_build_reserves_for_nvccs_steps_by_what_they_read_and_fits_a_small_bud
 
 /// The peaks a build learns also go to kbuild's cache, by what each unit compiles: a fresh
 /// work directory of the same sources (here another `--out-dir`, as after `kbuild clean` or in
-/// another checkout) starts from them. Under a 1 GiB budget the first build runs both C++
-/// units alone (never measured: 3 GiB each); the second, in a new work directory, none.
+/// another checkout) starts from them. Under a 1 GiB budget the first build sizes both C++
+/// units by preprocessing them (never measured); the second, in a new work directory, knows
+/// their peaks and preprocesses nothing.
 #[test]
 fn a_fresh_work_directory_starts_from_the_peaks_kbuilds_cache_learned() {
     use crate::common::kbuild::fixture;
@@ -291,7 +292,8 @@ fn a_fresh_work_directory_starts_from_the_peaks_kbuilds_cache_learned() {
     let cache = tempfile::tempdir().unwrap();
     let build = |out: &str| {
         let mut cmd = kbuild(root);
-        cmd.args(["build", "--backend", "cpu", "--memory", "1G", "--out-dir"])
+        cmd.args(["build", "-v", "-j2", "--backend", "cpu", "--memory", "1G"])
+            .arg("--out-dir")
             .arg(root.join(out))
             .env("KBUILD_CACHE_DIR", cache.path())
             .env_remove("KBUILD_MEMORY");
@@ -300,8 +302,58 @@ fn a_fresh_work_directory_starts_from_the_peaks_kbuilds_cache_learned() {
         stderr(&out)
     };
     let first = build("out-a");
-    assert_eq!(first.matches("it ran alone").count(), 2, "{first}");
+    assert_eq!(first.matches("was never measured").count(), 2, "{first}");
     assert!(cache.path().join("memory/v1.json").exists());
     let second = build("out-b");
+    assert_eq!(second.matches("was never measured").count(), 0, "{second}");
     assert_eq!(second.matches("it ran alone").count(), 0, "{second}");
+}
+
+/// A C++ unit is one compiler process whose input (torch's headers) exists only inside it, so
+/// never measured it reserved a conservative 3 GiB and, under a budget smaller than that, ran
+/// alone. Where that size could hold others back (here 2 jobs of 3 GiB against 1 GiB) kbuild
+/// preprocesses the unit first and reserves the host compile's factor over its size: both
+/// units of the relu fixture fit, none runs alone, and each guess holds the peak then learned.
+#[test]
+fn a_first_build_sizes_a_cxx_unit_by_its_preprocessed_source_and_runs_none_alone() {
+    use crate::common::kbuild::fixture;
+
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let mut cmd = kbuild(root);
+    cmd.args(["build", "-v", "-j2", "--backend", "cpu", "--memory", "1G"])
+        .env("KBUILD_CACHE_DIR", root.join("kbuild-cache"))
+        .env_remove("KBUILD_MEMORY");
+    let out = run(&mut cmd);
+    let said = stderr(&out);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(said.matches("it ran alone").count(), 0, "{said}");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("build/.kbuild/memory.json")).unwrap())
+            .unwrap();
+    let peaks = record["peak_bytes"].as_object().unwrap();
+    let mut guessed = 0;
+    for line in said.lines().filter(|l| l.contains("was never measured")) {
+        // `<label>` was never measured: preprocessed to 8 MiB, it reserves 949 MiB (...)
+        let label = line.split('`').nth(1).unwrap();
+        let source = label.split(' ').next().unwrap().replace('/', "__");
+        let reserved = line.split("it reserves ").nth(1).unwrap();
+        let mib: f64 = reserved.split(' ').next().unwrap().parse().unwrap();
+        assert!(reserved.split(' ').nth(1) == Some("MiB"), "{line}");
+        let (key, peak) = peaks
+            .iter()
+            .find(|(k, _)| k.ends_with(&format!("{source}.o")))
+            .unwrap_or_else(|| panic!("no peak learned for {label}: {peaks:?}"));
+        let peak = peak.as_u64().unwrap() as f64 / (1 << 20) as f64;
+        assert!(
+            peak <= mib,
+            "{key}: reached {peak:.0} MiB, reserved {mib} MiB"
+        );
+        assert!(
+            peaks.contains_key(&format!("{key}#preprocess")),
+            "the preprocessor ran under the gate: {peaks:?}"
+        );
+        guessed += 1;
+    }
+    assert_eq!(guessed, 2, "both C++ units were sized: {said}");
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::fake_cc::gencode;
-use kbuild::compile::command_for;
+use kbuild::compile::{command_for, preprocess_command_for};
 use kbuild::plan::{CompileJob, Lang};
 
 fn flagship_cuda_job() -> CompileJob {
@@ -96,6 +96,14 @@ fn nvcc_command_has_one_gencode_per_capability_and_ptx_for_the_newest() {
 #[test]
 fn host_compiler_command_passes_pic_and_quotes_flags_with_spaces() {
     insta::assert_snapshot!(command_for(&binding_cxx_job()).to_string());
+}
+
+/// What the memory gate preprocesses to size a C++ unit never measured: the compile's
+/// standard, includes, defines and flags, with `-E` into the given file and no object or depfile.
+#[test]
+fn a_cxx_units_preprocessor_command_sees_what_its_compile_sees_and_writes_only_its_output() {
+    let out = std::path::Path::new("/proj/build/.kbuild/v/obj/tmp.1.binding.cpp.ii");
+    insta::assert_snapshot!(preprocess_command_for(&binding_cxx_job(), out).to_string());
 }
 
 #[test]

@@ -1,0 +1,64 @@
+//! What a C++ unit never measured reserves at the memory gate when the conservative
+//! [`UNKNOWN_PEAK`](crate::memory::UNKNOWN_PEAK) would hold other compilers back. nvcc's steps
+//! guess from the files they read (`nvcc_steps`); a C++ unit is one compiler process whose
+//! input (its source with every header, torch's included) exists only inside it. So its
+//! preprocessor runs first, and the guess is the host compile's factor over what it wrote:
+//! measured here (g++ 12, torch 2.15) a unit of only `<torch/library.h>` peaks at 76x its
+//! preprocessed 5.4 MB, `<ATen/ATen.h>` 50x, `<torch/all.h>` 84x, `<torch/extension.h>` 91x;
+//! the factor is 112x. This costs one preprocessor run per unit, once: afterwards its peak is
+//! recorded. With room for `-j` such compilers at the conservative size, or a budget too small
+//! for two preprocessors, nothing is run.
+
+use std::path::Path;
+
+use super::command::preprocess_command_for;
+use super::nvcc_steps::StepKind;
+use super::run_gated;
+use crate::memory::{MemoryGate, format_size};
+use crate::plan::{CompileJob, Lang};
+use crate::process::Cancel;
+use crate::report::Reporter;
+
+/// The peak to reserve for compiling `job` when it is a C++ unit `gate` never measured and the
+/// conservative size could bind with `jobs` jobs: the host compile's guess over its
+/// preprocessed size (the preprocessor writes next to `tmp_object`, and the file is removed).
+/// `None`: nothing to guess, or the preprocessor failed (the compile then says why).
+pub(super) fn cxx_peak_guess(
+    job: &CompileJob,
+    gate: &MemoryGate,
+    jobs: usize,
+    tmp_object: &Path,
+    reporter: &dyn Reporter,
+    cancel: &Cancel,
+) -> Option<u64> {
+    // The preprocessor reserves what nvcc's does; a budget that cannot hold two of them is
+    // too small to gain anything (the unit runs alone either way, after a preprocessor alone).
+    let preprocess = StepKind::HostPreprocess.peak_guess(0);
+    if job.lang != Lang::Cxx
+        || gate.knows(&gate.key(&job.object, None))
+        || !gate.unknown_peak_binds(jobs)
+        || preprocess.saturating_mul(2) > gate.budget().bytes
+    {
+        return None;
+    }
+    let out = tmp_object.with_extension("ii");
+    let spec = preprocess_command_for(job, &out);
+    let key = gate.key(&job.object, Some("preprocess"));
+    let ran = run_gated(&spec, Some(gate), Some(&key), Some(preprocess), cancel);
+    let size = std::fs::metadata(&out).map(|m| m.len());
+    let _ = std::fs::remove_file(&out);
+    let (Ok(_), Ok(size)) = (ran, size) else {
+        return None;
+    };
+    let guess = StepKind::HostCompile.peak_guess(size);
+    reporter.verbose(&format!(
+        "`{}` was never measured: preprocessed to {}, it reserves {} (not {}: -j {jobs} of \
+         that would not fit the memory budget of {})",
+        job.label,
+        format_size(size),
+        format_size(guess),
+        format_size(crate::memory::UNKNOWN_PEAK),
+        format_size(gate.budget().bytes),
+    ));
+    Some(guess)
+}
