@@ -331,9 +331,36 @@ impl MemoryGate {
     /// What the process `key` is expected to need: its last peak with an eighth more (a
     /// changed source may need a little more); never measured, the caller's `guess` (nvcc's
     /// steps guess from the size of what they read), else [`UNKNOWN_PEAK`].
+    /// One never measured whose step ran for another capability of the same unit (`cicc
+    /// compute_80` beside a measured `cicc compute_75`: the same source, peaks within 5% for
+    /// `cicc`, 30% for the far smaller `ptxas`) needs at most that sibling's largest peak and a
+    /// quarter more.
     pub fn estimate(&self, key: &str, guess: Option<u64>) -> u64 {
-        self.recorded(key)
-            .map_or(guess.unwrap_or(UNKNOWN_PEAK), |peak| peak + peak / 8)
+        if let Some(peak) = self.recorded(key) {
+            return peak + peak / 8;
+        }
+        let guess = guess.unwrap_or(UNKNOWN_PEAK);
+        match self.sibling_peak(key) {
+            Some(peak) => guess.min(peak + peak / 4),
+            None => guess,
+        }
+    }
+
+    /// The largest peak recorded for the same step of the same unit for another capability.
+    fn sibling_peak(&self, key: &str) -> Option<u64> {
+        let largest = |peaks: &BTreeMap<String, u64>, family: &str| {
+            peaks
+                .range(family.to_string()..)
+                .take_while(|(k, _)| k.starts_with(family))
+                .filter(|(k, _)| capability_family(k).as_deref() == Some(family))
+                .map(|(_, peak)| *peak)
+                .max()
+        };
+        let family = capability_family(key)?;
+        largest(&lock(&self.peaks), &family).or_else(|| {
+            let (shared, key) = self.shared_key(key)?;
+            largest(&lock(&shared.peaks), &capability_family(&key)?)
+        })
     }
 
     /// The peak the process `key` last reached: in this work directory, else in a build
@@ -361,7 +388,6 @@ impl MemoryGate {
     /// once nothing else runs (it is remembered for [`MemoryGate::ran_alone`]). `None` once
     /// `cancel` fires while waiting (its place in the queue goes to the next).
     pub fn admit(&self, key: &str, guess: Option<u64>, cancel: &Cancel) -> Option<Reservation<'_>> {
-        let need = self.estimate(key, guess);
         let mut queue = lock(&self.queue);
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
@@ -372,6 +398,8 @@ impl MemoryGate {
                 self.freed.notify_all();
                 return None;
             }
+            // Again at each look: a sibling may have been measured while this one waited.
+            let need = self.estimate(key, guess);
             let first = queue.waiting.front() == Some(&ticket);
             let fits = queue.reserved + need <= self.budget.bytes;
             if first && (fits || queue.reserved == 0) {
@@ -426,6 +454,20 @@ impl MemoryGate {
         peaks.extend(learned.iter().map(|(k, v)| (k.clone(), *v)));
         write_peaks(&shared.path, peaks)
     }
+}
+
+/// `obj#cicc ` for `obj#cicc compute_90` (also `sm_90a`, `preprocess 900`): the key of a
+/// step for one capability without the capability; `None` for a step of the whole unit.
+fn capability_family(key: &str) -> Option<String> {
+    let (object, step) = key.split_once('#')?;
+    let (kind, capability) = step.rsplit_once(' ')?;
+    let number = capability
+        .strip_prefix("compute_")
+        .or_else(|| capability.strip_prefix("sm_"))
+        .unwrap_or(capability);
+    let digits = number.trim_end_matches(|c: char| c.is_ascii_lowercase());
+    (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
+        .then(|| format!("{object}#{kind} "))
 }
 
 /// Write `peaks` as a record file (atomically, its directory made if missing).
@@ -645,6 +687,65 @@ mod tests {
                 ("unit-k#ptxas sm_90", 80 << 20)
             ]
         );
+    }
+
+    #[test]
+    fn a_step_never_measured_needs_at_most_what_it_needed_for_another_capability_of_the_unit() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = MemoryGate::load(budget(8 << 30), dir.path());
+        let guess = Some(460 << 20);
+        gate.observe("obj/a.o#cicc compute_75", 160 << 20);
+        gate.observe("obj/a.o#cicc compute_80", 200 << 20);
+        assert_eq!(gate.estimate("obj/a.o#cicc compute_90", guess), 250 << 20);
+        assert_eq!(gate.estimate("obj/a.o#cicc compute_90a", guess), 250 << 20);
+        assert_eq!(
+            gate.estimate("obj/a.o#cicc compute_90", Some(100 << 20)),
+            100 << 20
+        );
+        assert_eq!(gate.estimate("obj/b.o#cicc compute_90", guess), 460 << 20);
+        assert_eq!(gate.estimate("obj/a.o#ptxas sm_90", guess), 460 << 20);
+        gate.observe("obj/a.o#host preprocess", 50 << 20);
+        assert_eq!(gate.estimate("obj/a.o#host compile", guess), 460 << 20);
+        assert_eq!(
+            capability_family("obj/a.o#preprocess 900").unwrap(),
+            "obj/a.o#preprocess "
+        );
+        assert_eq!(
+            capability_family("obj/a.o#ptxas sm_90a").unwrap(),
+            "obj/a.o#ptxas "
+        );
+        assert_eq!(capability_family("obj/a.o#host compile"), None);
+        assert_eq!(capability_family("obj/a.o"), None);
+    }
+
+    #[test]
+    fn a_waiting_step_shrinks_to_its_siblings_peak_once_one_is_measured_and_is_let_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = MemoryGate::load(budget(1 << 30), dir.path());
+        let guess = Some(600 << 20);
+        let first = gate
+            .admit("u#cicc compute_75", guess, &Cancel::new())
+            .unwrap();
+        let admitted = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _second = gate
+                    .admit("u#cicc compute_90", guess, &Cancel::new())
+                    .unwrap();
+                admitted.store(1, Ordering::SeqCst);
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(admitted.load(Ordering::SeqCst), 0, "600 + 600 MiB > 1 GiB");
+            // The first ran at 300 MiB: the second now needs 375 MiB and fits beside it.
+            gate.observe("u#cicc compute_75", 300 << 20);
+            std::thread::sleep(Duration::from_millis(200));
+            assert_eq!(
+                admitted.load(Ordering::SeqCst),
+                1,
+                "let in while the first runs"
+            );
+        });
+        drop(first);
     }
 
     #[test]
