@@ -331,6 +331,7 @@ impl MemoryGate {
     /// What the process `key` is expected to need: its last peak with an eighth more (a
     /// changed source may need a little more); never measured, the caller's `guess` (nvcc's
     /// steps guess from the size of what they read), else [`UNKNOWN_PEAK`].
+    ///
     /// One never measured whose step ran for another capability of the same unit (`cicc
     /// compute_80` beside a measured `cicc compute_75`: the same source, peaks within 5% for
     /// `cicc`, 30% for the far smaller `ptxas`) needs at most that sibling's largest peak and a

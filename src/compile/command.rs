@@ -58,14 +58,20 @@ fn nvcc_command(job: &CompileJob) -> CommandSpec {
 fn cxx_command(job: &CompileJob) -> CommandSpec {
     let mut cmd = CommandSpec::new(&job.compiler);
     common_head(&mut cmd, job);
+    cxx_flags(&mut cmd, job);
+    cmd
+}
+
+/// What the C++ compiler gets after its inputs and outputs: the default `-O3` (it also defines
+/// `__OPTIMIZE__`, which headers test), includes and defines, then its own flags: host flags
+/// (`-fPIC`) first.
+fn cxx_flags(cmd: &mut CommandSpec, job: &CompileJob) {
     if !chooses_opt_level(job.flags.iter().chain(&job.host_flags)) {
         cmd.arg("-O3");
     }
-    common_preprocessor(&mut cmd, job);
-    // For the host compiler both lists are its own flags: host flags (`-fPIC`) first.
+    common_preprocessor(cmd, job);
     cmd.args(&job.host_flags);
     cmd.args(&job.flags);
-    cmd
 }
 
 /// The command that preprocesses `job`'s C++ source into `out` (`-E`) with the standard, include
@@ -78,13 +84,7 @@ pub fn preprocess_command_for(job: &CompileJob, out: &Path) -> CommandSpec {
         .arg("-o")
         .arg(out)
         .arg(format!("-std={}", job.std));
-    // The level defines `__OPTIMIZE__`, which headers test.
-    if !chooses_opt_level(job.flags.iter().chain(&job.host_flags)) {
-        cmd.arg("-O3");
-    }
-    common_preprocessor(&mut cmd, job);
-    cmd.args(&job.host_flags);
-    cmd.args(&job.flags);
+    cxx_flags(&mut cmd, job);
     cmd
 }
 
