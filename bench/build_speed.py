@@ -9,8 +9,10 @@ Same machine, same run, same sources, same capabilities, same parallelism (`kbui
               cpp_extension: an empty build directory)
   no-op       nothing changed since the last build (a new process each time, as a user runs it;
               timed bare: no memory cgroup, no RSS sampler, which add ~15 ms to a 25 ms run)
-  touch .cu   one kernel source edited (a comment appended: a real content change)
-  touch .h    one header edited that two kernel sources include
+  touch .cu   one kernel source edited: a small kernel appended (new device code and a new
+              host stub, so every pass of the unit runs again; a comment would leave the
+              preprocessed source as it was, and a step cache could then reuse a pass)
+  touch .h    one header edited that two kernel sources include, the same way
   remote      (kbuild only) a cold build in a second checkout of the same sources at another
               path, with `KBUILD_REMOTE_CACHE` pointing at a `redis-server` on loopback that a
               first, untimed build filled: what a CI shard or a teammate pays (needs
@@ -373,9 +375,17 @@ def restrict_capabilities(build_toml: Path, caps: list[str]) -> None:
     build_toml.write_text("\n".join(out) + "\n")
 
 
-def append_edit(path: Path, n: int) -> None:
+def append_edit(path: Path, n: int, tag: str) -> None:
+    """Append a kernel of its own to a CUDA source or header: an edit that changes what every
+    pass of the units that read it compile (both sides: device code and a host stub), as a real
+    edit does. Guarded so that a header included twice, or by a C++ unit, still compiles;
+    `static`, so the units that include the header do not define the same symbol."""
+    name = f"kbuild_bench_edit_{tag}_{n}"
     with open(path, "a") as f:
-        f.write(f"\n// bench edit {n}\n")
+        f.write(f"\n#if defined(__CUDACC__) && !defined({name.upper()})\n"
+                f"#define {name.upper()}\n"
+                f"[[maybe_unused]] static __global__ void {name}(int *p) {{ if (p) *p = {n}; }}\n"
+                "#endif\n")
 
 
 def dry_run(kbuild: list[str], work: Path, env: dict[str, str]) -> tuple[dict, list, list[str]]:
@@ -709,11 +719,11 @@ def bench_project(project: Project, args, results: dict, tmp_root: Path, log: Pa
         sources = {twork for *_rest, twork in tools.values()}
         if "touch-cu" in args.cases:
             for src in sources:
-                append_edit(src / project.touch_cu, r)
+                append_edit(src / project.touch_cu, r, "cu")
             timed_case("touch .cu")
         if "touch-h" in args.cases and project.touch_header:
             for src in sources:
-                append_edit(src / project.touch_header, r)
+                append_edit(src / project.touch_header, r, "h")
             timed_case("touch .h")
 
     if redis:
