@@ -12,7 +12,7 @@ Same machine, same run, same sources, same capabilities, same parallelism (`kbui
   touch .cu   one kernel source edited: a small kernel appended (new device code and a new
               host stub, so every pass of the unit runs again; a comment would leave the
               preprocessed source as it was, and a step cache could then reuse a pass)
-  touch .h    one header edited that two kernel sources include, the same way
+  touch .h    one header edited that several kernel sources include, the same way
   remote      (kbuild only) a cold build in a second checkout of the same sources at another
               path, with `KBUILD_REMOTE_CACHE` pointing at a `redis-server` on loopback that a
               first, untimed build filled: what a CI shard or a teammate pays (needs
