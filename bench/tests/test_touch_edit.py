@@ -17,7 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import build_speed  # noqa: E402
 
 KERNEL = "__global__ void scale(float *p, float s) { p[threadIdx.x] *= s; }\n"
-HEADER = "#pragma once\n__device__ inline float twice(float x) { return 2 * x; }\n"
+# An include guard, not `#pragma once`: the edit lands after its `#endif`, so its own guard is
+# what keeps a second inclusion from defining the kernel again.
+HEADER = ("#ifndef COMMON_CUH\n#define COMMON_CUH\n"
+          "__device__ inline float twice(float x) { return 2 * x; }\n#endif\n")
 
 
 def nvcc() -> Path:
@@ -64,8 +67,8 @@ def test_a_touched_header_still_compiles_included_twice_by_cuda_units_and_by_cpp
     header = tmp_path / "common.cuh"
     header.write_text(HEADER)
     for name in ("a.cu", "b.cu"):  # two units including it: each gets its own (static) kernel
-        (tmp_path / name).write_text('#include "common.cuh"\n#include "common.cuh"\n' + KERNEL
-                                     .replace("scale", f"scale_{name[0]}"))
+        kernel = KERNEL.replace("scale", f"scale_{name[0]}")
+        (tmp_path / name).write_text('#include "common.cuh"\n#include "common.cuh"\n' + kernel)
     # A C++ unit (g++, no CUDA keywords: it defines the header's away) includes it too.
     (tmp_path / "c.cpp").write_text(
         "#define __device__\n#include \"common.cuh\"\nint host() { return 1; }\n")
