@@ -17,7 +17,7 @@ use crate::config::Backend;
 #[derive(Debug, Parser)]
 #[command(
     name = "kbuild",
-    version,
+    version = version(),
     propagate_version = true,
     max_term_width = 100,
     after_help = "Typical use:\n  \
@@ -568,4 +568,15 @@ impl TypedValueParser for BackendName {
             Backend::ALL.iter().map(|b| PossibleValue::new(b.as_str())),
         ))
     }
+}
+
+/// `0.1.0 (1a1fc12 2026-11-27)`: the crate's version and the commit build.rs found, as
+/// `cargo --version` prints its own; the bare version where the build knew no commit.
+fn version() -> &'static str {
+    static VERSION: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| match option_env!("KBUILD_COMMIT_INFO") {
+            Some(commit) => format!("{} ({commit})", env!("CARGO_PKG_VERSION")),
+            None => env!("CARGO_PKG_VERSION").to_string(),
+        });
+    &VERSION
 }

@@ -87,9 +87,13 @@ fn exchange(a: &Path, b: &Path) -> io::Result<()> {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
     };
     let (a, b) = (c(a)?, c(b)?);
+    // The raw system call, not glibc's `renameat2` wrapper: that symbol is GLIBC_2.28, and the
+    // wheel's binary runs on glibc 2.17 (manylinux2014). Kernels without it answer ENOSYS,
+    // which the caller handles as it handles EINVAL (two renames).
     // SAFETY: both are valid NUL-terminated paths that outlive the call.
     let rc = unsafe {
-        libc::renameat2(
+        libc::syscall(
+            libc::SYS_renameat2,
             libc::AT_FDCWD,
             a.as_ptr(),
             libc::AT_FDCWD,

@@ -89,6 +89,7 @@ pub fn init(settings: &InitSettings) -> Result<Scaffolded, ScaffoldError> {
     let ctx = context! {
         name, python_name, license => settings.license, backends => names,
         cuda => has(Backend::Cuda), cpu => has(Backend::Cpu),
+        kbuild_version => env!("CARGO_PKG_VERSION"),
     };
     let mut files = Vec::new();
     for file in &planned {

@@ -1,5 +1,6 @@
 //! kbuild's integration tests: one crate, one binary; `common` holds what they share.
 
+mod action;
 mod archive_limits;
 mod artifacts;
 mod binary_size;
@@ -36,6 +37,7 @@ mod help_text;
 mod hf_parity;
 mod hub_trust;
 mod init;
+mod install;
 mod kill_orphans;
 mod matrix_build;
 mod matrix_real;
@@ -58,6 +60,7 @@ mod publish_race;
 mod publish_server;
 mod publish_verify;
 mod readme_snippets;
+mod release;
 mod remote_cache;
 mod selection;
 mod split_compile;

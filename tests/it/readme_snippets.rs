@@ -75,6 +75,8 @@ fn use_of(block: &Block) -> Use {
         ("sh", true) => Use::Run,
         ("toml", true) => Use::CheckConfig,
         ("text", true) => Use::Shown,
+        // Workflow YAML (the action's example): `tests/it/action.rs` checks it against action.yml.
+        ("yaml", true) => Use::Shown,
         (other, true) => panic!(
             "README.md:{}: a ```{other} block is neither run nor marked: give it `sh`, `toml` or \
              `text`, or mark it `needs-network` / `needs-gpu`",
