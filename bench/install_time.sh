@@ -35,8 +35,8 @@ echo "uv tool install of the wheel: $(secs "$t0" "$t1") s"
 
 cd "$tmp"
 t0=$(now)
-"$tmp/venv/bin/kbuild" -q init k --backends cpu
-(cd k && ln -s "$(dirname "$(dirname "$torch_python")")" .venv && "$tmp/venv/bin/kbuild" -q build --backend cpu)
+"$tmp/venv/bin/kbuild" -q init kern --backends cpu
+(cd kern && ln -s "$(dirname "$(dirname "$torch_python")")" .venv && "$tmp/venv/bin/kbuild" -q build --backend cpu)
 t1=$(now)
 echo "installed kbuild: init + first cpu build (torch ${torch_python}): $(secs "$t0" "$t1") s"
 

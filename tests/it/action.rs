@@ -179,7 +179,7 @@ fn action() -> Value {
 #[test]
 fn the_action_installs_kbuild_builds_checks_and_publishes_to_the_hub() {
     let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("k");
+    let project = tmp.path().join("kern");
     let out = run(bin()
         .args(["init"])
         .arg(&project)
@@ -235,11 +235,15 @@ fn the_action_installs_kbuild_builds_checks_and_publishes_to_the_hub() {
             .action_output(&action, "url")
             .ends_with("kbuild-test/act")
     );
-    let loaded = hub.python(&format!(
+    // The Hub's `v1` branch is at the revision the action reported.
+    let (status, body) = hub.request("GET", "/api/kernels/kbuild-test/act/revision/v1", b"");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&revision), "v1 is not at {revision}: {body}");
+    let loaded = hub.python(
         "import kernels, torch\n\
-         k = kernels.get_kernel('kbuild-test/act', revision='{revision}', backend='cpu', trust_remote_code=True)\n\
-         print(k.scale(torch.ones(3), 4.0).tolist())"
-    ));
+         k = kernels.get_kernel('kbuild-test/act', version=1, backend='cpu', trust_remote_code=True)\n\
+         print(k.scale(torch.ones(3), 4.0).tolist())",
+    );
     assert_eq!(
         String::from_utf8_lossy(&loaded.stdout).trim(),
         "[4.0, 4.0, 4.0]"
@@ -249,7 +253,7 @@ fn the_action_installs_kbuild_builds_checks_and_publishes_to_the_hub() {
 #[test]
 fn the_action_without_a_publish_repo_builds_and_checks_only() {
     let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("k");
+    let project = tmp.path().join("kern");
     assert!(
         run(bin()
             .args(["init"])

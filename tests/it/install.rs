@@ -41,9 +41,9 @@ fn pip_installed_kbuild_inits_builds_checks_and_publishes_without_cargo() {
         .env("PATH", &path));
     assert_eq!(String::from_utf8_lossy(&out.stdout), printed);
 
-    let out = on_path(&path, &work, &["init", "k", "--backends", "cpu"]);
+    let out = on_path(&path, &work, &["init", "kern", "--backends", "cpu"]);
     assert!(out.status.success(), "init");
-    let project = work.join("k");
+    let project = work.join("kern");
     // The author's own venv with torch: the project's `.venv`, which kbuild discovers.
     let torch_venv = python().parent().unwrap().parent().unwrap().to_path_buf();
     std::os::unix::fs::symlink(&torch_venv, project.join(".venv")).unwrap();
@@ -54,7 +54,7 @@ fn pip_installed_kbuild_inits_builds_checks_and_publishes_without_cargo() {
 
     let hub = Hub::start(&[]);
     let out = run(Command::new("kbuild")
-        .args(["publish", "--repo", "kbuild-test/k", "--json"])
+        .args(["publish", "--repo", "kbuild-test/kern", "--json"])
         .current_dir(&project)
         .env_clear()
         .env("PATH", &path)
@@ -66,7 +66,7 @@ fn pip_installed_kbuild_inits_builds_checks_and_publishes_without_cargo() {
     // What the Hub now holds loads through `kernels` in another Python and computes.
     let loaded = hub.python(
         "import kernels, torch\n\
-         k = kernels.get_kernel('kbuild-test/k', version=1, backend='cpu', trust_remote_code=True)\n\
+         k = kernels.get_kernel('kbuild-test/kern', version=1, backend='cpu', trust_remote_code=True)\n\
          print(k.scale(torch.arange(4.0), 2.5).tolist())",
     );
     assert_eq!(
@@ -129,7 +129,16 @@ fn cargo_install_from_the_packaged_crate_gives_a_working_kbuild() {
         .arg(&pkg_target)
         .current_dir(repo()));
     assert!(out.status.success(), "cargo package");
-    let crate_dir = pkg_target.join(format!("package/kbuild-{}", env!("CARGO_PKG_VERSION")));
+    let name = format!("kbuild-{}", env!("CARGO_PKG_VERSION"));
+    let unpacked = tmp.path().join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    let out = run(Command::new("tar")
+        .arg("xzf")
+        .arg(pkg_target.join(format!("package/{name}.crate")))
+        .arg("-C")
+        .arg(&unpacked));
+    assert!(out.status.success(), "the .crate is a tar.gz");
+    let crate_dir = unpacked.join(&name);
     let listing = run(Command::new(&cargo)
         .args(["package", "--list", "--allow-dirty", "-p", "kbuild"])
         .current_dir(repo()));
@@ -162,9 +171,9 @@ fn cargo_install_from_the_packaged_crate_gives_a_working_kbuild() {
     let path = plain_path(&[&root.join("bin")]);
     let out = on_path(&path, tmp.path(), &["--version"]);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with(&version_line()));
-    let out = on_path(&path, tmp.path(), &["init", "p", "--backends", "cpu"]);
+    let out = on_path(&path, tmp.path(), &["init", "proj", "--backends", "cpu"]);
     assert!(out.status.success());
-    let out = on_path(&path, &tmp.path().join("p"), &["check-config"]);
+    let out = on_path(&path, &tmp.path().join("proj"), &["check-config"]);
     assert!(
         out.status.success(),
         "check-config of the scaffolded project"
@@ -179,9 +188,9 @@ fn the_init_workflow_builds_tests_and_checks_with_the_pip_installed_kbuild() {
     let tmp = tempfile::tempdir().unwrap();
     let bin = venv_with(&tmp.path().join("kbuild-venv"), &release_wheel());
     let path = plain_path(&[&bin]);
-    let out = on_path(&path, tmp.path(), &["init", "k", "--backends", "cpu"]);
+    let out = on_path(&path, tmp.path(), &["init", "kern", "--backends", "cpu"]);
     assert!(out.status.success());
-    let project = tmp.path().join("k");
+    let project = tmp.path().join("kern");
     let workflow_file = project.join(".github/workflows/build.yml");
     let workflow = crate::common::release::yaml(&workflow_file);
     let text = std::fs::read_to_string(&workflow_file).unwrap();

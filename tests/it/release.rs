@@ -17,6 +17,14 @@ fn names(dir: &Path) -> Vec<String> {
     names
 }
 
+fn path_with(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
@@ -129,7 +137,9 @@ fn the_sdist_builds_from_source_with_cargo_and_runs() {
         ])
         .arg(out_dir.path())
         .arg(&sdist)
-        .env("CARGO_TARGET_DIR", repo().join("target")));
+        .env("CARGO_TARGET_DIR", repo().join("target"))
+        // The build backend runs `maturin` by name: the test Python's.
+        .env("PATH", path_with(python().parent().unwrap())));
     assert!(out.status.success(), "pip wheel of the sdist failed");
     let wheel = std::fs::read_dir(out_dir.path())
         .unwrap()
