@@ -72,7 +72,9 @@ pub enum Command {
     /// `pip install dist/<name>-<version>+<variant>-cp39-abi3-linux_x86_64.whl` makes the kernel
     /// importable under its package name. The local version (`1+torch215.cxx11.cu132`) keeps
     /// variants apart; METADATA pins torch to the major.minor the variant was built for.
-    /// Wheels are byte-for-byte reproducible from the same build.
+    /// Without `--backend`, `--variant` or `--cuda-capabilities` it builds what can run here,
+    /// as `develop` does (cpu without a GPU; CUDA for this machine's GPUs with one). Wheels are
+    /// byte-for-byte reproducible from the same build.
     Wheel(BuildOptions),
     /// Build, then make the variant importable in a virtual environment under its package name.
     ///
@@ -84,7 +86,9 @@ pub enum Command {
     /// the active one (`VIRTUAL_ENV`), else ./.venv. The variant is selected as `build` selects
     /// (`--backend`, `--torch`, `--variant`, kbuild.lock); when several remain, the one built
     /// with that environment's Python, then the backend `kernels` loads with its torch (cuda
-    /// for a CUDA torch, else cpu). It is chosen and printed before anything is built.
+    /// for a CUDA torch, else cpu). It is chosen and printed before anything is built. Without
+    /// `--backend`, `--variant` or `--cuda-capabilities` only what can run here is built: cpu
+    /// on a machine without a GPU, CUDA for this machine's GPUs (`native`) on one with.
     Develop(DevelopArgs),
     /// Write each built variant as `<name>-<variant>.tar.gz` into dist/.
     ///

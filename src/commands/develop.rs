@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::dev_loop::runnable_here;
 use super::print;
 use super::settings::select_settings;
 use crate::cli::DevelopArgs;
@@ -18,12 +19,19 @@ use crate::toolchain::find_python;
 /// Run `kbuild develop`.
 pub fn run(project_dir: &Path, args: DevelopArgs, printer: &Printer) -> Result<()> {
     let started = Instant::now();
+    let select = match runnable_here(project_dir, &args.select) {
+        Some((narrowed, note)) => {
+            printer.info(&note);
+            narrowed
+        }
+        None => args.select.clone(),
+    };
     let settings = BuildSettings {
         out_dir: args.out_dir.clone(),
         ..select_settings(
             project_dir,
             &args.toolchain,
-            &args.select,
+            &select,
             args.jobs,
             args.memory,
         )

@@ -6,6 +6,7 @@ pub mod check_config;
 pub mod clean;
 pub mod completions;
 pub mod create_pyproject;
+pub mod dev_loop;
 pub mod develop;
 pub mod hash;
 pub mod init;

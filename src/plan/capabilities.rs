@@ -1,14 +1,14 @@
 //! The CUDA capabilities one build is asked for (`--cuda-capabilities LIST|native`,
 //! `KBUILD_CUDA_CAPABILITIES`): parsing the request, finding this machine's GPUs for
 //! `native`, and narrowing each kernel's capabilities to the request as kernel-builder's loose
-//! intersection does.
+//! intersection does; and what of a project can run on this machine (the dev loop).
 
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
 use super::PlanError;
-use crate::config::{Capability, ParseCapabilityError};
+use crate::config::{Backend, Capability, Framework, ParseCapabilityError, Project};
 use crate::process::{CommandSpec, run};
 
 /// Which CUDA capabilities a build compiles, before `native` is looked up.
@@ -61,6 +61,52 @@ impl CudaCapabilities {
             CudaCapabilities::Native => native_capabilities().map(Some),
         }
     }
+}
+
+/// What can run on this machine, for the dev loop: with a GPU (`nvidia-smi` answers) every
+/// backend, CUDA for this machine's capabilities (`native`); without one, cpu alone when the
+/// project has it. `None` when that is what the project builds anyway (no cuda backend, or
+/// nothing compiled).
+pub fn runnable_here(project: &Project) -> Option<RunnableHere> {
+    let has = |b: Backend| project.general.backends.contains(&b);
+    if !matches!(project.framework, Framework::Torch(_)) || !has(Backend::Cuda) {
+        return None;
+    }
+    Some(match native_capabilities() {
+        Ok(caps) => RunnableHere {
+            backends: None,
+            native: true,
+            note: format!(
+                "note: building cuda for this machine's GPU ({}) only; pass \
+                 `--cuda-capabilities all` for the whole CUDA matrix",
+                join(&caps)
+            ),
+        },
+        Err(_) if has(Backend::Cpu) => RunnableHere {
+            backends: Some(vec![Backend::Cpu]),
+            native: false,
+            note: "note: building cpu only (no GPU found); pass `--backend cuda` for the CUDA \
+                   matrix"
+                .into(),
+        },
+        Err(_) => RunnableHere {
+            backends: None,
+            native: false,
+            note: "note: no GPU found, and build.toml lists no cpu backend: building the whole \
+                   CUDA matrix, which cannot run here"
+                .into(),
+        },
+    })
+}
+
+/// What [`runnable_here`] keeps, and the line that says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnableHere {
+    /// Only these backends (`None`: as selected).
+    pub backends: Option<Vec<Backend>>,
+    /// CUDA for this machine's GPUs only.
+    pub native: bool,
+    pub note: String,
 }
 
 /// The compute capabilities of this machine's GPUs, oldest first, from

@@ -27,6 +27,7 @@ mod config_good;
 mod cuda_capabilities;
 mod cutlass_deps;
 mod cutlass_git;
+mod dev_loop;
 mod develop_pytest;
 mod device_step_cache;
 mod dist_compile;
