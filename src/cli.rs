@@ -156,6 +156,13 @@ pub enum Command {
     /// on PATH (or `$KBUILD`) and builds against the torch of the environment it installs into.
     /// `pip install . -C backend=cpu` chooses the backend [default: the one `kernels` loads].
     CreatePyproject(CreatePyprojectArgs),
+    /// Print the kernel card `kbuild publish` puts on the Hub as `README.md`.
+    ///
+    /// The project's `CARD.md` is rendered as HF's kernel-builder renders it (Jinja, with
+    /// `repo_id`, `functions`, `layers`, `has_benchmark`, `upstream` and `license`); without
+    /// one, kbuild's card describes the build (variants, capabilities and dtypes, how to load).
+    /// Reads the built variants: build first.
+    FillCard(FillCardArgs),
     /// Recompute the digest of built variants as `kernels` verifies it, and compare.
     ///
     /// The digest in metadata.json lists every file of the variant with its hash; `kernels`
@@ -213,6 +220,19 @@ pub struct CleanArgs {
     /// Print what was removed and kept as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FillCardArgs {
+    /// Repository the card names `org/name` [default: `[general.hub] repo-id` in build.toml].
+    #[arg(long, value_name = "ORG/NAME")]
+    pub repo: Option<String>,
+    /// Directory holding the variants [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub build_dir: Option<PathBuf>,
+    /// Write the card to this file instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

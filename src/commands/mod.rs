@@ -8,6 +8,7 @@ pub mod completions;
 pub mod create_pyproject;
 pub mod dev_loop;
 pub mod develop;
+pub mod fill_card;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
@@ -74,6 +75,9 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             toolchain::run(&project, args.command, &printer)?;
         }
         Command::Clean(args) => clean::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::FillCard(args) => {
+            fill_card::run(&project, &args, &Printer::new(verbosity, false))?
+        }
         Command::Hash(args) => hash::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::CreatePyproject(args) => {
             create_pyproject::run(&project, &args, &Printer::new(verbosity, false))?
@@ -99,7 +103,10 @@ pub fn wants_json(cli: &Cli) -> bool {
         Command::Clean(args) => args.json,
         Command::Hash(args) => args.json,
         Command::Init(args) => args.json,
-        Command::Develop(_) | Command::Completions(_) | Command::CreatePyproject(_) => false,
+        Command::Develop(_)
+        | Command::Completions(_)
+        | Command::CreatePyproject(_)
+        | Command::FillCard(_) => false,
     }
 }
 

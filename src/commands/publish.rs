@@ -9,7 +9,7 @@ use crate::package::UnpackLimits;
 use crate::publish::compare::BatchLimits;
 use crate::publish::local::LocalOptions;
 use crate::publish::retry::RetryPolicy;
-use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, publish_blocking};
+use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, card, publish_blocking};
 use crate::report::{Printer, Reporter};
 
 /// Hub used when `HF_ENDPOINT` is not set.
@@ -94,6 +94,7 @@ pub fn resolve(
         benchmarks_dir: std::fs::symlink_metadata(&benchmarks)
             .is_ok()
             .then_some(benchmarks),
+        card: card::ProjectCard::find(project)?,
         variants: args.variants.clone(),
         project_version: config.as_ref().map(|c| c.general.version),
         create_pr: args.create_pr,

@@ -40,7 +40,7 @@ pub async fn publish(
         .clone()
         .unwrap_or_else(|| format!("v{}", build.version));
     check_branch(&branch)?;
-    let readme = card(&build, &s.repo_id, &branch)?;
+    let readme = card(&build, s, &branch)?;
     let hub = Session::connect(s, reporter)?;
     let compared = hub.compare(&build, branch, readme).await?;
     let plan = compared.plan(s.limits);
@@ -129,9 +129,13 @@ fn check_rules(build: &LocalBuild, opts: &crate::check::CheckOptions) -> Result<
     }
 }
 
-/// The kernel card, `README.md`, describing the build as published on `branch`.
-fn card(build: &LocalBuild, repo_id: &str, branch: &str) -> Result<LocalFile, PublishError> {
-    let card = Card::from_variants(&build.variants, repo_id, branch)?.render()?;
+/// The kernel card, `README.md`, describing the build as published on `branch`: the project's
+/// `CARD.md` when it has one.
+fn card(build: &LocalBuild, s: &PublishSettings, branch: &str) -> Result<LocalFile, PublishError> {
+    let mut card = Card::from_variants(&build.variants, &s.repo_id, branch)?;
+    card.has_benchmark =
+        (s.benchmarks_dir.as_ref()).is_some_and(|d| d.join("benchmark.py").is_file());
+    let card = card.render(s.card.as_ref())?;
     Ok(LocalFile::from_bytes("README.md".into(), card.into_bytes()))
 }
 

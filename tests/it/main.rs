@@ -49,6 +49,7 @@ mod pip_backend;
 mod plan_output;
 mod portable;
 mod project_root;
+mod publish_author;
 mod publish_cli;
 mod publish_e2e;
 mod publish_faults;
