@@ -27,6 +27,7 @@ pub fn run(global: &GlobalArgs, args: &PublishArgs, printer: &Printer) -> Result
     } else if args.dry_run {
         super::print(&summary.dry_run_report())
     } else {
+        summary.report_closing(printer);
         Ok(())
     };
     if let Err(crate::error::Error::Stdout { source }) = &printed

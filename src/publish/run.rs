@@ -45,6 +45,7 @@ pub async fn publish(
     let compared = hub.compare(&build, branch, readme).await?;
     let plan = compared.plan(s.limits);
     let mut summary = hub.summarize(&build, &compared.repo, &plan);
+    summary.load = summary.load_line();
     reporter.info(&plan_line(&summary));
     if s.dry_run {
         return Ok(summary);
@@ -54,11 +55,13 @@ pub async fn publish(
             "{:>12} `{}` branch `{}` already holds this build: nothing uploaded, no commit made",
             "Up to date", s.repo_id, summary.branch
         ));
-        return Ok(summary);
+    } else {
+        let heads = hub.ensure_repo(&compared.repo).await?;
+        summary.commits = hub.commit(&build, &compared, heads, &plan).await?;
+        report_commits(reporter, &summary.commits);
     }
-    let heads = hub.ensure_repo(&compared.repo).await?;
-    summary.commits = hub.commit(&build, &compared, heads, &plan).await?;
-    report_commits(reporter, &summary.commits);
+    summary.trusted_publisher = hub.remote.trusted_publisher().await.ok();
+    summary.load = summary.load_line();
     Ok(summary)
 }
 
@@ -348,6 +351,9 @@ impl<'a> Session<'a> {
             card: plan.card_status().to_string(),
             commits: Vec::new(),
             up_to_date: plan.is_empty(),
+            trusted_publisher: None,
+            cpu_only: build.variants.iter().all(|v| v.backend == "cpu"),
+            load: String::new(),
         }
     }
 
@@ -442,9 +448,10 @@ fn plan_line(summary: &PublishSummary) -> String {
     )
 }
 
-/// One `Committed` line per commit made.
+/// One `Committed` line per commit made (a pull request that already held the build made none,
+/// and said so).
 fn report_commits(reporter: &dyn Reporter, commits: &[CommitSummary]) {
-    for c in commits {
+    for c in commits.iter().filter(|c| c.files > 0) {
         let what = match &c.pr_url {
             Some(url) => format!("pull request {url}"),
             None => format!(

@@ -1,12 +1,14 @@
 //! What a kernel author reads from a publish: the card is the project's own `CARD.md` when it
-//! has one (rendered as HF's kernel-builder renders it; `kbuild fill-card` shows it first), and
-//! `layers` are listed as layers.
+//! has one (rendered as HF's kernel-builder renders it; `kbuild fill-card` shows it first),
+//! `layers` are listed as layers, and a publish ends with the repository's URL and the line
+//! that loads it.
 
 use std::path::Path;
 
 use crate::common::hub::Hub;
 use crate::common::kbuild::{bin, run};
 use crate::common::variant::{CPU_VARIANT, project_with_variant, redigest};
+use crate::publish_cli::redacted;
 
 const REPO: &str = "org/relu";
 
@@ -109,4 +111,57 @@ fn a_broken_card_md_is_refused_at_its_line_before_anything_is_sent() {
         run.stderr
     );
     assert_eq!(hub.commits_made(), 0);
+}
+
+#[test]
+fn a_publish_ends_with_the_url_and_the_line_that_loads_it() {
+    let hub = Hub::start(&[]);
+    let (project, build) = project_with_variant();
+    let run = hub.publish(&build, &["--repo", REPO]).success();
+    let tail: Vec<&str> = run.stderr.lines().rev().take(3).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    insta::assert_snapshot!(redacted(
+        &tail.join("\n"),
+        &hub,
+        &[(project.path(), "[project]")]
+    ));
+    let json = hub
+        .publish(&build, &["--repo", REPO, "--json"])
+        .success()
+        .json();
+    assert_eq!(json["trusted_publisher"], false);
+    assert_eq!(
+        json["load"],
+        r#"kernels.get_kernel("org/relu", version=1, backend="cpu", trust_remote_code=True)"#
+    );
+}
+
+#[test]
+fn a_second_create_pr_says_up_to_date_once_and_reports_no_empty_commit() {
+    let hub = Hub::start(&[]);
+    let (_project, build) = project_with_variant();
+    hub.publish(&build, &["--repo", REPO]).success();
+    let variant = build.join(CPU_VARIANT);
+    std::fs::write(
+        variant.join("__init__.py"),
+        "from ._ops import ops\n# two\n",
+    )
+    .unwrap();
+    redigest(&variant);
+    hub.publish(&build, &["--repo", REPO, "--create-pr"])
+        .success();
+    let again = hub
+        .publish(&build, &["--repo", REPO, "--create-pr"])
+        .success();
+    assert!(again.stderr.contains("Up to date"), "{}", again.stderr);
+    assert!(
+        !again.stderr.contains("Committed 0 file(s)"),
+        "{}",
+        again.stderr
+    );
+    assert!(
+        again.stderr.contains("Review ") && again.stderr.contains("(load it once merged)"),
+        "{}",
+        again.stderr
+    );
 }
