@@ -181,9 +181,14 @@ pub struct InitArgs {
     #[arg(value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
     /// Kernel name: lowercase letters, digits and `-`; the Python package replaces `-` with `_`
-    /// [default: the directory's name].
+    /// [default: the name of `--repo`, else the directory's]. `owner/name` (HF's form) also
+    /// sets `--repo`.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Hub repository `owner/name` that `kbuild publish` and the generated CI upload to
+    /// (`[general.hub] repo-id`).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo: Option<String>,
     /// Backends to scaffold, comma-separated: `cuda`, `cpu`.
     #[arg(
         long,

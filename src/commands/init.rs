@@ -13,6 +13,7 @@ pub fn run(base: &Path, args: &InitArgs, printer: &Printer) -> Result<()> {
     let settings = InitSettings {
         dir: base.join(&args.dir),
         name: args.name.clone(),
+        repo: args.repo.clone(),
         backends: args.backends.clone(),
         license: args.license.clone(),
         overwrite: args.overwrite,
