@@ -66,6 +66,8 @@ pub enum Command {
     /// every header it includes, the flags and the compiler version, so a rebuild without changes
     /// runs no compiler. Each variant is staged and renamed into place: a failed build never
     /// leaves a half-written variant and never removes the previous one.
+    /// (`build-and-copy`, HF's name, is the same: the variants are written into build/.)
+    #[command(visible_alias = "build-and-copy")]
     Build(BuildArgs),
     /// Build, then write one wheel per variant into dist/.
     ///
@@ -104,7 +106,9 @@ pub enum Command {
     /// kernels needs, a valid variant name; for each extension the manylinux symbol versions and
     /// Python abi3 (3.9) of HF's kernel-abi-check, DT_NEEDED (libc, libstdc++, torch's and
     /// torch's CUDA libraries only), no RPATH/RUNPATH into the build machine, and
-    /// `backend.archs` equal to the cubins (when cuobjdump is found).
+    /// `backend.archs` equal to the cubins (when cuobjdump is found). HF's `check-abi` and
+    /// `check-builds` run these rules too.
+    #[command(visible_aliases = ["check-abi", "check-builds"])]
     Check(CheckArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
@@ -118,6 +122,7 @@ pub enum Command {
     /// Example: `kbuild update-config --dry-run` shows the change, `kbuild update-config` writes
     /// it, `kbuild check-config` confirms. In CI, `kbuild update-config --check` exits 1 while
     /// build.toml still needs updating.
+    #[command(visible_alias = "update-build")]
     UpdateConfig(UpdateConfigArgs),
     /// Print the build variants `kbuild build` would produce, selected as it selects them.
     ListVariants(ListVariantsArgs),
@@ -126,7 +131,11 @@ pub enum Command {
     /// Files go to the branch `v<version>`; the kernel card goes to `README.md` on `main`.
     /// Unchanged files are not uploaded; an unchanged build makes no commit.
     /// Auth: `HF_TOKEN`, else the token file under `HF_HOME`. `HF_ENDPOINT` selects the server.
+    /// Ends with the repository's URL and the Python line that loads the build.
+    #[command(visible_alias = "upload")]
     Publish(PublishArgs),
+    /// Build, then publish (HF's `build-and-upload`): `kbuild build` then `kbuild publish`.
+    BuildAndUpload(BuildAndUploadArgs),
     /// Install, list or remove managed toolchains (torch and its CUDA toolkit from PyPI).
     ///
     /// Each toolchain is a virtual environment under `$KBUILD_CACHE_DIR/toolchains` (default
@@ -225,6 +234,27 @@ pub struct CleanArgs {
     /// Print what was removed and kept as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildAndUploadArgs {
+    #[command(flatten)]
+    pub options: BuildOptions,
+    /// Target repository `org/name` [default: `[general.hub] repo-id` in build.toml].
+    #[arg(long, value_name = "ORG/NAME", alias = "repo-id")]
+    pub repo: Option<String>,
+    /// Branch to publish to [default: v<version>].
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// Create the repository as private if it does not exist.
+    #[arg(long)]
+    pub private: bool,
+    /// Repository type (`model` for legacy kernel repos).
+    #[arg(long, value_enum, default_value_t = RepoTypeArg::Kernel)]
+    pub repo_type: RepoTypeArg,
+    /// Open pull requests instead of committing.
+    #[arg(long)]
+    pub create_pr: bool,
 }
 
 #[derive(Debug, Args)]
@@ -522,7 +552,7 @@ pub enum RepoTypeArg {
 #[derive(Debug, Args)]
 pub struct PublishArgs {
     /// Target repository `org/name` [default: `[general.hub] repo-id` in build.toml].
-    #[arg(long, value_name = "ORG/NAME")]
+    #[arg(long, value_name = "ORG/NAME", alias = "repo-id")]
     pub repo: Option<String>,
     /// Repository type (`model` for legacy kernel repos).
     #[arg(long, value_enum, default_value_t = RepoTypeArg::Kernel)]

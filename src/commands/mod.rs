@@ -1,6 +1,7 @@
 //! One module per verb: clap args → resolved settings → one library call → print.
 
 pub mod build;
+pub mod build_and_upload;
 pub mod check;
 pub mod check_config;
 pub mod clean;
@@ -70,6 +71,10 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             return publish::run(&cli.global, &args, &printer);
         }
+        Command::BuildAndUpload(args) => {
+            let printer = Printer::new(verbosity, args.options.json);
+            return build_and_upload::run(&cli.global, args, &printer);
+        }
         Command::Toolchain(args) => {
             let printer = Printer::new(verbosity, json);
             toolchain::run(&project, args.command, &printer)?;
@@ -99,6 +104,7 @@ pub fn wants_json(cli: &Cli) -> bool {
         Command::CheckConfig(args) => args.json,
         Command::UpdateConfig(args) => args.json,
         Command::Publish(args) => args.json,
+        Command::BuildAndUpload(args) => args.options.json,
         Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
         Command::Clean(args) => args.json,
         Command::Hash(args) => args.json,
