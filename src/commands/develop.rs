@@ -48,6 +48,7 @@ pub fn run(project_dir: &Path, args: DevelopArgs, printer: &Printer) -> Result<(
         &format!("{} for {}", choice.variant, choice.python.display()),
     );
     if args.dry_run {
+        super::print_notes(&prepared, printer);
         let plans = prepared.plans.iter().filter(|p| !p.variants.is_empty());
         return plans.map(dry_run_text).try_for_each(|text| print(&text));
     }

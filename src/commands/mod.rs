@@ -13,6 +13,7 @@ pub mod fill_card;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
+mod output;
 pub mod pack;
 pub mod publish;
 pub mod settings;
@@ -22,9 +23,11 @@ pub mod wheel;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, ToolchainCommand};
+use crate::cli::{Cli, Command};
 use crate::error::Result;
 use crate::report::{Printer, Verbosity};
+pub use output::wants_json;
+use output::{print, print_json, print_notes};
 
 /// Dispatch a parsed command line.
 pub fn run(mut cli: Cli) -> Result<ExitCode> {
@@ -91,39 +94,4 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         Command::Completions(args) => completions::run(&args)?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether the command line asks for `--json` (a failure is then reported on stdout too).
-pub fn wants_json(cli: &Cli) -> bool {
-    match &cli.command {
-        Command::Build(args) => args.options.json,
-        Command::Wheel(args) => args.json,
-        Command::Check(args) => args.json,
-        Command::Pack(args) => args.json,
-        Command::ListVariants(args) => args.json,
-        Command::CheckConfig(args) => args.json,
-        Command::UpdateConfig(args) => args.json,
-        Command::Publish(args) => args.json,
-        Command::BuildAndUpload(args) => args.options.json,
-        Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
-        Command::Clean(args) => args.json,
-        Command::Hash(args) => args.json,
-        Command::Init(args) => args.json,
-        Command::Develop(_)
-        | Command::Completions(_)
-        | Command::CreatePyproject(_)
-        | Command::FillCard(_) => false,
-    }
-}
-
-/// Print `value` as pretty JSON on stdout.
-fn print_json(what: &'static str, value: &impl serde::Serialize) -> Result<()> {
-    let json = serde_json::to_string_pretty(value)
-        .map_err(|source| crate::error::Error::Json { what, source })?;
-    print(&format!("{json}\n"))
-}
-
-/// Print a command's result on stdout (through the seam in `report`).
-fn print(text: &str) -> Result<()> {
-    crate::report::stdout(text).map_err(|source| crate::error::Error::Stdout { source })
 }
