@@ -394,6 +394,9 @@ pub struct DevelopArgs {
     /// Print the selected variant's plan without building or linking anything.
     #[arg(long)]
     pub dry_run: bool,
+    /// Undo `kbuild develop` in the environment: remove its `.pth` and link (nothing is built).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub uninstall: bool,
 }
 
 #[derive(Debug, Args)]

@@ -15,9 +15,10 @@ use serde::Serialize;
 
 use crate::config::Backend;
 use crate::hint::Hint;
+use crate::orchestrator::Prepared;
 use crate::package::BuiltVariant;
 use crate::process::{self, CommandFailure, CommandSpec};
-use crate::toolchain::Toolchain;
+use crate::toolchain::{Toolchain, ToolchainError, find_python};
 
 /// Why a variant could not be made importable.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +30,12 @@ pub enum DevelopError {
         #[source]
         source: CommandFailure,
     },
+    /// `develop` installs exactly one variant; the selection holds another number.
+    #[error("`kbuild develop` installs one variant, but {} are selected: [{}]", variants.len(), variants.join(", "))]
+    NotOneVariant { variants: Vec<String> },
+    /// The environment's interpreter was not found.
+    #[error(transparent)]
+    Toolchain(Box<ToolchainError>),
     /// The interpreter is not in a virtual environment.
     #[error("`{}` is not a virtual environment's Python", python.display())]
     NotAVenv { python: PathBuf },
@@ -47,6 +54,10 @@ impl Hint for DevelopError {
     fn hint(&self) -> Option<String> {
         Some(match self {
             DevelopError::Python { .. } => "check that the interpreter runs on its own".into(),
+            DevelopError::NotOneVariant { .. } => "choose one with `--variant` (`kbuild \
+                 list-variants` names them) or `--backend`"
+                .into(),
+            DevelopError::Toolchain(e) => return e.hint(),
             DevelopError::NotAVenv { .. } => "create one (`python -m venv .venv`) and activate \
                  it, or pass `--python <venv>/bin/python`"
                 .into(),
@@ -57,6 +68,12 @@ impl Hint for DevelopError {
                 "check the permissions of the environment and the build directory".into()
             }
         })
+    }
+}
+
+impl From<ToolchainError> for DevelopError {
+    fn from(e: ToolchainError) -> Self {
+        DevelopError::Toolchain(Box::new(e))
     }
 }
 
@@ -111,6 +128,113 @@ pub fn develop(variant: &BuiltVariant, python: &Path) -> Result<Developed, Devel
         variant: variant.name.clone(),
         pth,
         link,
+    })
+}
+
+/// What `develop --uninstall` removed: the environment's `.pth` and its link, when they were
+/// there.
+#[derive(Debug, Clone, Serialize)]
+pub struct Uninstalled {
+    pub package: String,
+    pub removed: Vec<PathBuf>,
+}
+
+/// Undo [`develop`] of `package` for the environment of `python`: remove its `.pth` (the
+/// environment no longer imports the build) and its link under `out_dir`.
+pub fn uninstall(
+    out_dir: &Path,
+    package: &str,
+    python: &Path,
+) -> Result<Uninstalled, DevelopError> {
+    let env = environment(python)?;
+    let out_dir = std::path::absolute(out_dir).unwrap_or_else(|_| out_dir.to_path_buf());
+    let dir = out_dir.join(".kbuild/develop").join(env_key(&env.prefix));
+    let pth = env.site.join(format!("kbuild_develop_{package}.pth"));
+    let mut removed = Vec::new();
+    for path in [pth, dir.join(package)] {
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(DevelopError::Io { path, source }),
+        }
+    }
+    // Gone once empty; another package's link keeps it.
+    let _ = std::fs::remove_dir(&dir);
+    Ok(Uninstalled {
+        package: package.to_string(),
+        removed,
+    })
+}
+
+/// What `develop` made importable, and where.
+pub struct DevelopedHere {
+    /// The environment's interpreter.
+    pub python: PathBuf,
+    /// The backend of the variant it imports.
+    pub backend: Backend,
+    /// The build's output directory.
+    pub out_dir: PathBuf,
+}
+
+/// The variant develop installs and the interpreter it goes into.
+pub struct Choice {
+    pub variant: String,
+    pub backend: Backend,
+    pub python: PathBuf,
+}
+
+/// Narrow the prepared build to the one variant develop installs, before anything is built:
+/// the only one selected; else those built with the environment's own Python (`--python`, the
+/// active venv, ./.venv); else, unless `--backend` was given, the backend `kernels` loads with
+/// that torch. The interpreter is the one the variant was built with (noarch variants use
+/// none: the environment's).
+pub fn keep_one_variant(
+    prepared: &mut Prepared,
+    python: Option<&Path>,
+    backend_given: bool,
+) -> Result<Choice, DevelopError> {
+    let own = || find_python(python, &prepared.project.root).map_err(DevelopError::from);
+    let built_with = |i: usize| {
+        let torch = prepared.toolchains[i].torch.as_ref();
+        torch.map(|t| t.python.path.clone())
+    };
+    // (plan, variant) of every variant still selected.
+    let all: Vec<(usize, usize)> = (prepared.plans.iter().enumerate())
+        .flat_map(|(i, plan)| (0..plan.variants.len()).map(move |j| (i, j)))
+        .collect();
+    let names = |chosen: &[(usize, usize)]| -> Vec<String> {
+        let name = |&(i, j): &(usize, usize)| prepared.plans[i].variants[j].name.clone();
+        chosen.iter().map(name).collect()
+    };
+    let mut chosen = all.clone();
+    if chosen.len() > 1 {
+        let own = own()?.path;
+        chosen.retain(|&(i, _)| built_with(i).is_some_and(|p| same_file(&p, &own)));
+    }
+    if chosen.len() > 1 && !backend_given {
+        chosen.retain(|&(i, j)| {
+            let backend = prepared.plans[i].variants[j].backend;
+            Some(backend) == kernels_backend(&prepared.toolchains[i])
+        });
+    }
+    let &[(i, j)] = chosen.as_slice() else {
+        return Err(DevelopError::NotOneVariant {
+            variants: names(&all),
+        });
+    };
+    let python = match built_with(i) {
+        Some(path) => path,
+        None => own()?.path,
+    };
+    let variant = prepared.plans[i].variants[j].name.clone();
+    let backend = prepared.plans[i].variants[j].backend;
+    for (k, plan) in prepared.plans.iter_mut().enumerate() {
+        plan.variants.retain(|v| k == i && v.name == variant);
+    }
+    Ok(Choice {
+        variant,
+        backend,
+        python,
     })
 }
 

@@ -32,9 +32,6 @@ pub enum Error {
     Package(Box<PackageError>),
     #[error(transparent)]
     Check(Box<CheckError>),
-    /// `develop` installs exactly one variant; the selection holds another number.
-    #[error("`kbuild develop` installs one variant, but {} are selected: [{}]", variants.len(), variants.join(", "))]
-    NotOneVariant { variants: Vec<String> },
     #[error(transparent)]
     Toolchains(Box<InstallError>),
     #[error(transparent)]
@@ -48,6 +45,13 @@ pub enum Error {
     /// `kbuild update-config --check` found a v4 build.toml.
     #[error("`{}` is v4 (no `edition`) and needs updating to edition 5", path.display())]
     ConfigOutdated { path: std::path::PathBuf },
+    /// A command that reads a build ran before any build wrote one.
+    #[error("`{}` does not exist: nothing has been built yet", path.display())]
+    NotBuilt {
+        path: std::path::PathBuf,
+        /// How the command names another place to read (`--build-dir`, `PATH`).
+        other: &'static str,
+    },
     /// `kbuild hash` found variants whose files do not match their digest.
     #[error("{count} variant(s) do not match the digest in their metadata.json")]
     DigestMismatch { count: usize },
@@ -81,9 +85,6 @@ impl Hint for Error {
             Error::Develop(e) => e.hint(),
             Error::Package(e) => e.hint(),
             Error::Check(e) => e.hint(),
-            Error::NotOneVariant { .. } => {
-                Some("choose one with `--variant` (`kbuild list-variants` names them) or `--backend`".into())
-            }
             Error::Toolchains(e) => e.hint(),
             Error::Scaffold(e) => e.hint(),
             Error::Clean(e) => e.hint(),
@@ -92,6 +93,9 @@ impl Hint for Error {
             Error::ConfigOutdated { .. } => {
                 Some("run `kbuild update-config` and commit the new build.toml".into())
             }
+            Error::NotBuilt { other, .. } => Some(format!(
+                "build first (`kbuild build`), or {other}"
+            )),
             Error::DigestMismatch { .. } => Some(
                 "rebuild, or run `kbuild hash --write` if the files changed on purpose".into(),
             ),
@@ -261,6 +265,17 @@ impl ErrorReport {
         }
         // Strings only: serializing cannot fail.
         serde_json::to_string_pretty(&Failed { error: self }).unwrap_or_default() + "\n"
+    }
+}
+
+/// [`Error::NotBuilt`] unless `path` exists (as anything: what it is, the command tells).
+pub fn built(path: &std::path::Path, other: &'static str) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotBuilt {
+            path: path.to_path_buf(),
+            other,
+        }),
+        _ => Ok(()),
     }
 }
 

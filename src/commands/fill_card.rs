@@ -22,6 +22,7 @@ pub fn run(project_dir: &Path, args: &FillCardArgs, printer: &Printer) -> Result
         .or(hub.repo_id)
         .ok_or(PublishError::NoRepo)?;
     let build_dir = (args.build_dir.clone()).unwrap_or_else(|| project_dir.join("build"));
+    crate::error::built(&build_dir, "pass `--build-dir`")?;
     let options = LocalOptions {
         unpack: UnpackLimits::from_env(|k| std::env::var(k).ok())?,
         allow_mixed: true,

@@ -114,6 +114,9 @@ pub enum PublishError {
         #[source]
         source: minijinja::Error,
     },
+    /// The build directory does not exist: nothing has been built yet.
+    #[error("`{}` does not exist: nothing has been built yet", path.display())]
+    NotBuilt { path: std::path::PathBuf },
     #[error("cannot write the card to `{}`", path.display())]
     WriteCard {
         path: std::path::PathBuf,
@@ -212,6 +215,7 @@ impl Hint for PublishError {
             Hub { .. } => "re-run with `-v` for details; `--dry-run` shows what would be uploaded".into(),
             Card { .. } => "this is a kbuild bug: please report it with the variant's metadata.json".into(),
             ProjectCard { .. } => "fix the template at the line named (Jinja syntax, as HF's kernel-builder renders it; its values: `repo_id`, `functions`, `layers`, `has_benchmark`, `upstream`, `license`), and check it with `kbuild fill-card`".into(),
+            NotBuilt { .. } => "build first (`kbuild build`), or pass `--build-dir`: a build directory, an artifact (`.tar.gz`) or a directory of them".into(),
             WriteCard { .. } => "check that the directory exists and can be written".into(),
             ReadCard { .. } => "check the file's permissions, or remove it to publish kbuild's own card".into(),
             Partial { .. } => "each commit is atomic; re-run `kbuild publish` to upload the rest (unchanged files are skipped)".into(),

@@ -69,6 +69,13 @@ pub async fn publish(
 /// `kbuild check` rules (unless `--skip-check`), a clean git tree (unless `--allow-dirty`) and
 /// the version build.toml configures.
 fn verify(s: &PublishSettings, reporter: &dyn Reporter) -> Result<LocalBuild, PublishError> {
+    if std::fs::symlink_metadata(&s.build_dir)
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Err(PublishError::NotBuilt {
+            path: s.build_dir.clone(),
+        });
+    }
     reporter.stage("Verifying", &s.build_dir.display().to_string());
     let build = local::collect(
         &s.build_dir,

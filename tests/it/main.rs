@@ -36,6 +36,7 @@ mod generated_files;
 mod help_text;
 mod hf_parity;
 mod hf_verbs;
+mod hints;
 mod hub_trust;
 mod init;
 mod kill_orphans;
