@@ -92,6 +92,15 @@ pub enum Command {
     /// `--backend`, `--variant` or `--cuda-capabilities` only what can run here is built: cpu
     /// on a machine without a GPU, CUDA for this machine's GPUs (`native`) on one with.
     Develop(DevelopArgs),
+    /// Build what can run here, make it importable, and run the project's own tests (pytest).
+    ///
+    /// `kbuild develop` (on a machine without a GPU, the cpu variant), then `python -m pytest`
+    /// in that environment, in the project, with `tests` unless pytest arguments follow `--`
+    /// (`kbuild test -- -x -k relu`). The tests run unchanged: a pytest plugin kbuild writes
+    /// at run time makes `kernels.get_kernel`/`get_local_kernel` load the backend that was
+    /// built unless a test names one (PyPI's Linux torch would otherwise ask for cuda). Exits
+    /// as pytest exits.
+    Test(TestArgs),
     /// Write each built variant as `<name>-<variant>.tar.gz` into dist/.
     ///
     /// An artifact holds `<variant>/…` with its metadata.json (and so its digest), for CI jobs
@@ -397,6 +406,26 @@ pub struct DevelopArgs {
     /// Undo `kbuild develop` in the environment: remove its `.pth` and link (nothing is built).
     #[arg(long, conflicts_with = "dry_run")]
     pub uninstall: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Parallel compile jobs [default: one per core].
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Memory the compilers may use at once, e.g. `8G` [env: KBUILD_MEMORY].
+    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
+    pub memory: Option<u64>,
+    /// Output directory [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Arguments for pytest, after `--` [default: `tests`].
+    #[arg(last = true, value_name = "PYTEST_ARGS")]
+    pub pytest_args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]

@@ -42,6 +42,13 @@ pub enum DevelopError {
     /// The package is installed in the environment already, which would shadow the build.
     #[error("`{}` already exists: an installed `{package}` would be imported instead of the build", path.display())]
     Shadowed { package: String, path: PathBuf },
+    /// pytest could not be started.
+    #[error("cannot run pytest with `{}`", python.display())]
+    Pytest {
+        python: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot write `{}`", path.display())]
     Io {
         path: PathBuf,
@@ -63,6 +70,11 @@ impl Hint for DevelopError {
                 .into(),
             DevelopError::Shadowed { package, .. } => {
                 format!("uninstall it first: `pip uninstall {package}`")
+            }
+            DevelopError::Pytest { .. } => {
+                "check that the interpreter runs; install pytest into its environment \
+                 (`python -m pip install pytest`)"
+                    .into()
             }
             DevelopError::Io { .. } => {
                 "check the permissions of the environment and the build directory".into()
@@ -236,6 +248,64 @@ pub fn keep_one_variant(
         backend,
         python,
     })
+}
+
+/// The pytest plugin `kbuild test` loads: `kernels` loads the backend that was built.
+const PYTEST_PLUGIN: &str = include_str!("../templates/pytest/kbuild_backend.py");
+
+/// A run of a project's own tests against what `develop` made importable.
+#[derive(Debug, Clone)]
+pub struct TestRun {
+    /// The environment's interpreter (the one developed into).
+    pub python: PathBuf,
+    /// The project root: pytest runs there.
+    pub project_root: PathBuf,
+    /// The build's output directory (the plugin is written under its `.kbuild/`).
+    pub out_dir: PathBuf,
+    /// The backend `kernels` loads unless a test names one.
+    pub backend: Backend,
+    /// pytest's arguments; `tests` is added when the project has it and they name no path.
+    pub pytest_args: Vec<std::ffi::OsString>,
+}
+
+/// Run the project's tests, unchanged, with pytest in `run.python`'s environment; `kernels`
+/// loads `run.backend` unless a test says otherwise. Returns pytest's exit status.
+pub fn run_tests(run: &TestRun) -> Result<std::process::ExitStatus, DevelopError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DevelopError::Io { path, source }
+    };
+    let dir = std::path::absolute(run.out_dir.join(".kbuild/pytest")).map_err(io(&run.out_dir))?;
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let plugin = dir.join("kbuild_backend.py");
+    if std::fs::read_to_string(&plugin).ok().as_deref() != Some(PYTEST_PLUGIN) {
+        crate::files::write_atomic(&plugin, PYTEST_PLUGIN.as_bytes()).map_err(io(&plugin))?;
+    }
+    let mut spec = CommandSpec::new(&run.python);
+    spec.args(["-m", "pytest", "-p", "kbuild_backend"]);
+    // `tests` unless the arguments name what to run (an existing path).
+    let names_path = (run.pytest_args.iter())
+        .any(|a| !a.to_string_lossy().starts_with('-') && run.project_root.join(a).exists());
+    if !names_path && run.project_root.join("tests").is_dir() {
+        spec.arg("tests");
+    }
+    spec.args(&run.pytest_args);
+    let mut path = std::ffi::OsString::from(&dir);
+    if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    spec.env.push(("PYTHONPATH".into(), path));
+    spec.env
+        .push(("KBUILD_TEST_BACKEND".into(), run.backend.as_str().into()));
+    spec.cwd = Some(run.project_root.clone());
+    // pytest talks to the terminal itself: its output is the command's.
+    spec.to_command()
+        .status()
+        .map_err(|source| DevelopError::Pytest {
+            python: run.python.clone(),
+            source,
+        })
 }
 
 /// A virtual environment: its `sys.prefix` and `purelib`.

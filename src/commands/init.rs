@@ -37,13 +37,6 @@ pub fn run(base: &Path, args: &InitArgs, printer: &Printer) -> Result<()> {
     } else {
         format!("cd {} && ", done.dir.display())
     };
-    let backend = if done.backends.iter().any(|b| b == "cpu") {
-        " --backend cpu"
-    } else {
-        ""
-    };
-    printer.info(&format!(
-        "next: {cd}kbuild develop{backend} && python -m pytest tests"
-    ));
+    printer.info(&format!("next: {cd}kbuild test"));
     Ok(())
 }

@@ -17,6 +17,7 @@ mod output;
 pub mod pack;
 pub mod publish;
 pub mod settings;
+pub mod test;
 pub mod toolchain;
 pub mod update_config;
 pub mod wheel;
@@ -49,6 +50,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             build::run(&project, args, &printer)?;
         }
         Command::Develop(args) => develop::run(&project, args, &Printer::new(verbosity, false))?,
+        Command::Test(args) => return test::run(&project, args, &Printer::new(verbosity, false)),
         Command::Wheel(args) => {
             let printer = Printer::new(verbosity, args.json);
             wheel::run(&project, args, &printer)?;

@@ -41,6 +41,7 @@ pub fn wants_json(cli: &Cli) -> bool {
         Command::Hash(args) => args.json,
         Command::Init(args) => args.json,
         Command::Develop(_)
+        | Command::Test(_)
         | Command::Completions(_)
         | Command::CreatePyproject(_)
         | Command::FillCard(_) => false,

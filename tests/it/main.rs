@@ -70,4 +70,5 @@ mod stdout_closed;
 mod toolchain_install;
 mod torch_probe;
 mod update_config;
+mod walkthrough;
 mod wheel_install;
