@@ -71,12 +71,13 @@ pub enum Command {
     Build(BuildArgs),
     /// Build, then write one wheel per variant into dist/.
     ///
-    /// `pip install dist/<name>-<version>+<variant>-cp39-abi3-linux_x86_64.whl` makes the kernel
-    /// importable under its package name. The local version (`1+torch215.cxx11.cu132`) keeps
-    /// variants apart; METADATA pins torch to the major.minor the variant was built for.
-    /// Without `--backend`, `--variant` or `--cuda-capabilities` it builds what can run here,
-    /// as `develop` does (cpu without a GPU; CUDA for this machine's GPUs with one). Wheels are
-    /// byte-for-byte reproducible from the same build.
+    /// `pip install dist/<name>-<version>+<variant>-cp39-abi3-manylinux_2_28_x86_64.whl` makes
+    /// the kernel importable under its package name (the tag is `linux_<arch>` when an extension
+    /// does not meet manylinux_2_28, e.g. built with `--manylinux none`). The local version
+    /// (`1+torch215.cxx11.cu132`) keeps variants apart; METADATA pins torch to the major.minor
+    /// the variant was built for. Without `--backend`, `--variant` or `--cuda-capabilities` it
+    /// builds what can run here, as `develop` does (cpu without a GPU; CUDA for this machine's
+    /// GPUs with one). Wheels are byte-for-byte reproducible from the same build.
     Wheel(BuildOptions),
     /// Build, then make the variant importable in a virtual environment under its package name.
     ///

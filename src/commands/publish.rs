@@ -6,10 +6,8 @@ use std::process::ExitCode;
 use crate::cli::{GlobalArgs, PublishArgs, RepoTypeArg};
 use crate::error::Result;
 use crate::package::UnpackLimits;
-use crate::publish::compare::BatchLimits;
-use crate::publish::local::LocalOptions;
-use crate::publish::retry::RetryPolicy;
 use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, card, publish_blocking};
+use crate::publish::{compare::BatchLimits, local::LocalOptions, retry::RetryPolicy};
 use crate::report::{Printer, Reporter};
 
 /// Hub used when `HF_ENDPOINT` is not set.
