@@ -46,6 +46,8 @@ pub fn kbuild(project: &Path) -> Command {
     cmd.arg("-C").arg(project);
     cmd.env("KBUILD_PYTHON", python());
     cmd.env_remove("VIRTUAL_ENV");
+    // Compilers' colours only where a test asks for them (a CI may force colour for all).
+    cmd.env_remove("CLICOLOR_FORCE");
     cmd
 }
 
