@@ -22,8 +22,8 @@ pub fn runnable_here(project_dir: &Path, select: &SelectArgs) -> Option<(SelectA
     if let Some(backends) = here.backends {
         narrowed.backends = backends.iter().map(|b| b.as_str().to_string()).collect();
     }
-    if here.native {
-        narrowed.cuda_capabilities = Some(CudaCapabilities::Native);
+    if let Some(caps) = here.capabilities {
+        narrowed.cuda_capabilities = Some(CudaCapabilities::List(caps));
     }
     Some((narrowed, here.note))
 }

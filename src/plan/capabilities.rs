@@ -141,23 +141,23 @@ pub fn runnable_here(project: &Project) -> Option<RunnableHere> {
     Some(match native_capabilities() {
         Ok(caps) => RunnableHere {
             backends: None,
-            native: true,
             note: format!(
                 "note: building cuda for this machine's GPU ({}) only; pass \
                  `--cuda-capabilities all` for the whole CUDA matrix",
                 join(&caps)
             ),
+            capabilities: Some(caps),
         },
         Err(_) if has(Backend::Cpu) => RunnableHere {
             backends: Some(vec![Backend::Cpu]),
-            native: false,
+            capabilities: None,
             note: "note: building cpu only (no GPU found); pass `--backend cuda` for the CUDA \
                    matrix"
                 .into(),
         },
         Err(_) => RunnableHere {
             backends: None,
-            native: false,
+            capabilities: None,
             note: "note: no GPU found, and build.toml lists no cpu backend: building the whole \
                    CUDA matrix, which cannot run here"
                 .into(),
@@ -170,8 +170,8 @@ pub fn runnable_here(project: &Project) -> Option<RunnableHere> {
 pub struct RunnableHere {
     /// Only these backends (`None`: as selected).
     pub backends: Option<Vec<Backend>>,
-    /// CUDA for this machine's GPUs only.
-    pub native: bool,
+    /// CUDA for these capabilities only: this machine's GPUs' (asked once, here).
+    pub capabilities: Option<Vec<Capability>>,
     pub note: String,
 }
 
