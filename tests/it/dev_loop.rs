@@ -31,7 +31,7 @@ fn develop_without_a_gpu_builds_cpu_only_and_says_so_in_one_line() {
     let root = new_project(tmp.path());
     let (stderr, stdout) = stderr_of(
         kbuild(&root)
-            .env("PATH", path_without_gpu())
+            .env("PATH", path_without_gpu(tmp.path()))
             .args(["develop", "--dry-run"]),
         &root,
     );
@@ -76,7 +76,7 @@ fn build_without_backend_still_plans_every_backend_and_the_whole_matrix() {
     let tmp = tempfile::tempdir().unwrap();
     let root = new_project(tmp.path());
     let out = run(kbuild(&root)
-        .env("PATH", path_without_gpu())
+        .env("PATH", path_without_gpu(tmp.path()))
         .args(["build", "--dry-run"]));
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -90,7 +90,7 @@ fn wheel_without_a_gpu_writes_the_cpu_wheel_only() {
     let tmp = tempfile::tempdir().unwrap();
     let root = new_project(tmp.path());
     let out = run(kbuild(&root)
-        .env("PATH", path_without_gpu())
+        .env("PATH", path_without_gpu(tmp.path()))
         .args(["wheel"]));
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -3,9 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::kbuild::{
-    cuda_bin, fixture, kbuild, path_without_gpu, run, venv_seeing_toolchain,
-};
+use crate::common::kbuild::{cuda_bin, fixture, kbuild, run, venv_seeing_toolchain};
 use crate::common::redact::Redact;
 use crate::common::variant::{VariantSpec, write_variant};
 
@@ -116,7 +114,6 @@ fn check_finds_cuobjdump_beside_the_builds_nvcc_and_says_when_the_archs_rule_is_
     assert!(cuda_bin().join("cuobjdump").is_file());
     let out = run(kbuild(root)
         .args(["check", "--json", "--manylinux", "none"])
-        .env("PATH", path_without_gpu())
         .env_remove("CUDA_HOME"));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rules: Vec<&str> = report[0]["findings"]

@@ -52,7 +52,7 @@ fn init_test_publish_and_load_back_with_the_printed_line() {
     // The generated tests, unchanged, on what runs here (cpu: no GPU on this machine).
     let (py, _) = venv_seeing_toolchain(&tmp.path().join("venv"));
     let tested = run(kbuild(&root)
-        .env("PATH", path_without_gpu())
+        .env("PATH", path_without_gpu(tmp.path()))
         .env("HF_HUB_OFFLINE", "1")
         .args(["test", "--python"])
         .arg(&py)

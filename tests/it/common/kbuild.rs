@@ -140,23 +140,27 @@ pub fn venv_seeing_toolchain(dir: &Path) -> (PathBuf, PathBuf) {
 /// `PATH` with a directory (made in `dir`) first that holds an `nvidia-smi` reporting one GPU
 /// of `capability`: what kbuild asks a GPU machine (the test machine has none).
 pub fn path_with_gpu(dir: &Path, capability: &str) -> std::ffi::OsString {
-    let bin_dir = dir.join("gpu-bin");
-    std::fs::create_dir_all(&bin_dir).unwrap();
+    path_with_nvidia_smi(&dir.join("gpu-bin"), &format!("echo {capability}"))
+}
+
+/// `PATH` with a directory (made in `dir`) first that holds an `nvidia-smi` finding no GPU, as
+/// the driver's tool says on a machine without one: the same on this machine and a GPU one.
+pub fn path_without_gpu(dir: &Path) -> std::ffi::OsString {
+    path_with_nvidia_smi(
+        &dir.join("no-gpu-bin"),
+        "echo 'No devices were found' >&2; exit 6",
+    )
+}
+
+fn path_with_nvidia_smi(bin_dir: &Path, body: &str) -> std::ffi::OsString {
+    std::fs::create_dir_all(bin_dir).unwrap();
     let smi = bin_dir.join("nvidia-smi");
-    std::fs::write(&smi, format!("#!/bin/sh\necho {capability}\n")).unwrap();
+    std::fs::write(&smi, format!("#!/bin/sh\n{body}\n")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut paths = vec![bin_dir];
+    let mut paths = vec![bin_dir.to_path_buf()];
     paths.extend(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
     ));
-    std::env::join_paths(paths).unwrap()
-}
-
-/// `PATH` without a directory holding `nvidia-smi`: a machine without a GPU.
-pub fn path_without_gpu() -> std::ffi::OsString {
-    let paths = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .filter(|p| !p.join("nvidia-smi").exists())
-        .collect::<Vec<_>>();
     std::env::join_paths(paths).unwrap()
 }
