@@ -57,6 +57,10 @@ pub struct CleanReport {
     pub dry_run: bool,
     pub removed: Vec<Removed>,
     pub kept: Vec<Kept>,
+    /// The packages whose `kbuild develop` link went with `.kbuild/`: environments that
+    /// developed them no longer import them (until the next `kbuild develop`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub develop_links: Vec<String>,
 }
 
 /// A failure of `kbuild clean`.
@@ -98,6 +102,7 @@ pub fn clean(settings: &CleanSettings, reporter: &dyn Reporter) -> Result<CleanR
         dry_run: settings.dry_run,
         removed: Vec::new(),
         kept: Vec::new(),
+        develop_links: Vec::new(),
     };
     let out_dir = &settings.out_dir;
     // Taken only when there is something to clean, so that a clean creates no build/.
@@ -143,6 +148,7 @@ fn classify_out_dir(out_dir: &Path, report: &mut CleanReport) -> Result<(), Clea
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
         let text = name.to_string_lossy();
         let kind = if is_dir && text == ".kbuild" {
+            report.develop_links = develop_links(&path.join("develop"));
             for inner in entries(&path)? {
                 if inner.file_name() != LOCK {
                     report.removed.push(removed(inner.path(), Output::Work));
@@ -171,6 +177,21 @@ fn classify_out_dir(out_dir: &Path, report: &mut CleanReport) -> Result<(), Clea
         }
     }
     Ok(())
+}
+
+/// The package names linked under `.kbuild/develop/<env>/` (each once).
+fn develop_links(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = walkdir::WalkDir::new(dir)
+        .min_depth(2)
+        .max_depth(2)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.path_is_symlink())
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 fn classify_dist_dir(dist: &Path, report: &mut CleanReport) -> Result<(), CleanError> {

@@ -66,13 +66,18 @@ pub enum Command {
     /// every header it includes, the flags and the compiler version, so a rebuild without changes
     /// runs no compiler. Each variant is staged and renamed into place: a failed build never
     /// leaves a half-written variant and never removes the previous one.
+    /// (`build-and-copy`, HF's name, is the same: the variants are written into build/.)
+    #[command(visible_alias = "build-and-copy")]
     Build(BuildArgs),
     /// Build, then write one wheel per variant into dist/.
     ///
-    /// `pip install dist/<name>-<version>+<variant>-cp39-abi3-linux_x86_64.whl` makes the kernel
-    /// importable under its package name. The local version (`1+torch215.cxx11.cu132`) keeps
-    /// variants apart; METADATA pins torch to the major.minor the variant was built for.
-    /// Wheels are byte-for-byte reproducible from the same build.
+    /// `pip install dist/<name>-<version>+<variant>-cp39-abi3-manylinux_2_28_x86_64.whl` makes
+    /// the kernel importable under its package name (the tag is `linux_<arch>` when an extension
+    /// does not meet manylinux_2_28, e.g. built with `--manylinux none`). The local version
+    /// (`1+torch215.cxx11.cu132`) keeps variants apart; METADATA pins torch to the major.minor
+    /// the variant was built for. Without `--backend`, `--variant` or `--cuda-capabilities` it
+    /// builds what can run here, as `develop` does (cpu without a GPU; CUDA for this machine's
+    /// GPUs with one). Wheels are byte-for-byte reproducible from the same build.
     Wheel(BuildOptions),
     /// Build, then make the variant importable in a virtual environment under its package name.
     ///
@@ -84,8 +89,19 @@ pub enum Command {
     /// the active one (`VIRTUAL_ENV`), else ./.venv. The variant is selected as `build` selects
     /// (`--backend`, `--torch`, `--variant`, kbuild.lock); when several remain, the one built
     /// with that environment's Python, then the backend `kernels` loads with its torch (cuda
-    /// for a CUDA torch, else cpu). It is chosen and printed before anything is built.
+    /// for a CUDA torch, else cpu). It is chosen and printed before anything is built. Without
+    /// `--backend`, `--variant` or `--cuda-capabilities` only what can run here is built: cpu
+    /// on a machine without a GPU, CUDA for this machine's GPUs (`native`) on one with.
     Develop(DevelopArgs),
+    /// Build what can run here, make it importable, and run the project's own tests (pytest).
+    ///
+    /// `kbuild develop` (on a machine without a GPU, the cpu variant), then `python -m pytest`
+    /// in that environment, in the project, with `tests` unless pytest arguments follow `--`
+    /// (`kbuild test -- -x -k relu`). The tests run unchanged: a pytest plugin kbuild writes
+    /// at run time makes `kernels.get_kernel`/`get_local_kernel` load the backend that was
+    /// built unless a test names one (PyPI's Linux torch would otherwise ask for cuda). Exits
+    /// as pytest exits.
+    Test(TestArgs),
     /// Write each built variant as `<name>-<variant>.tar.gz` into dist/.
     ///
     /// An artifact holds `<variant>/…` with its metadata.json (and so its digest), for CI jobs
@@ -100,7 +116,9 @@ pub enum Command {
     /// kernels needs, a valid variant name; for each extension the manylinux symbol versions and
     /// Python abi3 (3.9) of HF's kernel-abi-check, DT_NEEDED (libc, libstdc++, torch's and
     /// torch's CUDA libraries only), no RPATH/RUNPATH into the build machine, and
-    /// `backend.archs` equal to the cubins (when cuobjdump is found).
+    /// `backend.archs` equal to the cubins (when cuobjdump is found). HF's `check-abi` and
+    /// `check-builds` run these rules too.
+    #[command(visible_aliases = ["check-abi", "check-builds"])]
     Check(CheckArgs),
     /// Validate build.toml (keys, types, paths, capabilities) without building.
     CheckConfig(CheckConfigArgs),
@@ -114,6 +132,7 @@ pub enum Command {
     /// Example: `kbuild update-config --dry-run` shows the change, `kbuild update-config` writes
     /// it, `kbuild check-config` confirms. In CI, `kbuild update-config --check` exits 1 while
     /// build.toml still needs updating.
+    #[command(visible_alias = "update-build")]
     UpdateConfig(UpdateConfigArgs),
     /// Print the build variants `kbuild build` would produce, selected as it selects them.
     ListVariants(ListVariantsArgs),
@@ -122,7 +141,11 @@ pub enum Command {
     /// Files go to the branch `v<version>`; the kernel card goes to `README.md` on `main`.
     /// Unchanged files are not uploaded; an unchanged build makes no commit.
     /// Auth: `HF_TOKEN`, else the token file under `HF_HOME`. `HF_ENDPOINT` selects the server.
+    /// Ends with the repository's URL and the Python line that loads the build.
+    #[command(visible_alias = "upload")]
     Publish(PublishArgs),
+    /// Build, then publish (HF's `build-and-upload`): `kbuild build` then `kbuild publish`.
+    BuildAndUpload(BuildAndUploadArgs),
     /// Install, list or remove managed toolchains (torch and its CUDA toolkit from PyPI).
     ///
     /// Each toolchain is a virtual environment under `$KBUILD_CACHE_DIR/toolchains` (default
@@ -152,6 +175,13 @@ pub enum Command {
     /// on PATH (or `$KBUILD`) and builds against the torch of the environment it installs into.
     /// `pip install . -C backend=cpu` chooses the backend [default: the one `kernels` loads].
     CreatePyproject(CreatePyprojectArgs),
+    /// Print the kernel card `kbuild publish` puts on the Hub as `README.md`.
+    ///
+    /// The project's `CARD.md` is rendered as HF's kernel-builder renders it (Jinja, with
+    /// `repo_id`, `functions`, `layers`, `has_benchmark`, `upstream` and `license`); without
+    /// one, kbuild's card describes the build (variants, capabilities and dtypes, how to load).
+    /// Reads the built variants: build first.
+    FillCard(FillCardArgs),
     /// Recompute the digest of built variants as `kernels` verifies it, and compare.
     ///
     /// The digest in metadata.json lists every file of the variant with its hash; `kernels`
@@ -170,9 +200,14 @@ pub struct InitArgs {
     #[arg(value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
     /// Kernel name: lowercase letters, digits and `-`; the Python package replaces `-` with `_`
-    /// [default: the directory's name].
+    /// [default: the name of `--repo`, else the directory's]. `owner/name` (HF's form) also
+    /// sets `--repo`.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Hub repository `owner/name` that `kbuild publish` and the generated CI upload to
+    /// (`[general.hub] repo-id`).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo: Option<String>,
     /// Backends to scaffold, comma-separated: `cuda`, `cpu`.
     #[arg(
         long,
@@ -209,6 +244,40 @@ pub struct CleanArgs {
     /// Print what was removed and kept as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildAndUploadArgs {
+    #[command(flatten)]
+    pub options: BuildOptions,
+    /// Target repository `org/name` [default: `[general.hub] repo-id` in build.toml].
+    #[arg(long, value_name = "ORG/NAME", alias = "repo-id")]
+    pub repo: Option<String>,
+    /// Branch to publish to [default: v<version>].
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// Create the repository as private if it does not exist.
+    #[arg(long)]
+    pub private: bool,
+    /// Repository type (`model` for legacy kernel repos).
+    #[arg(long, value_enum, default_value_t = RepoTypeArg::Kernel)]
+    pub repo_type: RepoTypeArg,
+    /// Open pull requests instead of committing.
+    #[arg(long)]
+    pub create_pr: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FillCardArgs {
+    /// Repository the card names `org/name` [default: `[general.hub] repo-id` in build.toml].
+    #[arg(long, value_name = "ORG/NAME")]
+    pub repo: Option<String>,
+    /// Directory holding the variants [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub build_dir: Option<PathBuf>,
+    /// Write the card to this file instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -335,6 +404,29 @@ pub struct DevelopArgs {
     /// Print the selected variant's plan without building or linking anything.
     #[arg(long)]
     pub dry_run: bool,
+    /// Undo `kbuild develop` in the environment: remove its `.pth` and link (nothing is built).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub uninstall: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Parallel compile jobs [default: one per core].
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Memory the compilers may use at once, e.g. `8G` [env: KBUILD_MEMORY].
+    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
+    pub memory: Option<u64>,
+    /// Output directory [default: <project>/build].
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Arguments for pytest, after `--` [default: `tests`].
+    #[arg(last = true, value_name = "PYTEST_ARGS")]
+    pub pytest_args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -493,7 +585,7 @@ pub enum RepoTypeArg {
 #[derive(Debug, Args)]
 pub struct PublishArgs {
     /// Target repository `org/name` [default: `[general.hub] repo-id` in build.toml].
-    #[arg(long, value_name = "ORG/NAME")]
+    #[arg(long, value_name = "ORG/NAME", alias = "repo-id")]
     pub repo: Option<String>,
     /// Repository type (`model` for legacy kernel repos).
     #[arg(long, value_enum, default_value_t = RepoTypeArg::Kernel)]

@@ -21,6 +21,7 @@ fn main() -> ExitCode {
 fn run() -> ExitCode {
     let cli = Cli::parse();
     let json = kbuild::commands::wants_json(&cli);
+    let verbose = cli.global.verbose;
     match kbuild::commands::run(cli) {
         Ok(code) => code,
         Err(kbuild::error::Error::Stdout { source })
@@ -30,7 +31,7 @@ fn run() -> ExitCode {
         }
         Err(err) => {
             let report = err.report();
-            eprint!("{}", report.text());
+            eprint!("{}", report.text(verbose, kbuild::report::stderr_color()));
             if json {
                 // Scripts read the failure on stdout too; if that fails, stderr already has it.
                 let _ = kbuild::report::stdout(&report.json());

@@ -25,6 +25,124 @@ pub fn is_closed_stdout(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::BrokenPipe
 }
 
+/// Whether kbuild's stderr gets colour: `NO_COLOR` turns it off, `CLICOLOR_FORCE` (not `0`) on,
+/// else a terminal that is not `dumb` has it. Asked once; compilers are told the same
+/// (`-fdiagnostics-color=always`), as their stderr is a pipe to kbuild.
+pub fn stderr_color() -> bool {
+    static COLOR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *COLOR.get_or_init(|| {
+        let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        if set("NO_COLOR").is_some() {
+            return false;
+        }
+        if set("CLICOLOR_FORCE").is_some_and(|v| v != "0") {
+            return true;
+        }
+        use std::io::IsTerminal as _;
+        std::io::stderr().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb")
+    })
+}
+
+/// `text` without ANSI escape sequences (colour codes a compiler wrote).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        // CSI: ESC [ parameters… final byte in `@`..=`~`; any other escape drops one character.
+        if chars.next_if_eq(&'[').is_some() {
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        } else {
+            chars.next();
+        }
+    }
+    out
+}
+
+/// One diagnostic a compiler printed, with its place: what `--json` reports of a failed compile.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Diagnostic {
+    pub file: String,
+    pub line: u32,
+    /// gcc gives one; nvcc's front end (`file(line): error: …`) does not.
+    pub column: Option<u32>,
+    /// `error`, `warning`, `note` or `fatal error`.
+    pub severity: String,
+    pub message: String,
+}
+
+/// The diagnostics with a place in `output`: gcc's `file:line:column: error: message` and
+/// nvcc's `file(line): error: message` (`error #20-D:` too); other lines (source excerpts,
+/// carets, `In file included from`) are context, not diagnostics.
+pub fn parse_diagnostics(output: &str) -> Vec<Diagnostic> {
+    strip_ansi(output)
+        .lines()
+        .filter_map(|line| gcc_diagnostic(line).or_else(|| nvcc_diagnostic(line)))
+        .collect()
+}
+
+const SEVERITIES: [&str; 5] = [
+    "fatal error",
+    "error",
+    "warning",
+    "note",
+    "catastrophic error",
+];
+
+/// `severity: message` (nvcc may add ` #20-D` to the severity).
+fn severity_and_message(rest: &str) -> Option<(String, String)> {
+    let rest = rest.trim_start();
+    SEVERITIES.iter().find_map(|s| {
+        let after = rest.strip_prefix(s)?;
+        let after = match after.strip_prefix(" #") {
+            Some(numbered) => numbered.split_once(':').map(|(_, m)| m)?,
+            None => after.strip_prefix(':')?,
+        };
+        Some((s.to_string(), after.trim().to_string()))
+    })
+}
+
+/// `file:line:column: severity: message` or `file:line: severity: message`.
+fn gcc_diagnostic(line: &str) -> Option<Diagnostic> {
+    let mut parts = line.splitn(4, ':');
+    let file = parts.next()?.to_string();
+    let number = parts.next()?.parse().ok()?;
+    let third = parts.next()?;
+    let (column, rest) = match third.parse() {
+        Ok(column) => (Some(column), parts.next()?.to_string()),
+        Err(_) => (None, format!("{third}:{}", parts.next().unwrap_or(""))),
+    };
+    let (severity, message) = severity_and_message(&rest)?;
+    (!file.is_empty()).then_some(Diagnostic {
+        file,
+        line: number,
+        column,
+        severity,
+        message,
+    })
+}
+
+/// `file(line): severity: message`.
+fn nvcc_diagnostic(line: &str) -> Option<Diagnostic> {
+    let (place, rest) = line.split_once("): ")?;
+    let (file, number) = place.rsplit_once('(')?;
+    let (severity, message) = severity_and_message(rest)?;
+    (!file.is_empty()).then_some(Diagnostic {
+        file: file.to_string(),
+        line: number.parse().ok()?,
+        column: None,
+        severity,
+        message,
+    })
+}
+
 /// How a compile unit ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnitOutcome {
@@ -278,5 +396,49 @@ impl Reporter for Recorder {
     }
     fn verbose(&self, msg: &str) {
         self.push(format!("verbose {msg}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gcc_and_nvcc_diagnostics_are_parsed_with_their_place_and_context_is_not() {
+        let output = "In file included from k.cpp:2:\n\
+            \x1b[01m\x1b[Kinc/a.h:3:7:\x1b[m\x1b[K \x1b[01;31m\x1b[Kerror: \x1b[m\x1b[Kexpected ';'\n\
+                3 | int x\n\
+            k.cpp: In function 'int f()':\n\
+            k.cpp:9: warning: unused\n\
+            csrc/k.cu(12): error: identifier \"y\" is undefined\n\
+            csrc/k.cu(14): warning #177-D: variable \"z\" was declared but never referenced\n\
+            1 error detected in the compilation of \"csrc/k.cu\".\n";
+        let got = parse_diagnostics(output);
+        let shown: Vec<String> = got
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}:{}:{:?} {}: {}",
+                    d.file, d.line, d.column, d.severity, d.message
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "inc/a.h:3:Some(7) error: expected ';'",
+                "k.cpp:9:None warning: unused",
+                "csrc/k.cu:12:None error: identifier \"y\" is undefined",
+                "csrc/k.cu:14:None warning: variable \"z\" was declared but never referenced",
+            ]
+        );
+    }
+
+    #[test]
+    fn ansi_escapes_are_stripped() {
+        assert_eq!(
+            strip_ansi("\x1b[01;31m\x1b[Kerror:\x1b[m rest"),
+            "error: rest"
+        );
     }
 }

@@ -253,7 +253,15 @@ fn check_archs(
     if found == declared {
         return Vec::new();
     }
-    let list = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+    let list = |s: &BTreeSet<String>| {
+        let mut archs: Vec<&String> = s.iter().collect();
+        archs.sort_by_key(|a| capability_order(a));
+        archs
+            .iter()
+            .map(|a| a.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     vec![finding(
         format!(
             "metadata.json says archs [{}], but the extension holds cubins for [{}]",
@@ -262,4 +270,14 @@ fn check_archs(
         ),
         "rebuild the variant with `kbuild build`; do not edit metadata.json by hand",
     )]
+}
+
+/// `9.0` before `10.0`: capabilities in order as numbers, not as text.
+fn capability_order(cap: &str) -> (u32, u32) {
+    let (major, minor) = cap.split_once('.').unwrap_or((cap, "0"));
+    let number = |s: &str| {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap_or(0)
+    };
+    (number(major), number(minor))
 }

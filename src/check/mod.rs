@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::package::{self, BuiltVariant, PackageError, name::VariantName};
+use crate::toolchain::{FactCache, find_nvcc, find_torch};
 
 pub use error::CheckError;
 
@@ -337,4 +338,59 @@ pub fn human(checks: &[VariantCheck]) -> String {
         }
     }
     text
+}
+/// The `cuobjdump` for the `archs` rule: on PATH or under `CUDA_HOME`, else, when `path`
+/// holds a CUDA variant, the one beside the nvcc a build of `project_dir` uses.
+pub fn find_cuobjdump(project_dir: &Path, path: &Path) -> Option<PathBuf> {
+    on_path().or_else(|| names_cuda(path).then(|| beside_nvcc(project_dir)).flatten())
+}
+
+impl VariantCheck {
+    /// A CUDA variant (by its name): the `archs` rule applies to it.
+    pub fn is_cuda(&self) -> bool {
+        matches!(
+            VariantName::parse(&self.variant),
+            Some(VariantName::Compiled { compute, .. } | VariantName::StableAbi { compute, .. })
+                if compute.starts_with("cu")
+        )
+    }
+}
+
+/// Whether `path` or an entry of it names a CUDA variant (`-cu132-`, a wheel's `.cu132`):
+/// only then is the toolchain asked where nvcc is.
+fn names_cuda(path: &Path) -> bool {
+    let cuda = |name: &str| {
+        name.match_indices("cu").any(|(i, _)| {
+            let before = name[..i].ends_with(['-', '.']);
+            before && name[i + 2..].starts_with(|c: char| c.is_ascii_digit())
+        })
+    };
+    let own = path.file_name().is_some_and(|n| cuda(&n.to_string_lossy()));
+    let entries = std::fs::read_dir(path).into_iter().flatten().flatten();
+    own || entries
+        .map(|e| e.file_name())
+        .any(|n| cuda(&n.to_string_lossy()))
+}
+
+/// `cuobjdump` beside the nvcc a build of this project uses (the pip CUDA next to torch),
+/// found as the build finds it, from the toolchain facts it remembered.
+fn beside_nvcc(project_dir: &Path) -> Option<PathBuf> {
+    let facts = FactCache::open(&project_dir.join("build/.kbuild/toolchain.json"));
+    let torch = find_torch(None, project_dir, &facts).ok()?;
+    let nvcc = find_nvcc(None, &torch.info, &facts).ok()?;
+    let cuobjdump = nvcc.path.with_file_name("cuobjdump");
+    cuobjdump.is_file().then_some(cuobjdump)
+}
+
+/// `cuobjdump` on PATH, else next to `nvcc` on PATH or under `CUDA_HOME`.
+fn on_path() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("CUDA_HOME") {
+        dirs.push(PathBuf::from(home).join("bin"));
+    }
+    dirs.into_iter()
+        .map(|d| d.join("cuobjdump"))
+        .find(|p| p.is_file())
 }

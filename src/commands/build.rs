@@ -16,7 +16,9 @@ pub fn run(project_dir: &Path, args: BuildArgs, printer: &Printer) -> Result<()>
     let started = Instant::now();
     let builder = Builder::new(settings(project_dir, &args), printer);
     if args.dry_run {
-        let plans = builder.prepare()?.plans;
+        let prepared = builder.prepare()?;
+        super::print_notes(&prepared, printer);
+        let plans = prepared.plans;
         let budget = builder.budget();
         printer.stage(
             "Budget",

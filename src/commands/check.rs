@@ -1,10 +1,10 @@
 //! `kbuild check`: the Hub's rules on built variants, one line per violation.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use super::{print, print_json};
-use crate::check::{CheckOptions, check_path, human, rules_count};
+use crate::check::{CheckOptions, check_path, find_cuobjdump, human, rules_count};
 use crate::cli::CheckArgs;
 use crate::error::Result;
 use crate::package::UnpackLimits;
@@ -16,13 +16,21 @@ pub fn run(project_dir: &Path, args: &CheckArgs, printer: &Printer) -> Result<Ex
         .path
         .clone()
         .unwrap_or_else(|| project_dir.join("build"));
+    let cuobjdump = (args.cuobjdump.clone()).or_else(|| find_cuobjdump(project_dir, &path));
     let opts = CheckOptions {
         manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
-        cuobjdump: args.cuobjdump.clone().or_else(find_cuobjdump),
+        cuobjdump,
         lenient: false,
         unpack: UnpackLimits::from_env(|k| std::env::var(k).ok())?,
     };
     let checks = check_path(&path, &opts)?;
+    if opts.cuobjdump.is_none() && checks.iter().any(|c| c.is_cuda()) {
+        printer.warn(
+            "the `archs` rule (metadata.json's archs against the extension's cubins) is skipped: \
+             no `cuobjdump` on PATH, under `CUDA_HOME` or beside the nvcc builds use; install it \
+             (`pip install \"cuda-toolkit[cuobjdump]\"`) or pass `--cuobjdump PATH`",
+        );
+    }
     if args.json {
         print_json("the check's findings", &checks)?;
     } else {
@@ -59,17 +67,4 @@ pub fn run(project_dir: &Path, args: &CheckArgs, printer: &Printer) -> Result<Ex
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// `cuobjdump` on PATH, else next to `nvcc` on PATH or under `CUDA_HOME`.
-fn find_cuobjdump() -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
-        dirs.push(PathBuf::from(home).join("bin"));
-    }
-    dirs.into_iter()
-        .map(|d| d.join("cuobjdump"))
-        .find(|p| p.is_file())
 }

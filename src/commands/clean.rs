@@ -51,6 +51,19 @@ pub fn run(project_dir: &Path, args: &CleanArgs, printer: &Printer) -> Result<()
         }
     }
     printer.stage(verb, &summary);
+    if !report.develop_links.is_empty() {
+        let packages = report.develop_links.join("`, `");
+        let (removed, fails) = match args.dry_run {
+            true => ("would remove", "would fail"),
+            false => ("removed", "fails"),
+        };
+        printer.info(&format!(
+            "note: {removed} the `kbuild develop` link of `{packages}`: `import {}` {fails} in \
+             the environments that developed it until the next `kbuild develop` \
+             (`kbuild develop --uninstall` removes it from an environment for good)",
+            report.develop_links[0]
+        ));
+    }
     if args.json {
         print_json("the clean report", &report)?;
     }

@@ -14,6 +14,7 @@ pub fn run(project_dir: &Path, args: &HashArgs, printer: &Printer) -> Result<()>
         .path
         .clone()
         .unwrap_or_else(|| project_dir.join("build"));
+    crate::error::built(&path, "pass PATH: a build directory or a variant directory")?;
     let checks = hash_variants(&path, args.write)?;
     if args.json {
         print_json("the digests", &checks)?;

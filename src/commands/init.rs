@@ -13,6 +13,7 @@ pub fn run(base: &Path, args: &InitArgs, printer: &Printer) -> Result<()> {
     let settings = InitSettings {
         dir: base.join(&args.dir),
         name: args.name.clone(),
+        repo: args.repo.clone(),
         backends: args.backends.clone(),
         license: args.license.clone(),
         overwrite: args.overwrite,
@@ -36,13 +37,6 @@ pub fn run(base: &Path, args: &InitArgs, printer: &Printer) -> Result<()> {
     } else {
         format!("cd {} && ", done.dir.display())
     };
-    let backend = if done.backends.iter().any(|b| b == "cpu") {
-        " --backend cpu"
-    } else {
-        ""
-    };
-    printer.info(&format!(
-        "next: {cd}kbuild develop{backend} && python -m pytest tests"
-    ));
+    printer.info(&format!("next: {cd}kbuild test"));
     Ok(())
 }

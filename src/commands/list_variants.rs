@@ -59,6 +59,7 @@ pub struct ListedVariant {
 pub fn run(project_dir: &Path, args: ListVariantsArgs, printer: &Printer) -> Result<()> {
     let settings = select_settings(project_dir, &args.toolchain, &args.select, None, None);
     let prepared = Builder::new(settings, printer).prepare()?;
+    super::print_notes(&prepared, printer);
     let mut listing = VariantListing {
         toolchains: Vec::new(),
         variants: Vec::new(),

@@ -1,27 +1,34 @@
 //! One module per verb: clap args → resolved settings → one library call → print.
 
 pub mod build;
+pub mod build_and_upload;
 pub mod check;
 pub mod check_config;
 pub mod clean;
 pub mod completions;
 pub mod create_pyproject;
+pub mod dev_loop;
 pub mod develop;
+pub mod fill_card;
 pub mod hash;
 pub mod init;
 pub mod list_variants;
+mod output;
 pub mod pack;
 pub mod publish;
 pub mod settings;
+pub mod test;
 pub mod toolchain;
 pub mod update_config;
 pub mod wheel;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, ToolchainCommand};
+use crate::cli::{Cli, Command};
 use crate::error::Result;
 use crate::report::{Printer, Verbosity};
+pub use output::wants_json;
+use output::{print, print_json, print_notes};
 
 /// Dispatch a parsed command line.
 pub fn run(mut cli: Cli) -> Result<ExitCode> {
@@ -43,6 +50,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             build::run(&project, args, &printer)?;
         }
         Command::Develop(args) => develop::run(&project, args, &Printer::new(verbosity, false))?,
+        Command::Test(args) => return test::run(&project, args, &Printer::new(verbosity, false)),
         Command::Wheel(args) => {
             let printer = Printer::new(verbosity, args.json);
             wheel::run(&project, args, &printer)?;
@@ -68,11 +76,18 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             let printer = Printer::new(verbosity, args.json);
             return publish::run(&cli.global, &args, &printer);
         }
+        Command::BuildAndUpload(args) => {
+            let printer = Printer::new(verbosity, args.options.json);
+            return build_and_upload::run(&cli.global, args, &printer);
+        }
         Command::Toolchain(args) => {
             let printer = Printer::new(verbosity, json);
             toolchain::run(&project, args.command, &printer)?;
         }
         Command::Clean(args) => clean::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::FillCard(args) => {
+            fill_card::run(&project, &args, &Printer::new(verbosity, false))?
+        }
         Command::Hash(args) => hash::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::CreatePyproject(args) => {
             create_pyproject::run(&project, &args, &Printer::new(verbosity, false))?
@@ -81,35 +96,4 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         Command::Completions(args) => completions::run(&args)?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Whether the command line asks for `--json` (a failure is then reported on stdout too).
-pub fn wants_json(cli: &Cli) -> bool {
-    match &cli.command {
-        Command::Build(args) => args.options.json,
-        Command::Wheel(args) => args.json,
-        Command::Check(args) => args.json,
-        Command::Pack(args) => args.json,
-        Command::ListVariants(args) => args.json,
-        Command::CheckConfig(args) => args.json,
-        Command::UpdateConfig(args) => args.json,
-        Command::Publish(args) => args.json,
-        Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
-        Command::Clean(args) => args.json,
-        Command::Hash(args) => args.json,
-        Command::Init(args) => args.json,
-        Command::Develop(_) | Command::Completions(_) | Command::CreatePyproject(_) => false,
-    }
-}
-
-/// Print `value` as pretty JSON on stdout.
-fn print_json(what: &'static str, value: &impl serde::Serialize) -> Result<()> {
-    let json = serde_json::to_string_pretty(value)
-        .map_err(|source| crate::error::Error::Json { what, source })?;
-    print(&format!("{json}\n"))
-}
-
-/// Print a command's result on stdout (through the seam in `report`).
-fn print(text: &str) -> Result<()> {
-    crate::report::stdout(text).map_err(|source| crate::error::Error::Stdout { source })
 }

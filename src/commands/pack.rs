@@ -13,6 +13,10 @@ pub fn run(project_dir: &Path, args: &PackArgs, printer: &Printer) -> Result<()>
         .build_dir
         .clone()
         .unwrap_or_else(|| project_dir.join("build"));
+    crate::error::built(
+        &build_dir,
+        "name the directory holding build/<variant>/ with `--build-dir`",
+    )?;
     let dist_dir = super::settings::dist_dir(project_dir, args.dist_dir.as_deref());
     let packed = crate::package::pack(&build_dir, &args.variants, &dist_dir)?;
     for p in &packed {

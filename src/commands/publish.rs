@@ -6,10 +6,8 @@ use std::process::ExitCode;
 use crate::cli::{GlobalArgs, PublishArgs, RepoTypeArg};
 use crate::error::Result;
 use crate::package::UnpackLimits;
-use crate::publish::compare::BatchLimits;
-use crate::publish::local::LocalOptions;
-use crate::publish::retry::RetryPolicy;
-use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, publish_blocking};
+use crate::publish::{PublishError, PublishSettings, RepoTypeAny, auth, card, publish_blocking};
+use crate::publish::{compare::BatchLimits, local::LocalOptions, retry::RetryPolicy};
 use crate::report::{Printer, Reporter};
 
 /// Hub used when `HF_ENDPOINT` is not set.
@@ -27,6 +25,7 @@ pub fn run(global: &GlobalArgs, args: &PublishArgs, printer: &Printer) -> Result
     } else if args.dry_run {
         super::print(&summary.dry_run_report())
     } else {
+        summary.report_closing(printer);
         Ok(())
     };
     if let Err(crate::error::Error::Stdout { source }) = &printed
@@ -94,6 +93,7 @@ pub fn resolve(
         benchmarks_dir: std::fs::symlink_metadata(&benchmarks)
             .is_ok()
             .then_some(benchmarks),
+        card: card::ProjectCard::find(project)?,
         variants: args.variants.clone(),
         project_version: config.as_ref().map(|c| c.general.version),
         create_pr: args.create_pr,

@@ -1,13 +1,18 @@
-//! `kbuild wheel`: `kbuild build --wheel` under its own name, as `maturin build` is for wheels.
+//! `kbuild wheel`: `kbuild build --wheel` under its own name, as `maturin build` is for wheels;
+//! without `--backend` it builds what can run here (`dev_loop::runnable_here`), as `develop`.
 
 use std::path::Path;
 
 use crate::cli::{BuildArgs, BuildOptions};
 use crate::error::Result;
-use crate::report::Printer;
+use crate::report::{Printer, Reporter};
 
 /// Run `kbuild wheel`: build, then one wheel per variant.
-pub fn run(project_dir: &Path, options: BuildOptions, printer: &Printer) -> Result<()> {
+pub fn run(project_dir: &Path, mut options: BuildOptions, printer: &Printer) -> Result<()> {
+    if let Some((narrowed, note)) = super::dev_loop::runnable_here(project_dir, &options.select) {
+        printer.info(&note);
+        options.select = narrowed;
+    }
     let args = BuildArgs {
         options,
         dry_run: false,

@@ -19,6 +19,16 @@ pub fn command_for(job: &CompileJob) -> CommandSpec {
     }
 }
 
+/// Ask the compiler of `job` for coloured diagnostics (its stderr is a pipe to kbuild, which
+/// passes them on to a terminal): gcc's flag, given to nvcc's host compiler through
+/// `-Xcompiler`. Added to the command run, never to the object cache's key or the command shown.
+pub fn color_diagnostics(cmd: &mut CommandSpec, lang: Lang) {
+    match lang {
+        Lang::Cuda => cmd.args(["-Xcompiler", "-fdiagnostics-color=always"]),
+        Lang::Cxx => cmd.arg("-fdiagnostics-color=always"),
+    };
+}
+
 fn nvcc_command(job: &CompileJob) -> CommandSpec {
     let mut cmd = CommandSpec::new(&job.compiler);
     if let Some(host) = &job.host_compiler {

@@ -413,6 +413,10 @@ fn compile_one(
             ..job.clone()
         }),
     );
+    // Not in the key or the command shown: colour changes no byte the compiler writes.
+    if crate::report::stderr_color() {
+        command::color_diagnostics(&mut spec, job.lang);
+    }
     // Not in the command shown: the pipe it names exists only inside this build.
     if let (NvccMode::Jobserver, true, Some(jobserver)) =
         (settings.nvcc, job.nvcc_jobserver, &settings.jobserver)

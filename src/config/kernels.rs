@@ -191,6 +191,18 @@ fn read_kernel(
 
 /// `backend`: one that has compiled kernels, with the span of its value.
 fn read_kernel_backend(t: &Table<'_, '_>) -> Result<(Backend, Range<usize>), ConfigError> {
+    if t.get(COMMON[0].name).is_none() {
+        // A misspelled `backend` (`backnd`) is an unknown key, with the key it resembles.
+        let any_kernel: Vec<KeySpec<'_>> = (COMMON.iter())
+            .chain(BACKEND_KEYS.iter().map(|(_, k)| k))
+            .copied()
+            .collect();
+        t.check_keys(&any_kernel, false)?;
+        return Err(t.missing(
+            &key("backend", guessed_backend(t)),
+            ": the backend this kernel is compiled for",
+        ));
+    }
     let written = t.required_string(&COMMON[0], ": the backend this kernel is compiled for")?;
     let names: Vec<&str> = KERNEL_BACKENDS.iter().map(|b| b.as_str()).collect();
     match written.v.parse::<Backend>() {
@@ -205,6 +217,22 @@ fn read_kernel_backend(t: &Table<'_, '_>) -> Result<(Backend, Range<usize>), Con
             e.to_string(),
             suggest::did_you_mean(&written.v, &names, "kernel backends"),
         )),
+    }
+}
+
+/// `backend = "…"` as its sources suggest: `cuda` for `.cu` files, else `cpu`.
+fn guessed_backend(t: &Table<'_, '_>) -> &'static str {
+    let cuda = t.get("src").is_some_and(|src| {
+        match src.get_ref() {
+        DeValue::Array(items) => items.iter().any(|i| {
+            matches!(i.get_ref(), DeValue::String(s) if s.ends_with(".cu") || s.ends_with(".cuh"))
+        }),
+        _ => false,
+    }
+    });
+    match cuda {
+        true => "backend = \"cuda\"",
+        false => "backend = \"cpu\"",
     }
 }
 

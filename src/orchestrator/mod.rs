@@ -104,7 +104,15 @@ impl<'r> Builder<'r> {
         let key = fresh::key(project, plans);
         // Wheels and artifacts are written from the installed variants: only a plain build can
         // stop at "nothing changed".
-        if self.settings.outputs.is_empty() && fresh::is_fresh(&first.work_dir, &key) {
+        let fresh = self.settings.outputs.is_empty() && fresh::is_fresh(&first.work_dir, &key);
+        // Said once, when they shape a build: a no-op repeats them only with `-v`.
+        for note in prepared.notes() {
+            match fresh {
+                true => self.reporter.verbose(&format!("note: {note}")),
+                false => self.reporter.info(&format!("note: {note}")),
+            }
+        }
+        if fresh {
             return Ok(BuildReport::fresh(plans, started, self.reporter));
         }
         fresh::forget(&first.work_dir).map_err(|source| BuildError::Record {

@@ -72,7 +72,7 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
     };
     let mut plans = Vec::new();
     for toolchain in &toolchains {
-        plans.push(plan_one(&project, toolchain, &plan_settings, reporter)?);
+        plans.push(plan_one(&project, toolchain, &plan_settings)?);
     }
     select_variants(&mut plans, &settings.variants)?;
     label_with_torch(&mut plans);
@@ -148,18 +148,27 @@ fn load(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Project, Bu
 }
 
 /// The plan for `project` built with `toolchain`. The backends it skips are reported by the
-/// build (`list-variants` and `--dry-run` print them on stdout: a warning would repeat them).
+/// build (`list-variants` and `--dry-run` print them on stdout: a warning would repeat them);
+/// its notes by whoever runs or shows it ([`Prepared::notes`]), so a no-op build repeats none.
 fn plan_one(
     project: &Project,
     toolchain: &Toolchain,
     settings: &PlanSettings,
-    reporter: &dyn Reporter,
 ) -> Result<BuildPlan, BuildError> {
-    let plan = plan::make_plan(project, toolchain, settings)?;
-    for note in &plan.notes {
-        reporter.info(&format!("note: {note}"));
+    Ok(plan::make_plan(project, toolchain, settings)?)
+}
+
+impl Prepared {
+    /// The plans' notes (what the matrix or `--cuda-capabilities` left out), each once.
+    pub fn notes(&self) -> Vec<&str> {
+        let mut notes: Vec<&str> = Vec::new();
+        for note in self.plans.iter().flat_map(|p| &p.notes) {
+            if !notes.contains(&note.as_str()) {
+                notes.push(note);
+            }
+        }
+        notes
     }
-    Ok(plan)
 }
 
 /// The one decision of how CUDA units run nvcc: the mode asked for, narrowed to what the

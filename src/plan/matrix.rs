@@ -170,7 +170,7 @@ pub(super) fn cuda_archs(
 /// none of whose serves it, as kernel-builder's loose intersection skips them; remember the
 /// whole matrix's `archs` when anything was left out.
 fn narrow_to_selection(out: &mut VariantArchs, selected: &[Capability]) -> Result<(), PlanError> {
-    let all_archs: BTreeSet<String> = out.per_kernel.values().flatten().map(arch_string).collect();
+    let all_archs = archs_in_order(out.per_kernel.values().flatten());
     let mut skipped = Vec::new();
     let mut kept = BTreeMap::new();
     for (name, gencodes) in &out.per_kernel {
@@ -197,14 +197,14 @@ fn narrow_to_selection(out: &mut VariantArchs, selected: &[Capability]) -> Resul
         ));
     }
     let matrix = std::mem::replace(&mut out.per_kernel, kept);
-    let archs: BTreeSet<String> = out.per_kernel.values().flatten().map(arch_string).collect();
+    let archs = archs_in_order(out.per_kernel.values().flatten());
     if archs != all_archs {
         out.notes.push(format!(
             "`--cuda-capabilities {}`: this variant holds {} of the project's {}; `kbuild \
              publish` refuses it unless given `--allow-partial`",
             capabilities::join(selected),
-            archs.iter().cloned().collect::<Vec<_>>().join(", "),
-            all_archs.iter().cloned().collect::<Vec<_>>().join(", "),
+            archs.join(", "),
+            all_archs.join(", "),
         ));
         out.matrix_archs = Some(all_archs.into_iter().collect());
         out.matrix_per_kernel = matrix;
@@ -218,6 +218,15 @@ fn join_gencodes(gencodes: &[Gencode]) -> String {
         .map(arch_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Each arch of `gencodes` once, oldest capability first (`7.5` before `10.0`, as numbers).
+fn archs_in_order<'a>(gencodes: impl Iterator<Item = &'a Gencode>) -> Vec<String> {
+    let ordered: BTreeSet<(Capability, bool)> = gencodes.map(|g| (g.capability, g.ptx)).collect();
+    ordered
+        .into_iter()
+        .map(|(capability, ptx)| arch_string(&Gencode { capability, ptx }))
+        .collect()
 }
 
 /// `9.0`, or `12.1+PTX` when the PTX is embedded too (kernel-builder's notation).

@@ -372,7 +372,9 @@ mod matrix;
 mod select;
 mod source;
 
-pub use capabilities::{CudaCapabilities, native_capabilities};
+pub use capabilities::{
+    CapabilityArgError, CudaCapabilities, RunnableHere, native_capabilities, runnable_here,
+};
 pub use make::{make_plan, variant_name};
 pub use matrix::hf_default_capabilities;
 pub use select::{Selection, select_backends};

@@ -223,6 +223,36 @@ impl Api {
         }
     }
 
+    /// Whether the repository's owner is a trusted kernel publisher: its organization overview
+    /// (`/api/organizations/<org>/overview`) says `trustedKernelPublisher`, which Python's
+    /// `kernels` asks before loading without `trust_remote_code=True`. No overview (a user, or
+    /// an unknown organization: 404) is not trusted, as `kernels` decides.
+    pub async fn trusted_publisher(&self) -> Result<bool, Failure> {
+        let org = self.repo_id.split('/').next().unwrap_or_default();
+        let mut url = Url::parse(&format!("{}/api", self.endpoint)).map_err(|e| Failure {
+            kind: FailureKind::Other,
+            message: self
+                .redactor
+                .redact(&format!("`{}` is not a URL: {e}", self.endpoint)),
+            retry_after: None,
+        })?;
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty()
+                .extend(["organizations", org, "overview"]);
+        }
+        let answer = self.send(Method::GET, url, None).await?;
+        match answer.status {
+            200..=299 => {
+                let overview: Value = self.json(&answer)?;
+                Ok(overview["trustedKernelPublisher"]
+                    .as_bool()
+                    .unwrap_or(false))
+            }
+            404 => Ok(false),
+            _ => Err(self.refused(&answer)),
+        }
+    }
+
     pub async fn refs(&self) -> Result<Refs, Failure> {
         #[derive(Deserialize)]
         struct Ref {

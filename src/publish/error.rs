@@ -107,6 +107,28 @@ pub enum PublishError {
         #[source]
         source: minijinja::Error,
     },
+    /// The project's own `CARD.md` is not a template minijinja renders.
+    #[error("cannot render the project's card `{}`", path.display())]
+    ProjectCard {
+        path: std::path::PathBuf,
+        #[source]
+        source: minijinja::Error,
+    },
+    /// The build directory does not exist: nothing has been built yet.
+    #[error("`{}` does not exist: nothing has been built yet", path.display())]
+    NotBuilt { path: std::path::PathBuf },
+    #[error("cannot write the card to `{}`", path.display())]
+    WriteCard {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the project's card `{}`", path.display())]
+    ReadCard {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("published {committed} of {total} commits to `{branch}`, then failed")]
     Partial {
         committed: usize,
@@ -192,6 +214,10 @@ impl Hint for PublishError {
             Conflict { .. } => "someone changed the branch while publishing: re-run `kbuild publish` to publish on top of it".into(),
             Hub { .. } => "re-run with `-v` for details; `--dry-run` shows what would be uploaded".into(),
             Card { .. } => "this is a kbuild bug: please report it with the variant's metadata.json".into(),
+            ProjectCard { .. } => "fix the template at the line named (Jinja syntax, as HF's kernel-builder renders it; its values: `repo_id`, `functions`, `layers`, `has_benchmark`, `upstream`, `license`), and check it with `kbuild fill-card`".into(),
+            NotBuilt { .. } => "build first (`kbuild build`), or pass `--build-dir`: a build directory, an artifact (`.tar.gz`) or a directory of them".into(),
+            WriteCard { .. } => "check that the directory exists and can be written".into(),
+            ReadCard { .. } => "check the file's permissions, or remove it to publish kbuild's own card".into(),
             Partial { .. } => "each commit is atomic; re-run `kbuild publish` to upload the rest (unchanged files are skipped)".into(),
             RolledBack { source, .. } => source.hint()?,
             Staged { branch, .. } => format!("re-run `kbuild publish`: it continues from the staged commits, then moves `{branch}` in one step"),

@@ -111,6 +111,14 @@ impl<'r> Remote<'r> {
             .await
     }
 
+    /// Whether `kernels` loads this repository's kernels without `trust_remote_code=True`.
+    pub async fn trusted_publisher(&self) -> Result<bool, PublishError> {
+        self.metadata("asking whether the publisher is trusted", || {
+            self.api.trusted_publisher()
+        })
+        .await
+    }
+
     pub async fn refs(&self) -> Result<Refs, PublishError> {
         self.metadata("listing branches", || self.api.refs()).await
     }

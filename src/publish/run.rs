@@ -40,11 +40,12 @@ pub async fn publish(
         .clone()
         .unwrap_or_else(|| format!("v{}", build.version));
     check_branch(&branch)?;
-    let readme = card(&build, &s.repo_id, &branch)?;
+    let readme = card(&build, s, &branch)?;
     let hub = Session::connect(s, reporter)?;
     let compared = hub.compare(&build, branch, readme).await?;
     let plan = compared.plan(s.limits);
     let mut summary = hub.summarize(&build, &compared.repo, &plan);
+    summary.load = summary.load_line();
     reporter.info(&plan_line(&summary));
     if s.dry_run {
         return Ok(summary);
@@ -54,11 +55,13 @@ pub async fn publish(
             "{:>12} `{}` branch `{}` already holds this build: nothing uploaded, no commit made",
             "Up to date", s.repo_id, summary.branch
         ));
-        return Ok(summary);
+    } else {
+        let heads = hub.ensure_repo(&compared.repo).await?;
+        summary.commits = hub.commit(&build, &compared, heads, &plan).await?;
+        report_commits(reporter, &summary.commits);
     }
-    let heads = hub.ensure_repo(&compared.repo).await?;
-    summary.commits = hub.commit(&build, &compared, heads, &plan).await?;
-    report_commits(reporter, &summary.commits);
+    summary.trusted_publisher = hub.remote.trusted_publisher().await.ok();
+    summary.load = summary.load_line();
     Ok(summary)
 }
 
@@ -66,6 +69,13 @@ pub async fn publish(
 /// `kbuild check` rules (unless `--skip-check`), a clean git tree (unless `--allow-dirty`) and
 /// the version build.toml configures.
 fn verify(s: &PublishSettings, reporter: &dyn Reporter) -> Result<LocalBuild, PublishError> {
+    if std::fs::symlink_metadata(&s.build_dir)
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Err(PublishError::NotBuilt {
+            path: s.build_dir.clone(),
+        });
+    }
     reporter.stage("Verifying", &s.build_dir.display().to_string());
     let build = local::collect(
         &s.build_dir,
@@ -129,9 +139,13 @@ fn check_rules(build: &LocalBuild, opts: &crate::check::CheckOptions) -> Result<
     }
 }
 
-/// The kernel card, `README.md`, describing the build as published on `branch`.
-fn card(build: &LocalBuild, repo_id: &str, branch: &str) -> Result<LocalFile, PublishError> {
-    let card = Card::from_variants(&build.variants, repo_id, branch)?.render()?;
+/// The kernel card, `README.md`, describing the build as published on `branch`: the project's
+/// `CARD.md` when it has one.
+fn card(build: &LocalBuild, s: &PublishSettings, branch: &str) -> Result<LocalFile, PublishError> {
+    let mut card = Card::from_variants(&build.variants, &s.repo_id, branch)?;
+    card.has_benchmark =
+        (s.benchmarks_dir.as_ref()).is_some_and(|d| d.join("benchmark.py").is_file());
+    let card = card.render(s.card.as_ref())?;
     Ok(LocalFile::from_bytes("README.md".into(), card.into_bytes()))
 }
 
@@ -344,6 +358,9 @@ impl<'a> Session<'a> {
             card: plan.card_status().to_string(),
             commits: Vec::new(),
             up_to_date: plan.is_empty(),
+            trusted_publisher: None,
+            cpu_only: build.variants.iter().all(|v| v.backend == "cpu"),
+            load: String::new(),
         }
     }
 
@@ -438,9 +455,10 @@ fn plan_line(summary: &PublishSummary) -> String {
     )
 }
 
-/// One `Committed` line per commit made.
+/// One `Committed` line per commit made (a pull request that already held the build made none,
+/// and said so).
 fn report_commits(reporter: &dyn Reporter, commits: &[CommitSummary]) {
-    for c in commits {
+    for c in commits.iter().filter(|c| c.files > 0) {
         let what = match &c.pr_url {
             Some(url) => format!("pull request {url}"),
             None => format!(

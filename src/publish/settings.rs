@@ -24,6 +24,8 @@ pub struct PublishSettings {
     pub build_dir: PathBuf,
     /// `<project>/benchmarks`, when it exists.
     pub benchmarks_dir: Option<PathBuf>,
+    /// The project's own `CARD.md`, published as `README.md` in place of kbuild's card.
+    pub card: Option<super::card::ProjectCard>,
     /// Only these variants (all when empty).
     pub variants: Vec<String>,
     /// `[general] version` of build.toml, when the project has one.

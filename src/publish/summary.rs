@@ -1,4 +1,7 @@
-//! What a publish did, as `--json` prints it and as the `--dry-run` report.
+//! What a publish did, as `--json` prints it, as the `--dry-run` report, and the lines a publish
+//! ends with (where the build is, and how to load it).
+
+use crate::report::Reporter;
 
 /// What a publish did (or, with `--dry-run`, would do). Printed by `--json`.
 #[derive(Debug, Default, serde::Serialize)]
@@ -34,6 +37,15 @@ pub struct PublishSummary {
     pub commits: Vec<CommitSummary>,
     /// The branch and the card already held this build: nothing was uploaded, no commit made.
     pub up_to_date: bool,
+    /// Whether the owner is a trusted kernel publisher on the Hub (`kernels` then loads without
+    /// `trust_remote_code=True`); `None` when the Hub was not asked (a dry run) or did not say.
+    pub trusted_publisher: Option<bool>,
+    /// Every published variant is cpu: the load line names the backend, which `kernels` would
+    /// otherwise take from torch (cuda for PyPI's Linux torch).
+    #[serde(skip)]
+    pub cpu_only: bool,
+    /// The Python line that loads what was published.
+    pub load: String,
 }
 
 /// One commit made.
@@ -48,6 +60,54 @@ pub struct CommitSummary {
 }
 
 impl PublishSummary {
+    /// `kernels.get_kernel("org/name", version=1)`: the published branch (`revision=` when it
+    /// is not `v<version>`), `backend="cpu"` when nothing else was published, and
+    /// `trust_remote_code=True` unless the Hub said the owner is a trusted publisher.
+    pub fn load_line(&self) -> String {
+        let mut args = vec![format!("\"{}\"", self.repo)];
+        if self.branch == format!("v{}", self.version) {
+            args.push(format!("version={}", self.version));
+        } else {
+            args.push(format!("revision=\"{}\"", self.branch));
+        }
+        if self.cpu_only {
+            args.push("backend=\"cpu\"".into());
+        }
+        if self.trusted_publisher != Some(true) {
+            args.push("trust_remote_code=True".into());
+        }
+        format!("kernels.get_kernel({})", args.join(", "))
+    }
+
+    /// The lines a publish ends with: why the load line trusts remote code (when it does),
+    /// where the build is on the Hub, and the line that loads it.
+    pub fn report_closing(&self, reporter: &dyn Reporter) {
+        if let Some(note) = self.trust_note() {
+            reporter.info(&note);
+        }
+        match self.commits.iter().find_map(|c| c.pr_url.as_deref()) {
+            Some(url) => reporter.stage("Review", &format!("{url} (load it once merged)")),
+            None => reporter.stage("Published", &format!("{}/tree/{}", self.url, self.branch)),
+        }
+        reporter.stage("Load", &self.load);
+    }
+
+    /// Why the load line needs `trust_remote_code=True`, when it does.
+    fn trust_note(&self) -> Option<String> {
+        let owner = self.repo.split('/').next().unwrap_or_default();
+        match self.trusted_publisher {
+            Some(true) => None,
+            Some(false) => Some(format!(
+                "note: `{owner}` is not a trusted kernel publisher on the Hub: `kernels` loads its \
+                 kernels only with `trust_remote_code=True`"
+            )),
+            None => Some(format!(
+                "note: the Hub did not say whether `{owner}` is a trusted kernel publisher: \
+                 `trust_remote_code=True` loads its kernels either way"
+            )),
+        }
+    }
+
     /// The `--json` output.
     pub fn to_json(&self) -> String {
         // Strings, numbers and lists only: serializing cannot fail.

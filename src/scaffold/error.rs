@@ -12,6 +12,8 @@ pub enum ScaffoldError {
         name: String,
         suggestion: Option<String>,
     },
+    #[error("`{repo}` is not a Hub repository id")]
+    InvalidRepo { repo: String },
     #[error("cannot tell the kernel's name from `{}`", dir.display())]
     NoName { dir: PathBuf },
     #[error("kbuild init cannot scaffold the backend `{backend}`")]
@@ -48,6 +50,11 @@ impl Hint for ScaffoldError {
                     .unwrap_or_default()
             ),
             ScaffoldError::NoName { .. } => "pass `--name my-kernel`".into(),
+            ScaffoldError::InvalidRepo { .. } => {
+                "pass `--repo owner/name` (letters, digits, `-`, `_`, `.`), e.g. \
+                 `--repo my-org/my-kernel`"
+                    .into()
+            }
             ScaffoldError::UnsupportedBackend { .. } | ScaffoldError::NoBackends => {
                 "kbuild builds `cuda` and `cpu`: pass `--backends cuda,cpu` or one of them".into()
             }

@@ -17,8 +17,12 @@ pub use error::ScaffoldError;
 pub struct InitSettings {
     /// The project directory (created when missing).
     pub dir: PathBuf,
-    /// `[general] name` [default: the directory's name].
+    /// `[general] name` [default: the directory's name]; HF's `owner/name` form also names the
+    /// Hub repository.
     pub name: Option<String>,
+    /// `[general.hub] repo-id`, `owner/name`: where `kbuild publish` (and the generated CI)
+    /// uploads.
+    pub repo: Option<String>,
     /// `cuda`, `cpu` (the backends kbuild builds); at least one.
     pub backends: Vec<String>,
     /// `[general] license`, a Hub license identifier.
@@ -33,6 +37,8 @@ pub struct Scaffolded {
     pub dir: PathBuf,
     pub name: String,
     pub backends: Vec<String>,
+    /// `[general.hub] repo-id`, when given.
+    pub repo: Option<String>,
     /// Written files, relative to `dir`, in the order written.
     pub files: Vec<String>,
 }
@@ -64,10 +70,7 @@ const WORKFLOW: (&str, &str) = template!("workflow.yml.j2");
 /// Write a new project into `settings.dir`. Nothing is written when a file of the skeleton
 /// exists (unless `overwrite`), or when the name, a backend or the license is invalid.
 pub fn init(settings: &InitSettings) -> Result<Scaffolded, ScaffoldError> {
-    let name = match &settings.name {
-        Some(name) => name.clone(),
-        None => default_name(&settings.dir)?,
-    };
+    let (name, repo) = name_and_repo(settings)?;
     validate_name(&name)?;
     let backends = validate_backends(&settings.backends)?;
     if settings.license.trim().is_empty() || settings.license.contains(['"', '\\', '\n']) {
@@ -87,7 +90,7 @@ pub fn init(settings: &InitSettings) -> Result<Scaffolded, ScaffoldError> {
     let has = |b: Backend| backends.contains(&b);
     let names: Vec<&str> = backends.iter().map(|b| b.as_str()).collect();
     let ctx = context! {
-        name, python_name, license => settings.license, backends => names,
+        name, python_name, license => settings.license, backends => names, repo,
         cuda => has(Backend::Cuda), cpu => has(Backend::Cpu),
         kbuild_version => env!("CARGO_PKG_VERSION"),
     };
@@ -103,8 +106,46 @@ pub fn init(settings: &InitSettings) -> Result<Scaffolded, ScaffoldError> {
         dir: settings.dir.clone(),
         name,
         backends: names.iter().map(|b| b.to_string()).collect(),
+        repo,
         files,
     })
+}
+
+/// The kernel's name and Hub repository: `--repo owner/name` names the repository (and the
+/// kernel, unless `--name` does); `--name owner/name`, as HF's `kernel-builder init` takes it,
+/// names both; else the directory names the kernel and no repository is set.
+fn name_and_repo(settings: &InitSettings) -> Result<(String, Option<String>), ScaffoldError> {
+    let repo = settings.repo.as_deref().map(validate_repo).transpose()?;
+    let hf_form = match settings.name.as_deref() {
+        Some(name) if name.contains('/') => Some(validate_repo(name)?),
+        _ => None,
+    };
+    let name = match (&settings.name, &hf_form, &repo) {
+        (_, Some((_, short)), _) => short.clone(),
+        (Some(name), None, _) => name.clone(),
+        (None, _, Some((_, short))) => short.clone(),
+        (None, _, None) => default_name(&settings.dir)?,
+    };
+    let repo = repo.or(hf_form).map(|(full, _)| full);
+    Ok((name, repo))
+}
+
+/// `owner/name` as the Hub accepts it: the id and its name part.
+fn validate_repo(repo: &str) -> Result<(String, String), ScaffoldError> {
+    let part_ok = |p: &str| {
+        !p.is_empty()
+            && !p.starts_with(['.', '-'])
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    match repo.split_once('/') {
+        Some((owner, name)) if part_ok(owner) && part_ok(name) => {
+            Ok((repo.to_string(), name.to_string()))
+        }
+        _ => Err(ScaffoldError::InvalidRepo {
+            repo: repo.to_string(),
+        }),
+    }
 }
 
 /// The skeleton's files for this package and these backends.
@@ -229,5 +270,35 @@ mod tests {
             Err(ScaffoldError::UnsupportedBackend { .. })
         ));
         assert!(matches!(b(&[]), Err(ScaffoldError::NoBackends)));
+    }
+
+    #[test]
+    fn repo_comes_from_repo_or_hfs_owner_slash_name_and_names_the_kernel() {
+        let settings = |name: Option<&str>, repo: Option<&str>| InitSettings {
+            dir: "/tmp/dir-name".into(),
+            name: name.map(String::from),
+            repo: repo.map(String::from),
+            backends: vec!["cpu".into()],
+            license: "mit".into(),
+            overwrite: false,
+        };
+        let got = |name, repo| name_and_repo(&settings(name, repo)).unwrap();
+        assert_eq!(got(None, None), ("dir-name".into(), None));
+        assert_eq!(
+            got(None, Some("me/relu")),
+            ("relu".into(), Some("me/relu".into()))
+        );
+        assert_eq!(
+            got(Some("me/relu"), None),
+            ("relu".into(), Some("me/relu".into()))
+        );
+        assert_eq!(
+            got(Some("gelu"), Some("me/relu")),
+            ("gelu".into(), Some("me/relu".into()))
+        );
+        assert!(matches!(
+            name_and_repo(&settings(None, Some("no-slash"))),
+            Err(ScaffoldError::InvalidRepo { .. })
+        ));
     }
 }

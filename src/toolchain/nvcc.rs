@@ -71,6 +71,8 @@ pub fn find_nvcc(
     }
 
     let mut tried = Vec::new();
+    // A `CUDA_HOME` that holds no nvcc is a mistake worth saying when another nvcc is used.
+    let mut missed_home = None;
     for (path, origin) in &candidates {
         tried.push(format!("`{}` ({origin})", path.display()));
         let Some(resolved) = resolve_program(path) else {
@@ -80,9 +82,24 @@ pub fn find_nvcc(
                     origin: origin.clone(),
                 });
             }
+            if origin.starts_with("CUDA_") && missed_home.is_none() {
+                missed_home = Some((origin.clone(), path.clone()));
+            }
             continue;
         };
-        return probe(resolved, origin.clone(), torch, facts);
+        let mut nvcc = probe(resolved, origin.clone(), torch, facts)?;
+        if let Some((var, missing)) = missed_home {
+            nvcc.warnings.insert(
+                0,
+                format!(
+                    "`{var}` is set but `{}` does not exist: using `{}` ({origin}) instead; set \
+                     `{var}` to the toolkit's root (the directory holding `bin/nvcc`), or unset it",
+                    missing.display(),
+                    nvcc.path.display()
+                ),
+            );
+        }
+        return Ok(nvcc);
     }
     Err(ToolchainError::NoNvcc {
         tried: tried.join(", "),

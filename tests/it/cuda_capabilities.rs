@@ -60,7 +60,17 @@ fn cuda_capabilities_narrow_the_variant_and_skip_kernels_that_do_not_run_there()
     let variant = &plan["variants"][0];
     assert_eq!(variant["archs"], json!(["12.0"]));
     assert_eq!(variant["capabilities"], json!(["12.0"]));
-    assert_eq!(variant["matrix_archs"], full["variants"][0]["archs"]);
+    // The same archs; `matrix_archs` (what notes and publish's refusal print) in numeric order.
+    let mut matrix = strings(&variant["matrix_archs"]);
+    assert_eq!(
+        matrix.first().map(String::as_str),
+        Some("7.5"),
+        "{matrix:?}"
+    );
+    let mut archs = strings(&full["variants"][0]["archs"]);
+    matrix.sort();
+    archs.sort();
+    assert_eq!(matrix, archs);
     assert_eq!(
         labels(variant),
         [
@@ -270,4 +280,68 @@ fn publish_refuses_a_variant_built_for_part_of_the_matrix_unless_allow_partial()
     build_cuda(root, &[]);
     hub.publish(&build, &["--repo", "kbuild-test/relu"])
         .success();
+}
+
+#[test]
+fn the_partial_matrix_note_lists_capabilities_in_numeric_order() {
+    let project = fixture("caps-hf");
+    let out = run(kbuild(project.path()).args([
+        "build",
+        "--dry-run",
+        "--backend",
+        "cuda",
+        "--cuda-capabilities",
+        "8.0",
+    ]));
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let note = stderr
+        .lines()
+        .find(|l| l.contains("this variant holds"))
+        .unwrap_or_else(|| panic!("no partial-matrix note:\n{stderr}"));
+    insta::assert_snapshot!(note);
+}
+
+#[test]
+fn the_partial_matrix_note_is_said_once_not_on_every_no_op_build() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    let args = [
+        "build",
+        "--backend",
+        "cuda",
+        "--cuda-capabilities",
+        "8.0",
+        "--unique-id",
+        "t",
+    ];
+    let note = "`--cuda-capabilities 8.0`: this variant holds 8.0 of the project's 7.5, 8.0, 9.0";
+    let first = run(kbuild(root).args(args));
+    assert!(first.status.success());
+    assert!(String::from_utf8_lossy(&first.stderr).contains(note));
+    let again = run(kbuild(root).args(args));
+    assert!(again.status.success());
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!stderr.contains(note), "repeated on a no-op:\n{stderr}");
+    let verbose = run(kbuild(root).arg("-v").args(args));
+    assert!(String::from_utf8_lossy(&verbose.stderr).contains(note));
+}
+
+#[test]
+fn other_spellings_of_a_capability_get_the_one_meant_and_a_bad_one_the_valid_list() {
+    let project = fixture("relu-v5");
+    let mut shown = String::new();
+    for spelling in ["sm_80", "80", "8.0+PTX", "8.1"] {
+        let out = run(kbuild(project.path()).args([
+            "build",
+            "--dry-run",
+            "--cuda-capabilities",
+            spelling,
+        ]));
+        assert_eq!(out.status.code(), Some(2), "{spelling}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        shown.push_str(stderr.lines().next().unwrap_or_default());
+        shown.push('\n');
+    }
+    insta::assert_snapshot!(shown);
 }

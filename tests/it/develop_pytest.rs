@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use crate::common::kbuild::{fixture, kbuild, run, venv_seeing_toolchain};
+use crate::common::kbuild::{fixture, kbuild, path_with_gpu, run, venv_seeing_toolchain};
 
 #[test]
 fn develop_makes_the_package_importable_for_the_kernels_own_pytest_and_rebuilds_show_up() {
@@ -58,10 +58,11 @@ fn develop_refuses_an_environment_where_the_package_is_installed_already() {
 }
 
 #[test]
-fn develop_with_a_cuda_torch_picks_the_cuda_variant_and_plans_nothing_else() {
+fn develop_with_a_cuda_torch_and_a_gpu_picks_the_cuda_variant_and_plans_nothing_else() {
     let project = fixture("relu-v5");
     let root = project.path();
     let venv = tempfile::tempdir().unwrap();
+    let gpu = path_with_gpu(venv.path(), "9.0");
     let (py, _) = venv_seeing_toolchain(&venv.path().join("venv"));
     let listed = run(kbuild(root)
         .args(["list-variants", "--json", "--python"])
@@ -78,6 +79,7 @@ fn develop_with_a_cuda_torch_picks_the_cuda_variant_and_plans_nothing_else() {
     let (cuda, cpu) = (name_of("cuda"), name_of("cpu"));
 
     let out = run(kbuild(root)
+        .env("PATH", &gpu)
         .args(["develop", "--dry-run", "--python"])
         .arg(&py));
     assert!(out.status.success(), "develop did not pick a variant");

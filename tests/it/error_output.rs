@@ -117,12 +117,15 @@ fn an_out_dir_inside_a_source_directory_is_refused_before_building() {
     assert!(!inside.exists());
 }
 
-#[test]
-fn a_compile_error_shows_the_compiler_command_status_and_diagnostics() {
+/// The relu fixture with a syntax error in its cpu source, and the arguments of a quiet
+/// one-job cpu build (no progress lines or timings; the failing unit is the same each run).
+fn broken_cpu_source() -> (tempfile::TempDir, [&'static str; 8]) {
     let project = fixture("relu-v5");
-    let root = project.path();
-    std::fs::write(root.join("relu_cpu/relu_cpu.cpp"), "int relu_cpu( {\n").unwrap();
-    // One job and `-q`: no progress lines or timings, and the failing unit is the same each run.
+    std::fs::write(
+        project.path().join("relu_cpu/relu_cpu.cpp"),
+        "int relu_cpu( {\n",
+    )
+    .unwrap();
     let args = [
         "build",
         "-q",
@@ -133,18 +136,120 @@ fn a_compile_error_shows_the_compiler_command_status_and_diagnostics() {
         "--unique-id",
         "snap",
     ];
+    (project, args)
+}
+
+/// The C++ compiler the plan of `args` names (redacted from the snapshots).
+fn planned_compiler(root: &Path, args: &[&str]) -> String {
     let plan = crate::common::kbuild::stdout_json(&run(kbuild(root)
         .args(args)
         .args(["--dry-run", "--json"])));
-    let compiler = plan["variants"][0]["compile"][0]["compiler"]
+    plan["variants"][0]["compile"][0]["compiler"]
         .as_str()
         .unwrap()
-        .to_string();
-    insta::assert_snapshot!(failing_in(
-        root,
-        &args,
-        Redact::new().text_of(&compiler, "[c++]")
-    ));
+        .to_string()
+}
+
+#[test]
+fn a_compile_error_shows_the_diagnostics_first_then_could_not_compile_and_no_command() {
+    let (project, args) = broken_cpu_source();
+    let root = project.path();
+    let compiler = planned_compiler(root, &args);
+    let shown = failing_in(root, &args, Redact::new().text_of(&compiler, "[c++]"));
+    assert!(!shown.contains("[c++]"), "the command is shown without -v");
+    insta::assert_snapshot!(shown);
+}
+
+#[test]
+fn a_compile_error_with_verbose_adds_the_command_that_reproduces_it() {
+    let (project, args) = broken_cpu_source();
+    let root = project.path();
+    let compiler = planned_compiler(root, &args);
+    let out = run(kbuild(root)
+        .args(args.iter().filter(|a| **a != "-q"))
+        .arg("-v")
+        .env("LC_ALL", "C"));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("error:"))
+        .collect();
+    assert_eq!(
+        tail[0],
+        "error: could not compile `relu_cpu/relu_cpu.cpp` (cpu)"
+    );
+    assert!(
+        tail[1].starts_with(&format!("  caused by: `{compiler} -c "))
+            && tail[1].ends_with("` exited with status 1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_compile_error_under_json_lists_each_diagnostic_with_file_line_and_column() {
+    let (project, args) = broken_cpu_source();
+    let root = project.path();
+    let out = run(kbuild(root).args(args).arg("--json").env("LC_ALL", "C"));
+    assert!(!out.status.success());
+    // The command (with the machine's paths) is in `causes` and `compiler.command`.
+    let report = Redact::new()
+        .path(root, "[project]")
+        .stdout_json(&out, &["command", "causes"]);
+    insta::assert_json_snapshot!(report["error"]);
+}
+
+#[test]
+fn a_compile_error_keeps_the_compilers_colour_when_colour_is_forced() {
+    let (project, args) = broken_cpu_source();
+    let root = project.path();
+    let out = run(kbuild(root)
+        .args(args)
+        .env("CLICOLOR_FORCE", "1")
+        .env_remove("NO_COLOR"));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // gcc's bold red `error:` in its diagnostics, and kbuild's own.
+    assert!(stderr.contains("\x1b[01;31m\x1b[Kerror: "), "{stderr:?}");
+    assert!(
+        stderr.contains("\x1b[1;31merror\x1b[0m: could not compile"),
+        "{stderr:?}"
+    );
+    let plain = run(kbuild(root).args(args).env("NO_COLOR", "1"));
+    assert!(!String::from_utf8_lossy(&plain.stderr).contains('\x1b'));
+}
+
+#[test]
+fn an_nvcc_error_gets_a_hint_drawn_from_what_nvcc_printed() {
+    let project = fixture("relu-v5");
+    let root = project.path();
+    // bf16 without its header: nvcc's front end says the type is undefined.
+    std::fs::write(
+        root.join("relu_cuda/relu.cu"),
+        "__global__ void k(__nv_bfloat16 *x) {}\n",
+    )
+    .unwrap();
+    let args = [
+        "build",
+        "-q",
+        "--backend",
+        "cuda",
+        "--cuda-capabilities",
+        "8.0",
+        "-j",
+        "1",
+        "--unique-id",
+        "snap",
+    ];
+    let out = run(kbuild(root).args(args).env("LC_ALL", "C"));
+    assert!(!out.status.success());
+    let stderr = Redact::new().path(root, "[project]").stderr(&out);
+    let from_error: String = stderr
+        .lines()
+        .skip_while(|l| !l.contains("): error"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!(from_error);
 }
 
 #[test]

@@ -69,9 +69,12 @@ fn trusted_publisher_loads_without_trust_remote_code_and_others_are_refused() {
         .into_iter()
         .filter(|l| l.contains("/api/organizations/"))
         .collect();
+    // Each publish asks too (for the load line it prints), then each load.
     assert_eq!(
         overviews,
         [
+            "GET /api/organizations/kernels-test/overview -> 200",
+            "GET /api/organizations/other/overview -> 200",
             "GET /api/organizations/kernels-test/overview -> 200",
             "GET /api/organizations/other/overview -> 200",
         ]

@@ -99,3 +99,37 @@ fn init_json_lists_the_project_it_wrote() {
     let redact = crate::common::redact::Redact::new().path(tmp.path(), "[tmp]");
     insta::assert_json_snapshot!("init_json", redact.stdout_json(&out, &[]));
 }
+
+#[test]
+fn init_with_repo_writes_the_hub_repo_id_and_hfs_owner_slash_name_form_does_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("k");
+    let out = init(&root, &["--repo", "my-org/my-kernel", "--backends", "cpu"]);
+    assert!(out.status.success());
+    let toml = std::fs::read_to_string(root.join("build.toml")).unwrap();
+    insta::assert_snapshot!(toml);
+    let out = run(kbuild(&root).arg("check-config"));
+    assert!(out.status.success(), "the generated build.toml is invalid");
+
+    // HF's `kernel-builder init --name owner/repo`.
+    let hf = tmp.path().join("hf");
+    let out = init(&hf, &["--name", "my-org/relu2", "--backends", "cpu"]);
+    assert!(out.status.success());
+    let toml = std::fs::read_to_string(hf.join("build.toml")).unwrap();
+    assert!(toml.contains("name = \"relu2\""), "{toml}");
+    assert!(
+        toml.contains("[general.hub]\nrepo-id = \"my-org/relu2\"\n"),
+        "{toml}"
+    );
+    let readme = std::fs::read_to_string(hf.join("README.md")).unwrap();
+    assert!(readme.contains("kbuild publish                 # branch v1 of my-org/relu2"));
+
+    let out = init(&tmp.path().join("bad"), &["--repo", "no-slash"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`no-slash` is not a Hub repository id")
+            && stderr.contains("--repo my-org/my-kernel"),
+        "{stderr}"
+    );
+}

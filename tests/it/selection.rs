@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::kbuild::{fixture, kbuild, python, run, stdout_json, venv_seeing_toolchain};
+use crate::common::kbuild::{
+    fixture, kbuild, path_with_gpu, python, run, stdout_json, venv_seeing_toolchain,
+};
 
 /// A managed toolchain's record and the lock entry that pins it.
 const ENTRY: &str = "name = \"torch2.15-cpu\"\ntorch = \"2.15\"\ncompute = \"cpu\"\n\
@@ -138,7 +140,9 @@ fn develop_with_several_variants_selected_names_them_before_building_anything() 
     assert!(listed.status.success());
     let all = names(&stdout_json(&listed));
     assert_eq!(all.len(), 2, "cpu and cuda expected: {all:?}");
-    let out = run(locked.kbuild(&python()).args(["develop"]));
+    // On a GPU machine both can run here (without one, develop builds cpu alone).
+    let gpu = path_with_gpu(locked.cache.path(), "9.0");
+    let out = run(locked.kbuild(&python()).env("PATH", gpu).args(["develop"]));
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

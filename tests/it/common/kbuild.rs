@@ -46,6 +46,8 @@ pub fn kbuild(project: &Path) -> Command {
     cmd.arg("-C").arg(project);
     cmd.env("KBUILD_PYTHON", python());
     cmd.env_remove("VIRTUAL_ENV");
+    // Compilers' colours only where a test asks for them (a CI may force colour for all).
+    cmd.env_remove("CLICOLOR_FORCE");
     cmd
 }
 
@@ -133,4 +135,32 @@ pub fn venv_seeing_toolchain(dir: &Path) -> (PathBuf, PathBuf) {
     )
     .unwrap();
     (venv_python, site)
+}
+
+/// `PATH` with a directory (made in `dir`) first that holds an `nvidia-smi` reporting one GPU
+/// of `capability`: what kbuild asks a GPU machine (the test machine has none).
+pub fn path_with_gpu(dir: &Path, capability: &str) -> std::ffi::OsString {
+    path_with_nvidia_smi(&dir.join("gpu-bin"), &format!("echo {capability}"))
+}
+
+/// `PATH` with a directory (made in `dir`) first that holds an `nvidia-smi` finding no GPU, as
+/// the driver's tool says on a machine without one: the same on this machine and a GPU one.
+pub fn path_without_gpu(dir: &Path) -> std::ffi::OsString {
+    path_with_nvidia_smi(
+        &dir.join("no-gpu-bin"),
+        "echo 'No devices were found' >&2; exit 6",
+    )
+}
+
+fn path_with_nvidia_smi(bin_dir: &Path, body: &str) -> std::ffi::OsString {
+    std::fs::create_dir_all(bin_dir).unwrap();
+    let smi = bin_dir.join("nvidia-smi");
+    std::fs::write(&smi, format!("#!/bin/sh\n{body}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut paths = vec![bin_dir.to_path_buf()];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(paths).unwrap()
 }
