@@ -7,6 +7,7 @@ mod depfile;
 mod dist;
 mod guess;
 mod namespace;
+mod namespace_use;
 mod nvcc_steps;
 mod redis;
 mod remote;
@@ -443,6 +444,7 @@ fn compile_one(
         .manifest(job, &argv, &deps, started)
         .map_err(|e| io_error(&job.object, e))?;
     let manifest = reuse::with_known(manifest, known);
+    let manifest = reuse::checked_for_sharing(&serving, manifest, remote.is_some(), started)?;
     let shared = remote.as_ref().map(|(r, key)| (*r, key));
     record(job, caches.local, manifest, shared, reporter)?;
     Ok(UnitOutcome::Compiled)

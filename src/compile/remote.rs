@@ -7,9 +7,10 @@
 //! - `entry:<key>`, key = compiler id + normalized command line + the source's content: JSON
 //!   listing every header (normalized path + content hash) and the object's SHA-256;
 //! - `any-namespace:<key>`, the same key with the op namespace's value left out, for objects
-//!   none of whose files spells `TORCH_EXTENSION_NAME` (the kernels): they compile the same
-//!   under every commit's id, so a checkout at another commit fetches them too (its headers
-//!   are checked as for any entry, so the files it compiles from spell nothing either);
+//!   whose preprocessed source does not hold the id (the kernels; asked of the preprocessor of
+//!   the checkout that shares it, `namespace_use.rs`): they compile the same under every
+//!   commit's id, so a checkout at another commit fetches them too (its headers and flags are
+//!   checked as for any entry, so its preprocessor would write the same);
 //! - `object:<sha256>`: the object's bytes, checked against that digest before use.
 //!
 //! A remote that cannot be reached is said once and then left alone: the build goes on with
@@ -24,13 +25,15 @@ use sha2::{Digest, Sha256};
 
 use super::cache::{self, Manifest};
 use super::namespace::Patchability;
+use super::namespace_use::NamespaceUse;
 use super::redis::{Address, Client};
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 use crate::report::Reporter;
 
-/// Bump when an entry's format or the key's meaning changes.
-const PREFIX: &str = "kbuild:v1";
+/// Bump when an entry's format or the key's meaning changes. v2: an entry serves any op
+/// namespace only when the preprocessor said so (v1 went by the spelling of the files).
+const PREFIX: &str = "kbuild:v2";
 
 /// Where the remote cache is and what the paths it stores are relative to.
 #[derive(Debug, Clone)]
@@ -61,9 +64,12 @@ struct Entry {
     /// (`namespace.rs`): a checkout that fetches it can re-apply the next one without probing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reapply: Option<Patchability>,
-    /// None of the files spells `TORCH_EXTENSION_NAME`: the object serves any op namespace.
+    /// The object's preprocessed source does not hold its id: it serves any op namespace.
     #[serde(default)]
     any_namespace: bool,
+    /// Whether the preprocessor put the id into the object's code, when it was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    preprocessed_holds: Option<bool>,
 }
 
 /// A unit's keys on the remote: with its op namespace, and (when its command has one) without
@@ -82,6 +88,7 @@ pub(crate) enum Lookup {
         object: Vec<u8>,
         deps: Vec<PathBuf>,
         reapply: Option<Patchability>,
+        preprocessed_holds: Option<bool>,
     },
     /// Nothing usable: compile.
     Miss,
@@ -199,6 +206,7 @@ impl RemoteCache {
             object,
             deps,
             reapply: entry.reapply,
+            preprocessed_holds: entry.preprocessed_holds,
         }
     }
 
@@ -225,7 +233,12 @@ impl RemoteCache {
                 .map(|(path, hash)| (self.normalize(path), hash.to_string()))
                 .collect(),
             reapply: manifest.reapply().cloned(),
-            any_namespace: !manifest.spells_namespace(),
+            any_namespace: *manifest.namespace_use() == NamespaceUse::Unused,
+            preprocessed_holds: match manifest.namespace_use() {
+                NamespaceUse::Unused => Some(false),
+                NamespaceUse::Preprocessed => Some(true),
+                _ => None,
+            },
         };
         let Ok(json) = serde_json::to_vec(&entry) else {
             return;

@@ -41,6 +41,7 @@ mod matrix_build;
 mod matrix_real;
 mod module_graph;
 mod namespace_cache;
+mod namespace_use;
 mod noop_fast_path;
 mod nvcc_steps;
 mod output;
