@@ -239,8 +239,9 @@ impl Hint for CompileError {
                 "run the build again to finish it: objects compiled so far are kept".to_string()
             }
             CompileError::RemoteUrl(_) => {
-                "set `KBUILD_REMOTE_CACHE` to `redis://[:PASSWORD@]HOST[:PORT][/DB]`, or unset it \
-                 to build with the local cache only"
+                "set `KBUILD_REMOTE_CACHE` to `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` (a `@`, \
+                 `:` or `/` in the login written as `%40`, `%3A`, `%2F`), or unset it to build \
+                 with the local cache only"
                     .to_string()
             }
             CompileError::Io { .. } => {

@@ -60,6 +60,7 @@ mod publish_server;
 mod publish_verify;
 mod readme_snippets;
 mod remote_cache;
+mod remote_failures;
 mod selection;
 mod split_compile;
 mod stable_abi;
