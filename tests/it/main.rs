@@ -68,5 +68,6 @@ mod stable_abi;
 mod stdout_closed;
 mod toolchain_install;
 mod torch_probe;
+mod unique_id;
 mod update_config;
 mod wheel_install;
