@@ -26,6 +26,7 @@
 //! the id.
 
 use std::collections::HashMap;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -272,7 +273,7 @@ impl Cache {
         if let Some(known) = lock(&self.hashes).get(path) {
             return known.clone();
         }
-        let facts = std::fs::read(path).ok().map(|bytes| FileFacts {
+        let facts = read_file(path).ok().map(|bytes| FileFacts {
             hash: hex::encode(Sha256::digest(&bytes)),
             spells_namespace: spells(&bytes, NAMESPACE_DEFINE),
         });
@@ -757,11 +758,32 @@ fn key(m: &Manifest) -> String {
     hex::encode(h.finalize())
 }
 
+/// The largest file the cache reads (a header, an object): far above any real one.
+const MAX_FILE: u64 = 4 << 30;
+
+/// SHA-256 of the regular file `path`, hex. A path that names something else (`/dev/zero`, a
+/// FIFO: a remote entry may name any path as a dependency) or a file over [`MAX_FILE`] is an
+/// error at once, never an endless read or a wait for a writer.
 pub(crate) fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    let file = crate::files::open_regular(path)?;
     let mut h = Sha256::new();
-    std::io::copy(&mut file, &mut h)?;
+    let read = std::io::copy(&mut file.take(MAX_FILE + 1), &mut h)?;
+    if read > MAX_FILE {
+        return Err(too_large());
+    }
     Ok(hex::encode(h.finalize()))
+}
+
+/// The bytes of the regular file `path`, as [`hash_file`] reads it.
+fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    crate::files::read_regular(path, MAX_FILE)
+}
+
+fn too_large() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::FileTooLarge,
+        format!("it is larger than {}", crate::files::human_size(MAX_FILE)),
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

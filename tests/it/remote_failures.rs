@@ -226,3 +226,73 @@ fn kbuild_build_never_prints_the_remote_caches_password() {
     assert!(printed.contains("redis://***@127.0.0.1:1"), "{printed}");
     assert!(!printed.contains(SECRET), "{printed}");
 }
+
+/// Every entry on `redis` with `dep` (a path and a hash) put first among its dependencies.
+fn add_dependency(redis: &Redis, dep: &str) {
+    let entries = redis.cli(&["--scan", "--pattern", "kbuild:v2:entry:*"]);
+    for key in entries.lines() {
+        let json = redis.cli(&["GET", key]);
+        let mut entry: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+        let deps = entry["deps"].as_array_mut().unwrap();
+        deps.insert(0, serde_json::json!([dep, "0".repeat(64)]));
+        redis.cli(&["SET", key, &entry.to_string()]);
+    }
+}
+
+/// `f` on a thread of its own, which must end within `limit`.
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("still running after {limit:?}"))
+}
+
+#[test]
+fn an_entry_naming_a_device_or_a_fifo_as_a_dependency_is_a_miss_at_once() {
+    let redis = Redis::start();
+    Checkout::new("int b();\n")
+        .build(&redis.url(), &Recorder::default())
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    for dep in ["/dev/zero".to_string(), fifo.display().to_string()] {
+        add_dependency(&redis, &dep);
+        let url = redis.url();
+        let compiled = within(Duration::from_secs(60), move || {
+            let second = Checkout::new("int b();\n");
+            let summary = second.build(&url, &Recorder::default()).unwrap();
+            assert!(summary.remote.is_empty(), "{dep} served");
+            second.cc.take_compiled()
+        });
+        assert_eq!(compiled, ["a.cpp", "b.cpp", "c.cpp"]);
+    }
+}
+
+/// A server that answers every request with a bulk length of 2^40 and three bytes.
+fn lying_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                use std::io::{Read as _, Write as _};
+                let mut request = [0u8; 4096];
+                while stream.read(&mut request).is_ok_and(|n| n > 0) {
+                    let _ = stream.write_all(b"$1099511627776\r\nabc");
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_server_that_announces_a_terabyte_value_is_a_protocol_error_not_an_abort() {
+    let url = format!("redis://127.0.0.1:{}", lying_server());
+    let said = build_locally(&url);
+    assert_says(&said, "the server's reply is not Redis's protocol");
+    assert_says(&said, "a value larger than kbuild accepts");
+}
