@@ -51,6 +51,7 @@ mod portable;
 mod project_root;
 mod publish_cli;
 mod publish_e2e;
+mod publish_endpoint;
 mod publish_faults;
 mod publish_inputs;
 mod publish_interrupt;
