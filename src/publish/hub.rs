@@ -27,6 +27,21 @@ use super::upload;
 pub use super::upload::{Change, CommitRequest, Landed};
 use crate::report::Reporter;
 
+/// `endpoint` without the user and password it may carry (`http://user:pass@host` →
+/// `http://host`; an HTTP client would send them as `Authorization: Basic`, in place of the
+/// token), and whether it carried any.
+fn without_login(endpoint: &str) -> (String, bool) {
+    let Ok(mut url) = reqwest::Url::parse(endpoint) else {
+        return (endpoint.to_string(), false);
+    };
+    if url.username().is_empty() && url.password().is_none() {
+        return (endpoint.to_string(), false);
+    }
+    let cleared = url.set_username("").is_ok() && url.set_password(None).is_ok();
+    let text = url.to_string();
+    (text.trim_end_matches('/').to_string(), cleared)
+}
+
 /// A connection to one repository.
 pub struct Remote<'r> {
     api: Api,
@@ -49,6 +64,16 @@ impl<'r> Remote<'r> {
         reporter: &'r dyn Reporter,
     ) -> Result<Remote<'r>, PublishError> {
         let redactor = Redactor::new(token).with_endpoint(endpoint);
+        let (without, had_login) = without_login(endpoint);
+        if had_login {
+            reporter.warn(&format!(
+                "`HF_ENDPOINT={}` holds a user and password, which kbuild does not send: they \
+                 would replace the Hub token in the `Authorization` header\nhint: remove them \
+                 from `HF_ENDPOINT`; the token (`HF_TOKEN`) authenticates",
+                crate::redact::url(endpoint)
+            ));
+        }
+        let endpoint = without.as_str();
         let http = reqwest::Client::builder()
             .user_agent(format!("kbuild/{}; hf-hub/1", env!("CARGO_PKG_VERSION")))
             // No read timeout: it would cap a slow upload's whole time. Metadata calls have a
@@ -386,4 +411,18 @@ fn holds(tree: &BTreeMap<String, RemoteFile>, changes: &[Change<'_>]) -> bool {
             Change::Upload(f) => tree.get(&f.repo_path).is_some_and(|r| same_content(f, r)),
             Change::Delete(p) => !tree.contains_key(*p),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_login;
+
+    #[test]
+    fn the_endpoints_login_is_taken_off_and_nothing_else() {
+        let (url, had) = without_login("http://robot:p%40ss@127.0.0.1:8080/mirror");
+        assert_eq!((url.as_str(), had), ("http://127.0.0.1:8080/mirror", true));
+        let (url, had) = without_login("https://huggingface.co");
+        assert_eq!((url.as_str(), had), ("https://huggingface.co", false));
+        assert_eq!(without_login("https://u@h").0, "https://h");
+    }
 }
