@@ -30,6 +30,7 @@ mod cutlass_git;
 mod develop_pytest;
 mod device_step_cache;
 mod dist_compile;
+mod dist_leftovers;
 mod error_output;
 mod generated_files;
 mod help_text;
