@@ -3,20 +3,25 @@
 //! or [`urls_in`], which write its user and password as `***`.
 
 /// `url` with its user and password replaced by `***` (`redis://alice:pw@h:6379/0` →
-/// `redis://***@h:6379/0`). Everything between `://` and the last `@` counts as them, so a
-/// password holding an unencoded `/` or `@` is hidden whole; without `@` the URL is as given.
+/// `redis://***@h:6379/0`). Everything between the scheme's `://` and the last `@` counts as
+/// them, so a password holding an unencoded `/` or `@` is hidden whole; without a scheme, all
+/// before the last `@`. Without `@` the URL is as given.
 pub fn url(url: &str) -> String {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return match url.rfind('@') {
-            // Not a URL, yet it may hold a login: keep only what follows the last `@`.
-            Some(at) => format!("***{}", &url[at..]),
-            None => url.to_string(),
-        };
+    let Some(at) = url.rfind('@') else {
+        return url.to_string();
     };
-    match url[start..].rfind('@') {
-        Some(at) => format!("{}***{}", &url[..start], &url[start + at..]),
-        None => url.to_string(),
-    }
+    let scheme = url
+        .find("://")
+        .filter(|&end| end < at && is_scheme(&url[..end]));
+    let start = scheme.map_or(0, |end| end + 3);
+    format!("{}***{}", &url[..start], &url[at..])
+}
+
+/// `redis`, `https`: a letter, then letters, digits, `+`, `-` or `.`.
+fn is_scheme(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
 }
 
 /// `text` with the user and password of every URL in it (`scheme://user:pass@host…`, up to the
@@ -64,6 +69,7 @@ mod tests {
         assert_eq!(url("redis://:pa/ss@w@h:1"), "redis://***@h:1");
         assert_eq!(url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
         assert_eq!(url(":hunter2PW@127.0.0.1"), "***@127.0.0.1");
+        assert_eq!(url("pw@x://u:pw@h"), "***@h");
         assert_eq!(url("https://hub.example/api"), "https://hub.example/api");
     }
 

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 pub use cache::nvcc_env_flags;
 pub use command::{command_for, preprocess_command_for};
 pub use depfile::{parse_depfile, scan_includes};
+pub use redis::{check_url as check_remote_url, parse_reply as parse_redis_reply};
 pub use remote::{RemoteSettings, RemoteUrlError};
 
 use crate::hint::Hint;

@@ -52,7 +52,8 @@ impl std::fmt::Debug for Address {
 }
 
 impl Address {
-    /// Parse a `redis://` URL; the error says which part is wrong, never quoting the login.
+    /// Parse a `redis://` URL; the error says which part is wrong, quoting none (with its `@`
+    /// missing, a login would be read as the host or the port).
     pub(crate) fn parse(url: &str) -> Result<Self, String> {
         let rest = url
             .strip_prefix("redis://")
@@ -68,7 +69,7 @@ impl Address {
             Some((a, db)) => (
                 a,
                 db.parse()
-                    .map_err(|_| format!("database `{db}` is not a number"))?,
+                    .map_err(|_| "its database (after the `/`) is not a number".to_string())?,
             ),
             None => (location, 0),
         };
@@ -76,7 +77,7 @@ impl Address {
             Some((h, p)) => (
                 h,
                 p.parse()
-                    .map_err(|_| format!("port `{p}` is not a number from 1 to 65535"))?,
+                    .map_err(|_| "its port is not a number from 1 to 65535".to_string())?,
             ),
             None => (host_port, 6379),
         };
@@ -328,6 +329,18 @@ impl Connection {
     }
 }
 
+/// The first reply in `bytes`, read as a server's reply is read: its value, or why it is
+/// refused. Public for the fuzz suite (`tests/it/input_fuzz.rs`); requests go through `Client`.
+pub fn parse_reply(bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    read_reply(&mut std::io::Cursor::new(bytes)).map_err(|e| e.to_string())
+}
+
+/// Whether `url` is a remote cache URL kbuild can use (`Err`: why not). Public for the fuzz
+/// suite.
+pub fn check_url(url: &str) -> Result<(), String> {
+    Address::parse(url).map(drop)
+}
+
 /// One reply from `reader`: a bulk string's bytes, `None` for nil, the text of a simple reply
 /// or an integer; an error reply is [`RedisError::Refused`]. Reads no more than the reply.
 pub(crate) fn read_reply(reader: &mut impl BufRead) -> Result<Option<Vec<u8>>, RedisError> {
@@ -421,7 +434,7 @@ mod tests {
         assert_eq!(Address::parse("redis://[::1]:7000").unwrap().host, "[::1]");
         let port = Address::parse("redis://:hunter2PW@h:x").unwrap_err();
         assert!(
-            port.contains("port `x`") && !port.contains("hunter2PW"),
+            port.contains("its port is not a number") && !port.contains("hunter2PW"),
             "{port}"
         );
         let pct = Address::parse("redis://:hunter2%zz@h").unwrap_err();

@@ -37,6 +37,7 @@ mod help_text;
 mod hf_parity;
 mod hub_trust;
 mod init;
+mod input_fuzz;
 mod kill_orphans;
 mod matrix_build;
 mod matrix_real;

@@ -79,9 +79,10 @@ fn a_url_kbuild_cannot_read_is_refused_before_compiling_without_the_login() {
     for (url, why) in [
         (
             format!("redis://{USER}:{SECRET}@127.0.0.1:notaport"),
-            "port `notaport`",
+            "its port is not a number",
         ),
-        (format!("redis://:{SECRET}@127.0.0.1:1/db"), "database `db`"),
+        (format!("redis://:{SECRET}@127.0.0.1:1/db"), "its database"),
+        (format!("redis://:{SECRET}"), "its port is not a number"),
         (
             format!("redis://:{SECRET}127.0.0.1:1"),
             "not a host name or address",
