@@ -180,6 +180,27 @@ pub fn sweep_stale(out_dir: &Path) -> Vec<Swept> {
     done
 }
 
+/// [`sweep_stale`] for a command that reads `out_dir` without building (`check`, `pack`,
+/// `publish`): a variant a killed build moved aside is put back before it is looked for. The
+/// paths put back.
+pub fn restore_moved_aside(out_dir: &Path) -> Vec<PathBuf> {
+    let swept = sweep_stale(out_dir).into_iter();
+    swept
+        .filter_map(|s| match s {
+            Swept::Restored(path) => Some(path),
+            Swept::Removed(_) => None,
+        })
+        .collect()
+}
+
+/// What is said of a variant [`restore_moved_aside`] put back.
+pub fn restored_note(path: &Path) -> String {
+    format!(
+        "restored `{}`, which a killed build had moved aside",
+        path.display()
+    )
+}
+
 /// Remove the `.tmp-<pid>-*` files that dead processes left directly in `dir` (a `kbuild pack`
 /// or `kbuild wheel` killed while writing into the dist directory); those of live processes
 /// stay. Best effort.

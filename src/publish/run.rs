@@ -67,6 +67,9 @@ pub async fn publish(
 /// the version build.toml configures.
 fn verify(s: &PublishSettings, reporter: &dyn Reporter) -> Result<LocalBuild, PublishError> {
     reporter.stage("Verifying", &s.build_dir.display().to_string());
+    for path in crate::package::restore_moved_aside(&s.build_dir) {
+        reporter.warn(&crate::package::restored_note(&path));
+    }
     let build = local::collect(
         &s.build_dir,
         &s.variants,

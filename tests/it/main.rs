@@ -69,6 +69,7 @@ mod selection;
 mod split_compile;
 mod stable_abi;
 mod stdout_closed;
+mod stranded_variant;
 mod toolchain_install;
 mod torch_probe;
 mod unique_id;
