@@ -332,6 +332,17 @@ impl Api {
         }
     }
 
+    /// Close the pull request `num` (a duplicate a concurrent run opened), saying why.
+    pub async fn close_pull_request(&self, num: u64, comment: &str) -> Result<(), Failure> {
+        let url = self.url(&["discussions", &num.to_string(), "status"])?;
+        let body = json!({"status": "closed", "comment": comment});
+        let answer = self.send(Method::POST, url, Some(body)).await?;
+        match answer.status {
+            200..=299 => Ok(()),
+            _ => Err(self.refused(&answer)),
+        }
+    }
+
     pub async fn delete_branch(&self, branch: &str) -> Result<(), Failure> {
         let answer = self
             .send(Method::DELETE, self.url(&["branch", branch])?, None)

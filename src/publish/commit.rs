@@ -46,7 +46,9 @@ pub(super) async fn commit_plan(
         if let Some(done) = reused.await? {
             return Ok(done);
         }
-        return pull_request(remote, reporter, plan, target, message).await;
+        let branch = target.branch;
+        let done = pull_request(remote, reporter, plan, target, message).await?;
+        return keep_oldest_pull_request(remote, reporter, branch, message.title, done).await;
     }
     let base = target.head.clone().or_else(|| target.main.clone());
     let landing = Landing {
@@ -269,6 +271,40 @@ async fn reuse_pull_request(
         done.push(c);
     }
     Ok(Some(done))
+}
+
+/// Runs of one build that started together each found no pull request and opened one: the
+/// oldest stays, and a run whose own is not the oldest closes it (with a comment naming the
+/// one that stays) and reports its commits against that one, which holds the same build.
+async fn keep_oldest_pull_request(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    branch: &str,
+    title: &str,
+    mut done: Vec<CommitSummary>,
+) -> Result<Vec<CommitSummary>, PublishError> {
+    let Some(ours) = done.first().and_then(|c| c.pr_num) else {
+        return Ok(done);
+    };
+    let prs = remote.pull_requests_of(branch, title).await?;
+    let Some(oldest) = prs.first().filter(|pr| pr.num < ours) else {
+        return Ok(done);
+    };
+    let url = format!("{}/discussions/{}", remote.url(), oldest.num);
+    let why = format!(
+        "Closed by kbuild: #{} holds the same build, opened by a run that raced this one.",
+        oldest.num
+    );
+    remote.close_pull_request(ours, &why).await?;
+    reporter.info(&format!(
+        "{:>12} pull request #{ours}: {url}, opened at the same time by a run of this build, \
+         holds it",
+        "Closed"
+    ));
+    for c in done.iter_mut().filter(|c| c.pr_num.is_some()) {
+        (c.pr_num, c.pr_url) = (Some(oldest.num), Some(url.clone()));
+    }
+    Ok(done)
 }
 
 /// Commit `plan` to one pull request against `target`'s branch (created first when new).

@@ -140,13 +140,13 @@ impl<'r> Remote<'r> {
         self.metadata("listing branches", || self.api.refs()).await
     }
 
-    /// The open pull request against `branch` that a run with this commit `title` opened
-    /// (a PR of several commits is titled after its first, `TITLE [1/N]`), with its head.
-    pub async fn open_pull_request(
+    /// The open pull requests against `branch` that runs with this commit `title` opened, the
+    /// oldest first: more than one when runs of the same build raced to open one.
+    pub async fn pull_requests_of(
         &self,
         branch: &str,
         title: &str,
-    ) -> Result<Option<(OpenPr, String)>, PublishError> {
+    ) -> Result<Vec<OpenPr>, PublishError> {
         let prs = self
             .metadata("listing open pull requests", || {
                 self.api.open_pull_requests()
@@ -154,10 +154,36 @@ impl<'r> Remote<'r> {
             .await?;
         let target = format!("refs/heads/{branch}");
         let first_of_many = format!("{title} [1/");
-        let Some(pr) = prs.into_iter().find(|pr| {
-            (pr.title == title || pr.title.starts_with(&first_of_many))
-                && pr.target_branch.as_ref().is_none_or(|t| *t == target)
-        }) else {
+        let mut ours: Vec<OpenPr> = (prs.into_iter())
+            .filter(|pr| {
+                (pr.title == title || pr.title.starts_with(&first_of_many))
+                    && pr.target_branch.as_ref().is_none_or(|t| *t == target)
+            })
+            .collect();
+        ours.sort_by_key(|pr| pr.num);
+        Ok(ours)
+    }
+
+    /// Close pull request `num`, saying why in a comment.
+    pub async fn close_pull_request(&self, num: u64, why: &str) -> Result<(), PublishError> {
+        let action = format!("closing pull request #{num}");
+        self.metadata(&action, || self.api.close_pull_request(num, why))
+            .await
+    }
+
+    /// The open pull request against `branch` that a run with this commit `title` opened
+    /// (a PR of several commits is titled after its first, `TITLE [1/N]`), with its head.
+    pub async fn open_pull_request(
+        &self,
+        branch: &str,
+        title: &str,
+    ) -> Result<Option<(OpenPr, String)>, PublishError> {
+        let Some(pr) = self
+            .pull_requests_of(branch, title)
+            .await?
+            .into_iter()
+            .next()
+        else {
             return Ok(None);
         };
         let head = self

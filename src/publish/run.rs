@@ -443,7 +443,9 @@ fn plan_line(summary: &PublishSummary) -> String {
 
 /// One `Committed` line per commit made.
 fn report_commits(reporter: &dyn Reporter, commits: &[CommitSummary]) {
-    for c in commits {
+    // A pull request that already held the build is listed with no files: no commit was made,
+    // and "Up to date" said so.
+    for c in commits.iter().filter(|c| c.files > 0) {
         let what = match &c.pr_url {
             Some(url) => format!("pull request {url}"),
             None => format!(

@@ -52,6 +52,7 @@ mod plan_output;
 mod portable;
 mod project_root;
 mod publish_cli;
+mod publish_create_pr;
 mod publish_e2e;
 mod publish_endpoint;
 mod publish_faults;
