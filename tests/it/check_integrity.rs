@@ -165,7 +165,7 @@ fn publish_refuses_a_hard_link_in_any_variant_and_hash_write_refuses_to_vouch_fo
     // refused, and so is the publish of a digest written by other means.
     let (_project, build) = project_with_variant();
     let variant = build.join(CPU_VARIANT);
-    let token = outside.path().join("token");
+    let token = outside.path().join("vouched-token");
     std::fs::write(&token, "hf_secret_token").unwrap();
     std::fs::remove_file(variant.join("__init__.py")).unwrap();
     std::fs::hard_link(&token, variant.join("__init__.py")).unwrap();
