@@ -370,8 +370,9 @@ pub struct BuildOptions {
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
-    /// Op namespace suffix instead of the hash of the sources.
-    #[arg(long, value_name = "ID")]
+    /// Op namespace suffix instead of the hash of the sources: ASCII letters, digits and `_`,
+    /// at most 64.
+    #[arg(long, value_name = "ID", value_parser = crate::plan::parse_unique_id)]
     pub unique_id: Option<String>,
     /// Print a JSON summary on stdout.
     #[arg(long)]

@@ -29,6 +29,7 @@ pub mod portable;
 pub mod process;
 pub mod publish;
 pub mod reaper;
+pub mod redact;
 pub mod report;
 pub mod scaffold;
 pub mod schedule;

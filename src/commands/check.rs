@@ -23,6 +23,9 @@ pub fn run(project_dir: &Path, args: &CheckArgs, printer: &Printer) -> Result<Ex
         lenient: false,
         unpack: UnpackLimits::from_env(|k| std::env::var(k).ok())?,
     };
+    for restored in crate::package::restore_moved_aside(&path) {
+        printer.warn(&crate::package::restored_note(&restored));
+    }
     let checks = check_path(&path, &opts)?;
     if opts.cuobjdump.is_none() && checks.iter().any(|c| c.is_cuda()) {
         printer.warn(

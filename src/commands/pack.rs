@@ -18,6 +18,9 @@ pub fn run(project_dir: &Path, args: &PackArgs, printer: &Printer) -> Result<()>
         "name the directory holding build/<variant>/ with `--build-dir`",
     )?;
     let dist_dir = super::settings::dist_dir(project_dir, args.dist_dir.as_deref());
+    for restored in crate::package::restore_moved_aside(&build_dir) {
+        printer.warn(&crate::package::restored_note(&restored));
+    }
     let packed = crate::package::pack(&build_dir, &args.variants, &dist_dir)?;
     for p in &packed {
         printer.stage("Artifact", &p.path.display().to_string());

@@ -8,9 +8,11 @@
 //!
 //! The op namespace (`-DTORCH_EXTENSION_NAME=<id>`, new with every commit) is keyed only for
 //! the objects that can see it: the key writes the define without its value, and the manifest
-//! records the value and the first file the object was built from that spells the name. An
-//! object none of whose files spells it compiles to the same code whatever the id, so a new
-//! commit reuses it; one that spells it (the bindings, through `TORCH_LIBRARY_EXPAND`)
+//! records the value and whether the object depends on it, as its compiler saw it
+//! (`namespace_use.rs`: a file that spells the name, a flag that names it, else what the
+//! preprocessor wrote, asked the first time another id is wanted). An object whose
+//! preprocessed source does not hold the id compiles to the same code whatever the id, so a new
+//! commit reuses it; one that depends on it (the bindings, through `TORCH_LIBRARY_EXPAND`)
 //! compiles again — unless the op namespace can be re-applied to its object: a host C++ object
 //! whose every byte from the id is known (the manifest's `reapply`, found by a probe compile the
 //! first time a build wants another id of the same length) gets a new id of that length written
@@ -24,6 +26,7 @@
 //! the id.
 
 use std::collections::HashMap;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -32,14 +35,15 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::namespace::{self, Next, Patchability, ReapplyError};
+pub(crate) use super::namespace_use::NAMESPACE_DEFINE;
+use super::namespace_use::NamespaceUse;
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 
 /// Bump when the manifest format or the key's meaning changes: old entries then miss.
-const MANIFEST_VERSION: u32 = 3;
-
-/// The define that carries the op namespace, keyed without its value (see the module docs).
-pub(crate) const NAMESPACE_DEFINE: &str = "TORCH_EXTENSION_NAME";
+/// 4: whether an object depends on its op namespace is `namespace_use`, no longer the spelling
+/// of its files (a version-3 entry may have reused an object that holds an old id).
+const MANIFEST_VERSION: u32 = 4;
 
 /// How paths under kbuild's cache directory are written in the key.
 const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";
@@ -59,16 +63,17 @@ pub(crate) struct Manifest {
     deps: Vec<Dep>,
     /// The op namespace the object was compiled with (`TORCH_EXTENSION_NAME`'s value).
     namespace: Option<String>,
-    /// The first of `deps` that spells `TORCH_EXTENSION_NAME`; `None`: the object is the same
-    /// under any op namespace.
-    spelled_in: Option<PathBuf>,
+    /// Whether the object depends on the op namespace. Not in `key`: like `reapply`, learned
+    /// about the object after it was built.
+    namespace_use: NamespaceUse,
     /// Whether a new op namespace can be re-applied to the object instead of compiling it
-    /// (`namespace.rs`); `None`: not checked (no file spells the name, or an older entry).
+    /// (`namespace.rs`); `None`: not checked (it does not depend on the id, or not yet).
     /// Not in `key`: like `object_hash`, a fact about the object, not about what it was built
     /// from.
     #[serde(default)]
     reapply: Option<Patchability>,
-    /// Hash over all of the above but `object_hash` and `reapply`: the cache key of this object.
+    /// Hash over all of the above but `object_hash`, `namespace_use` and `reapply`: the cache
+    /// key of this object.
     key: String,
 }
 
@@ -99,10 +104,33 @@ impl Manifest {
         &self.object_hash
     }
 
-    /// Whether one of the files the object was built from spells `TORCH_EXTENSION_NAME`: if
-    /// not, the object is the same under any op namespace.
-    pub(crate) fn spells_namespace(&self) -> bool {
-        self.spelled_in.is_some()
+    /// Whether the object depends on its op namespace, as far as known.
+    pub(crate) fn namespace_use(&self) -> &NamespaceUse {
+        &self.namespace_use
+    }
+
+    /// The op namespace the object was compiled with, when whether it depends on it is not
+    /// known yet (its preprocessor was not asked: [`Manifest::found_namespace_use`]).
+    pub(crate) fn unchecked_namespace(&self) -> Option<&str> {
+        match self.namespace_use {
+            NamespaceUse::Unchecked => self.namespace.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Record whether the preprocessor of the object's unit (of `lang`) put the id into its
+    /// code (`holds`); the object (`object`, its bytes) is then surveyed for re-applying a new
+    /// one, as for any object that depends on it.
+    pub(crate) fn found_namespace_use(
+        &mut self,
+        lang: crate::plan::Lang,
+        holds: bool,
+        object: &[u8],
+    ) {
+        self.namespace_use = NamespaceUse::preprocessed(holds);
+        if holds && self.reapply.is_none() {
+            self.reapply = Some(namespace::survey(lang, object));
+        }
     }
 
     /// Every file the object was built from (source first) with its content hash.
@@ -143,6 +171,12 @@ pub(crate) enum Freshness {
     /// Likewise, once a compile under a probe id found where the object holds `from`
     /// ([`Cache::learned`]).
     Probe {
+        from: String,
+        to: String,
+    },
+    /// The op namespace changed from `from` to `to`, and whether the object depends on it is
+    /// known once its preprocessor is asked ([`Cache::found_namespace_use`]).
+    CheckUse {
         from: String,
         to: String,
     },
@@ -239,7 +273,7 @@ impl Cache {
         if let Some(known) = lock(&self.hashes).get(path) {
             return known.clone();
         }
-        let facts = std::fs::read(path).ok().map(|bytes| FileFacts {
+        let facts = read_file(path).ok().map(|bytes| FileFacts {
             hash: hex::encode(Sha256::digest(&bytes)),
             spells_namespace: spells(&bytes, NAMESPACE_DEFINE),
         });
@@ -312,7 +346,7 @@ impl Cache {
             m.reapply,
             Some(Patchability::Patchable { .. } | Patchability::Unprobed)
         );
-        if id.len() == now.len() || m.spelled_in.is_none() || !worth {
+        if id.len() == now.len() || !m.namespace_use.depends() || !worth {
             return Ok(None);
         }
         let (entry, object) = self.copy_paths(job, id.len());
@@ -349,26 +383,68 @@ impl Cache {
         found: Patchability,
         started: SystemTime,
     ) -> Result<(), ReapplyError> {
+        let (path, mut m) = self.unchanged_since(job, from, started)?;
+        m.reapply = Some(found);
+        self.store(job, Some(&m))
+            .map_err(|source| ReapplyError::Write { path, source })
+    }
+
+    /// Record whether the preprocessor of `job`, asked under the op namespace `id` at
+    /// `started`, put it into the code (`holds`: [`Manifest::found_namespace_use`]); the entry
+    /// was written under `from`. Errs when it names another namespace or a file it was built
+    /// from changed since `started`. Returns the entry as recorded.
+    pub(crate) fn found_namespace_use(
+        &self,
+        job: &CompileJob,
+        from: &str,
+        holds: bool,
+        started: SystemTime,
+    ) -> Result<Manifest, ReapplyError> {
+        let (path, mut m) = self.unchanged_since(job, from, started)?;
+        let object = std::fs::read(&job.object).map_err(|source| ReapplyError::Read {
+            path: job.object.clone(),
+            source,
+        })?;
+        if hex::encode(Sha256::digest(&object)) != m.object_hash {
+            return Err(ReapplyError::Changed {
+                path: job.object.clone(),
+            });
+        }
+        m.found_namespace_use(job.lang, holds, &object);
+        self.store(job, Some(&m))
+            .map_err(|source| ReapplyError::Write { path, source })?;
+        Ok(m)
+    }
+
+    /// The entry of `job` and its path, when it was written under the op namespace `from` and
+    /// no file it records changed since `started`.
+    fn unchanged_since(
+        &self,
+        job: &CompileJob,
+        from: &str,
+        started: SystemTime,
+    ) -> Result<(PathBuf, Manifest), ReapplyError> {
         let path = self.manifest_path(job);
-        let mut m = read_manifest(&path).map_err(|why| ReapplyError::Read {
+        let m = read_manifest(&path).map_err(|why| ReapplyError::Read {
             path: path.clone(),
             source: std::io::Error::other(why),
         })?;
-        let changed = (m.deps.iter()).find(|d| {
-            let modified = std::fs::metadata(self.unalias(&d.path)).and_then(|m| m.modified());
-            !matches!(modified, Ok(t) if t <= started)
-        });
-        if let Some(dep) = changed {
-            return Err(ReapplyError::Changed {
-                path: self.unalias(&dep.path),
-            });
+        if let Some(path) = self.changed_since(&m, started) {
+            return Err(ReapplyError::Changed { path });
         }
         if m.namespace.as_deref() != Some(from) {
             return Err(ReapplyError::Changed { path });
         }
-        m.reapply = Some(found);
-        self.store(job, Some(&m))
-            .map_err(|source| ReapplyError::Write { path, source })
+        Ok((path, m))
+    }
+
+    /// The first file `m` records that changed (or vanished) since `started`.
+    pub(crate) fn changed_since(&self, m: &Manifest, started: SystemTime) -> Option<PathBuf> {
+        let changed = (m.deps.iter()).find(|d| {
+            let modified = std::fs::metadata(self.unalias(&d.path)).and_then(|m| m.modified());
+            !matches!(modified, Ok(t) if t <= started)
+        });
+        changed.map(|d| self.unalias(&d.path))
     }
 
     /// The files the object of `job` was last built from (source first), as its manifest
@@ -407,13 +483,17 @@ impl Cache {
                 hash: facts.hash,
             });
         }
-        let (object_hash, reapply) = match (&argv.namespace, &spelled_in) {
-            (Some(_), Some(_)) => {
+        let namespace_use = match &argv.namespace {
+            Some(_) => NamespaceUse::of_compile(&argv.words, spelled_in),
+            None => NamespaceUse::Unused,
+        };
+        let (object_hash, reapply) = match namespace_use.depends() {
+            true => {
                 let object = std::fs::read(&job.object)?;
                 let reapply = namespace::survey(job.lang, &object);
                 (hex::encode(Sha256::digest(&object)), Some(reapply))
             }
-            _ => (hash_file(&job.object)?, None),
+            false => (hash_file(&job.object)?, None),
         };
         let mut manifest = Manifest {
             version: MANIFEST_VERSION,
@@ -424,7 +504,7 @@ impl Cache {
             object_hash,
             deps: entries,
             namespace: argv.namespace.clone(),
-            spelled_in,
+            namespace_use,
             reapply,
             key: String::new(),
         };
@@ -603,10 +683,11 @@ fn flags_changed(before: &[String], now: &[String]) -> String {
 }
 
 /// Whether an object whose files and flags are unchanged can be reused under the op namespace
-/// of `argv`: always when none of its files spells `TORCH_EXTENSION_NAME` (the define cannot
+/// of `argv`: always when its preprocessed source does not hold the id (the define cannot
 /// change its code; nvcc's `.note.nv.tkinfo` keeps the old value as a record of the command
-/// line, nothing the code reads), else under the namespace it was compiled with, or under
-/// another once it is re-applied to the object when [`namespace::can_reapply`] allows.
+/// line, nothing the code reads), once that is known; else under the namespace it was
+/// compiled with, or under another once it is re-applied to the object when
+/// [`namespace::can_reapply`] allows.
 fn namespace_freshness(m: &Manifest, argv: &Argv, unalias: impl Fn(&Path) -> PathBuf) -> Freshness {
     let (Some(before), Some(now)) = (&m.namespace, &argv.namespace) else {
         return match m.namespace == argv.namespace {
@@ -617,25 +698,22 @@ fn namespace_freshness(m: &Manifest, argv: &Argv, unalias: impl Fn(&Path) -> Pat
     if before == now {
         return Freshness::Fresh;
     }
-    match &m.spelled_in {
-        Some(path) => {
-            let changed = format!(
-                "the op namespace changed (`{before}` -> `{now}`) and `{}` spells \
-                 `{NAMESPACE_DEFINE}`",
-                unalias(path).display()
-            );
+    let (from, to) = (before.clone(), now.clone());
+    match m.namespace_use.why(&unalias) {
+        Some(why) => {
+            let changed = format!("the op namespace changed (`{before}` -> `{now}`) and {why}");
             let reapply = (m.reapply.as_ref())
                 .ok_or_else(|| "the object was not checked for re-applying it".to_string())
                 .and_then(|recorded| namespace::can_reapply(recorded, before, now));
-            let (from, to) = (before.clone(), now.clone());
             match reapply {
                 Ok(Next::Write) => Freshness::Reapply { from, to },
                 Ok(Next::Probe) => Freshness::Probe { from, to },
                 Err(why) => Freshness::Stale(format!("{changed}; {why}")),
             }
         }
+        None if m.namespace_use == NamespaceUse::Unchecked => Freshness::CheckUse { from, to },
         None => Freshness::FreshBecause(format!(
-            "no file it is built from spells `{NAMESPACE_DEFINE}`, so the new op namespace \
+            "its preprocessed source does not hold the op namespace, so the new op namespace \
              `{now}` (was `{before}`) does not change it"
         )),
     }
@@ -662,12 +740,10 @@ fn read_manifest(path: &Path) -> Result<Manifest, &'static str> {
 
 fn key(m: &Manifest) -> String {
     let mut h = Sha256::new();
-    let spelled = m.spelled_in.as_deref().map(|p| p.to_string_lossy());
     let parts = [
         m.compiler_id.as_str(),
         m.argv_hash.as_str(),
         m.namespace.as_deref().unwrap_or(""),
-        spelled.as_deref().unwrap_or(""),
     ];
     for part in parts {
         h.update((part.len() as u64).to_le_bytes());
@@ -682,11 +758,32 @@ fn key(m: &Manifest) -> String {
     hex::encode(h.finalize())
 }
 
+/// The largest file the cache reads (a header, an object): far above any real one.
+const MAX_FILE: u64 = 4 << 30;
+
+/// SHA-256 of the regular file `path`, hex. A path that names something else (`/dev/zero`, a
+/// FIFO: a remote entry may name any path as a dependency) or a file over [`MAX_FILE`] is an
+/// error at once, never an endless read or a wait for a writer.
 pub(crate) fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    let file = crate::files::open_regular(path)?;
     let mut h = Sha256::new();
-    std::io::copy(&mut file, &mut h)?;
+    let read = std::io::copy(&mut file.take(MAX_FILE + 1), &mut h)?;
+    if read > MAX_FILE {
+        return Err(too_large());
+    }
     Ok(hex::encode(h.finalize()))
+}
+
+/// The bytes of the regular file `path`, as [`hash_file`] reads it.
+fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    crate::files::read_regular(path, MAX_FILE)
+}
+
+fn too_large() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::FileTooLarge,
+        format!("it is larger than {}", crate::files::human_size(MAX_FILE)),
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

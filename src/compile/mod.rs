@@ -7,6 +7,7 @@ mod depfile;
 mod dist;
 mod guess;
 mod namespace;
+mod namespace_use;
 mod nvcc_steps;
 mod redis;
 mod remote;
@@ -22,6 +23,7 @@ use std::time::{Duration, SystemTime};
 pub use cache::nvcc_env_flags;
 pub use command::{command_for, preprocess_command_for};
 pub use depfile::{parse_depfile, scan_includes};
+pub use redis::{check_url as check_remote_url, parse_reply as parse_redis_reply};
 pub use remote::{RemoteSettings, RemoteUrlError};
 
 use crate::hint::Hint;
@@ -238,8 +240,9 @@ impl Hint for CompileError {
                 "run the build again to finish it: objects compiled so far are kept".to_string()
             }
             CompileError::RemoteUrl(_) => {
-                "set `KBUILD_REMOTE_CACHE` to `redis://[:PASSWORD@]HOST[:PORT][/DB]`, or unset it \
-                 to build with the local cache only"
+                "set `KBUILD_REMOTE_CACHE` to `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` (a `@`, \
+                 `:` or `/` in the login written as `%40`, `%3A`, `%2F`), or unset it to build \
+                 with the local cache only"
                     .to_string()
             }
             CompileError::Io { .. } => {
@@ -447,6 +450,7 @@ fn compile_one(
         .manifest(job, &argv, &deps, started)
         .map_err(|e| io_error(&job.object, e))?;
     let manifest = reuse::with_known(manifest, known);
+    let manifest = reuse::checked_for_sharing(&serving, manifest, remote.is_some(), started)?;
     let shared = remote.as_ref().map(|(r, key)| (*r, key));
     record(job, caches.local, manifest, shared, reporter)?;
     Ok(UnitOutcome::Compiled)

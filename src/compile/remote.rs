@@ -7,13 +7,16 @@
 //! - `entry:<key>`, key = compiler id + normalized command line + the source's content: JSON
 //!   listing every header (normalized path + content hash) and the object's SHA-256;
 //! - `any-namespace:<key>`, the same key with the op namespace's value left out, for objects
-//!   none of whose files spells `TORCH_EXTENSION_NAME` (the kernels): they compile the same
-//!   under every commit's id, so a checkout at another commit fetches them too (its headers
-//!   are checked as for any entry, so the files it compiles from spell nothing either);
+//!   whose preprocessed source does not hold the id (the kernels; asked of the preprocessor of
+//!   the checkout that shares it, `namespace_use.rs`): they compile the same under every
+//!   commit's id, so a checkout at another commit fetches them too (its headers and flags are
+//!   checked as for any entry, so its preprocessor would write the same);
 //! - `object:<sha256>`: the object's bytes, checked against that digest before use.
 //!
-//! A remote that cannot be reached is said once and then left alone: the build goes on with
-//! the local cache only.
+//! A remote that cannot be reached (or refuses the login, or stops answering) is said once and
+//! then left alone: the build goes on with the local cache only. A key whose value is of
+//! another type is a miss for that unit only. Its URL is shown with the login hidden
+//! ([`crate::redact::url`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -24,29 +27,41 @@ use sha2::{Digest, Sha256};
 
 use super::cache::{self, Manifest};
 use super::namespace::Patchability;
-use super::redis::{Address, Client};
+use super::namespace_use::NamespaceUse;
+use super::redis::{Address, Client, RedisError};
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 use crate::report::Reporter;
 
-/// Bump when an entry's format or the key's meaning changes.
-const PREFIX: &str = "kbuild:v1";
+/// Bump when an entry's format or the key's meaning changes. v2: an entry serves any op
+/// namespace only when the preprocessor said so (v1 went by the spelling of the files).
+const PREFIX: &str = "kbuild:v2";
 
-/// Where the remote cache is and what the paths it stores are relative to.
-#[derive(Debug, Clone)]
+/// Where the remote cache is and what the paths it stores are relative to. `Debug` hides the
+/// URL's login.
+#[derive(Clone)]
 pub struct RemoteSettings {
-    /// `redis://[:PASSWORD@]HOST[:PORT][/DB]` (from `KBUILD_REMOTE_CACHE`).
+    /// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` (from `KBUILD_REMOTE_CACHE`).
     pub url: String,
     /// Named directories that differ between checkouts and machines (`project`, `work`,
     /// `cache`): a path below one is stored as `<name>/rest`.
     pub roots: Vec<(String, PathBuf)>,
 }
 
-/// The remote's address is not a URL kbuild can use.
+impl std::fmt::Debug for RemoteSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteSettings")
+            .field("url", &crate::redact::url(&self.url))
+            .field("roots", &self.roots)
+            .finish()
+    }
+}
+
+/// The remote's address is not a URL kbuild can use. The URL is not shown: where its login
+/// ends is not known in a URL kbuild cannot read, and the reason names the part that is wrong.
 #[derive(Debug, thiserror::Error)]
-#[error("`KBUILD_REMOTE_CACHE={url}` is not a usable remote cache: {why}")]
+#[error("`KBUILD_REMOTE_CACHE` is not a usable remote cache: {why}")]
 pub struct RemoteUrlError {
-    pub url: String,
     pub why: String,
 }
 
@@ -61,9 +76,12 @@ struct Entry {
     /// (`namespace.rs`): a checkout that fetches it can re-apply the next one without probing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reapply: Option<Patchability>,
-    /// None of the files spells `TORCH_EXTENSION_NAME`: the object serves any op namespace.
+    /// The object's preprocessed source does not hold its id: it serves any op namespace.
     #[serde(default)]
     any_namespace: bool,
+    /// Whether the preprocessor put the id into the object's code, when it was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    preprocessed_holds: Option<bool>,
 }
 
 /// A unit's keys on the remote: with its op namespace, and (when its command has one) without
@@ -82,6 +100,7 @@ pub(crate) enum Lookup {
         object: Vec<u8>,
         deps: Vec<PathBuf>,
         reapply: Option<Patchability>,
+        preprocessed_holds: Option<bool>,
     },
     /// Nothing usable: compile.
     Miss,
@@ -90,7 +109,8 @@ pub(crate) enum Lookup {
 /// A connection to the remote cache for one build.
 pub(crate) struct RemoteCache {
     client: Client,
-    url: String,
+    /// The URL with its login hidden, as every message shows it.
+    shown: String,
     roots: Vec<(String, PathBuf)>,
     down: AtomicBool,
     /// Labels of the units whose objects came from the remote.
@@ -99,16 +119,13 @@ pub(crate) struct RemoteCache {
 
 impl RemoteCache {
     pub(crate) fn new(settings: &RemoteSettings) -> Result<Self, RemoteUrlError> {
-        let address = Address::parse(&settings.url).map_err(|why| RemoteUrlError {
-            url: settings.url.clone(),
-            why,
-        })?;
+        let address = Address::parse(&settings.url).map_err(|why| RemoteUrlError { why })?;
         let mut roots = settings.roots.clone();
         // Deepest first: the work directory usually lies inside the project.
         roots.sort_by_key(|(_, p)| std::cmp::Reverse(p.as_os_str().len()));
         Ok(RemoteCache {
             client: Client::new(address),
-            url: settings.url.clone(),
+            shown: crate::redact::url(&settings.url),
             roots,
             down: AtomicBool::new(false),
             hits: Mutex::new(Vec::new()),
@@ -152,14 +169,15 @@ impl RemoteCache {
         key: &RemoteKey,
         reporter: &dyn Reporter,
     ) -> Lookup {
-        let exact = self.get(&format!("{PREFIX}:entry:{}", key.exact), reporter);
+        let exact = self.get(job, &format!("{PREFIX}:entry:{}", key.exact), reporter);
         let (bytes, any) = match (exact, &key.any_namespace) {
             (Some(bytes), _) => (bytes, false),
-            (None, Some(any)) => match self.get(&format!("{PREFIX}:any-namespace:{any}"), reporter)
-            {
-                Some(bytes) => (bytes, true),
-                None => return Lookup::Miss,
-            },
+            (None, Some(any)) => {
+                match self.get(job, &format!("{PREFIX}:any-namespace:{any}"), reporter) {
+                    Some(bytes) => (bytes, true),
+                    None => return Lookup::Miss,
+                }
+            }
             (None, None) => return Lookup::Miss,
         };
         let Ok(entry) = serde_json::from_slice::<Entry>(&bytes) else {
@@ -184,7 +202,7 @@ impl RemoteCache {
             deps.push(path);
         }
         let key = format!("{PREFIX}:object:{}", entry.object_sha256);
-        let Some(object) = self.get(&key, reporter) else {
+        let Some(object) = self.get(job, &key, reporter) else {
             return Lookup::Miss;
         };
         if hex::encode(Sha256::digest(&object)) != entry.object_sha256 {
@@ -199,6 +217,7 @@ impl RemoteCache {
             object,
             deps,
             reapply: entry.reapply,
+            preprocessed_holds: entry.preprocessed_holds,
         }
     }
 
@@ -225,7 +244,12 @@ impl RemoteCache {
                 .map(|(path, hash)| (self.normalize(path), hash.to_string()))
                 .collect(),
             reapply: manifest.reapply().cloned(),
-            any_namespace: !manifest.spells_namespace(),
+            any_namespace: *manifest.namespace_use() == NamespaceUse::Unused,
+            preprocessed_holds: match manifest.namespace_use() {
+                NamespaceUse::Unused => Some(false),
+                NamespaceUse::Preprocessed => Some(true),
+                _ => None,
+            },
         };
         let Ok(json) = serde_json::to_vec(&entry) else {
             return;
@@ -246,35 +270,69 @@ impl RemoteCache {
                 None => Ok(()),
             });
         if let Err(e) = stored {
-            self.went_down(&e, reporter);
+            self.failed(job, &e, reporter);
         }
     }
 
-    fn get(&self, key: &str, reporter: &dyn Reporter) -> Option<Vec<u8>> {
+    fn get(&self, job: &CompileJob, key: &str, reporter: &dyn Reporter) -> Option<Vec<u8>> {
         if self.down.load(Ordering::Relaxed) {
             return None;
         }
         match self.client.get(key) {
             Ok(value) => value,
             Err(e) => {
-                self.went_down(&e, reporter);
+                self.failed(job, &e, reporter);
                 None
             }
         }
     }
 
-    /// Say once that the remote is gone, and stop asking it.
-    fn went_down(&self, error: &std::io::Error, reporter: &dyn Reporter) {
-        if !self.down.swap(true, Ordering::Relaxed) {
-            reporter.warn(&format!(
-                "remote cache `{}` failed: {error}; building with the local cache only\n\
-                 hint: check that the server is up, or unset `KBUILD_REMOTE_CACHE`",
-                self.url
-            ));
+    /// A request for `job` failed: a key of another type is that unit's miss (its compile
+    /// replaces it: `SET` takes any type); anything else stops the remote for the build.
+    fn failed(&self, job: &CompileJob, error: &RedisError, reporter: &dyn Reporter) {
+        if error.about_one_key() {
+            self.corrupt(job, &error.to_string(), reporter);
+        } else {
+            self.went_down(error, reporter);
         }
     }
 
+    /// Say once that the remote is gone, and why, and stop asking it. Quiet when a signal
+    /// stopped the wait: the build stops too.
+    fn went_down(&self, error: &RedisError, reporter: &dyn Reporter) {
+        if self.down.swap(true, Ordering::Relaxed) || matches!(error, RedisError::Interrupted) {
+            return;
+        }
+        let hint = match error {
+            RedisError::Login(_) => {
+                "check the login in `KBUILD_REMOTE_CACHE`: `redis://:PASSWORD@HOST` for the \
+                 server's `requirepass`, `redis://USER:PASSWORD@HOST` for an ACL user (a `@`, \
+                 `:` or `/` in either written as `%40`, `%3A`, `%2F`)"
+            }
+            RedisError::Silent => {
+                "the server accepts connections but does not answer: check that it is not \
+                 stopped or overloaded, or unset `KBUILD_REMOTE_CACHE`"
+            }
+            RedisError::Refused(_) => {
+                "the server refuses kbuild's `GET`/`SET` on `kbuild:*` keys: check the user's \
+                 ACL and the server's memory and replica settings, or unset `KBUILD_REMOTE_CACHE`"
+            }
+            RedisError::Protocol(_) => {
+                "check that `KBUILD_REMOTE_CACHE` names a Redis server (not another service on \
+                 that port), or unset it"
+            }
+            RedisError::Io(_) | RedisError::Interrupted => {
+                "check that the server is up and reachable, or unset `KBUILD_REMOTE_CACHE`"
+            }
+        };
+        reporter.warn(&format!(
+            "remote cache `{}` failed: {error}; building with the local cache only\nhint: {hint}",
+            self.shown
+        ));
+    }
+
     fn corrupt(&self, job: &CompileJob, why: &str, reporter: &dyn Reporter) {
+        let why = crate::redact::urls_in(why);
         reporter.warn(&format!(
             "remote cache entry for `{}` is corrupt ({why}); compiling it here and replacing \
              the entry",

@@ -1,12 +1,14 @@
 //! What serves a unit without compiling it under its own op namespace: the local object cache
-//! (as is; with the new namespace re-applied, from the copy kept for its length or after a probe
-//! compile learned where the old one lies), then the remote cache.
+//! (as is, once its preprocessor says the object does not depend on the id; with the new
+//! namespace re-applied, from the copy kept for its length or after a probe compile learned
+//! where the old one lies), then the remote cache.
 
 use std::path::Path;
 use std::time::SystemTime;
 
 use super::cache::{self, Argv, Freshness, Manifest};
 use super::namespace::{self, Patchability};
+use super::namespace_use::preprocessed_holds;
 use super::remote::{Lookup, RemoteCache, RemoteKey};
 use super::{
     Caches, CompileError, CompileSettings, TempOutputs, command_for, io_error, launched, run_gated,
@@ -51,29 +53,13 @@ enum Probed {
 pub(super) fn reuse<'a>(cx: &Serving<'_, 'a>) -> Result<Reuse<'a>, JobError<CompileError>> {
     let (job, local, reporter) = (cx.job, cx.caches.local, cx.reporter);
     let mut fresh = local.check(job, cx.argv);
-    let mut via = String::new();
-    if let Freshness::Stale(why) = &fresh {
-        // Another length (`_dirty` came or went): the object waits for the next id of its
-        // length, and the one kept for this length may serve.
-        match local.keep_copy(job, cx.argv) {
-            Ok(Some(len)) => reporter.verbose(&format!(
-                "`{}`: its object is kept aside for op namespaces of {len} characters",
-                job.label
-            )),
-            Ok(None) => {}
-            Err(e) => reporter.verbose(&format!("`{}`: its object is not kept: {e}", job.label)),
-        }
-        if let Some(restored) = local.restore_copy(job, cx.argv) {
-            let len = cx.argv.namespace.as_ref().map_or(0, String::len);
-            reporter.verbose(&format!(
-                "`{}`: the copy kept for {len}-character op namespaces replaces the object, \
-                 which was not fresh ({why})",
-                job.label
-            ));
-            via = format!(" (from the {len}-character copy)");
-            fresh = restored;
-        }
+    if let Freshness::CheckUse { from, to } = &fresh {
+        fresh = check_use(cx, from, to)?;
     }
+    let (fresh, via) = match fresh {
+        Freshness::Stale(why) => from_copy(cx, why),
+        fresh => (fresh, String::new()),
+    };
     match fresh {
         Freshness::Fresh => {
             reporter.verbose(&format!("fresh `{}`{via}", job.label));
@@ -111,6 +97,11 @@ pub(super) fn reuse<'a>(cx: &Serving<'_, 'a>) -> Result<Reuse<'a>, JobError<Comp
             });
         }
         Freshness::Stale(why) => reporter.verbose(&format!("compile `{}`: {why}", job.label)),
+        Freshness::CheckUse { from, to } => reporter.verbose(&format!(
+            "compile `{}`: the op namespace changed (`{from}` -> `{to}`){via} and whether the \
+             object depends on it was not asked",
+            job.label
+        )),
     }
     let remote = remote_key(cx);
     if let Some((r, key)) = &remote
@@ -122,6 +113,102 @@ pub(super) fn reuse<'a>(cx: &Serving<'_, 'a>) -> Result<Reuse<'a>, JobError<Comp
         remote,
         known: None,
     })
+}
+
+/// The object of the unit is stale (`why`): when that is because the op namespace's length
+/// changed (`_dirty` came or went), keep it aside for the next id of its length, and put back
+/// the copy kept for this length if it serves. What serves then, and (when the copy does) how
+/// `-v` says where it came from.
+fn from_copy(cx: &Serving, why: String) -> (Freshness, String) {
+    let (job, local, reporter) = (cx.job, cx.caches.local, cx.reporter);
+    match local.keep_copy(job, cx.argv) {
+        Ok(Some(len)) => reporter.verbose(&format!(
+            "`{}`: its object is kept aside for op namespaces of {len} characters",
+            job.label
+        )),
+        Ok(None) => {}
+        Err(e) => reporter.verbose(&format!("`{}`: its object is not kept: {e}", job.label)),
+    }
+    let Some(restored) = local.restore_copy(job, cx.argv) else {
+        return (Freshness::Stale(why), String::new());
+    };
+    let len = cx.argv.namespace.as_ref().map_or(0, String::len);
+    reporter.verbose(&format!(
+        "`{}`: the copy kept for {len}-character op namespaces replaces the object, which was \
+         not fresh ({why})",
+        job.label
+    ));
+    (restored, format!(" (from the {len}-character copy)"))
+}
+
+/// Whether the object of the unit, compiled under `from`, depends on its op namespace, as its
+/// preprocessor run under `to` says (recorded in its entry; an object that does not is shared
+/// under the new id); then what serves the unit under `to`.
+fn check_use(cx: &Serving, from: &str, to: &str) -> Result<Freshness, JobError<CompileError>> {
+    let (job, local, reporter) = (cx.job, cx.caches.local, cx.reporter);
+    let changed = format!("the op namespace changed (`{from}` -> `{to}`)");
+    let started = SystemTime::now();
+    let holds = match preprocessed_holds(job, to, cx.settings, cx.cancel)? {
+        Ok(holds) => holds,
+        Err(why) => {
+            let why = format!("{changed} and whether the object depends on it is not known: {why}");
+            return Ok(Freshness::Stale(why));
+        }
+    };
+    let said = match holds {
+        true => "holds it",
+        false => "does not hold it",
+    };
+    reporter.verbose(&format!(
+        "`{}`: {changed}; its preprocessed source under `{to}` {said}",
+        job.label
+    ));
+    match local.found_namespace_use(job, from, holds, started) {
+        Ok(manifest) if !holds => share(cx, &manifest),
+        Ok(_) => {}
+        Err(e) => {
+            let why = format!("{changed}; what its preprocessor saw is not recorded: {e}");
+            return Ok(Freshness::Stale(why));
+        }
+    }
+    Ok(local.check(job, cx.argv))
+}
+
+/// The entry of an object just compiled under its op namespace with whether the object depends
+/// on it asked of its preprocessor (when no file or flag said so) if it is to be shared
+/// (`sharing`): the remote's entry for any op namespace serves other commits only objects
+/// known not to. `started`: when its compile started.
+pub(super) fn checked_for_sharing(
+    cx: &Serving,
+    manifest: Option<Manifest>,
+    sharing: bool,
+    started: SystemTime,
+) -> Result<Option<Manifest>, JobError<CompileError>> {
+    let Some(mut m) = manifest else {
+        return Ok(None);
+    };
+    let Some(id) = m
+        .unchecked_namespace()
+        .filter(|_| sharing)
+        .map(str::to_string)
+    else {
+        return Ok(Some(m));
+    };
+    let (job, reporter) = (cx.job, cx.reporter);
+    match preprocessed_holds(job, &id, cx.settings, cx.cancel)? {
+        // A file changed while it ran: the object may be of either version; the next build
+        // compiles it again anyway.
+        Ok(_) if cx.caches.local.changed_since(&m, started).is_some() => {}
+        Ok(holds) => {
+            let object = std::fs::read(&job.object).map_err(|e| io_error(&job.object, e))?;
+            m.found_namespace_use(job.lang, holds, &object);
+        }
+        Err(why) => reporter.verbose(&format!(
+            "`{}`: shared for its own op namespace only: {why}",
+            job.label
+        )),
+    }
+    Ok(Some(m))
 }
 
 /// The entry of an object just compiled, with what a probe of the previous object found when
@@ -267,6 +354,7 @@ fn from_remote(
         object,
         deps,
         reapply,
+        preprocessed_holds,
     } = remote.lookup(job, key, reporter)
     else {
         return Ok(false);
@@ -282,6 +370,12 @@ fn from_remote(
         .manifest(job, cx.argv, &deps, SystemTime::now())
         .map_err(|e| io_error(&job.object, e))?;
     // The pieces the compiling checkout's probe found: `reapply` checks each before writing.
+    // Whether it depends on its op namespace, as the compiling checkout's preprocessor said.
+    if let (Some(m), Some(holds)) = (&mut manifest, preprocessed_holds)
+        && m.unchecked_namespace().is_some()
+    {
+        m.found_namespace_use(job.lang, holds, &object);
+    }
     if let (Some(m), Some(found @ Patchability::Patchable { .. })) = (&mut manifest, reapply)
         && m.wants_probe().is_some()
     {

@@ -62,10 +62,7 @@ impl BuildLock {
                     "removed `{}`, left by a killed build",
                     path.display()
                 )),
-                Swept::Restored(path) => reporter.warn(&format!(
-                    "restored `{}`, which a killed build had moved aside",
-                    path.display()
-                )),
+                Swept::Restored(path) => reporter.warn(&package::restored_note(&path)),
             }
         }
         // Files, and the directories of nvcc's steps (`.tmp-<pid>-<object>.steps`), whole.

@@ -299,6 +299,16 @@ impl<'r> Builder<'r> {
         plans: &[BuildPlan],
     ) -> Result<Vec<VariantReport>, BuildError> {
         let outputs = &self.settings.outputs;
+        // What a killed `kbuild wheel` or `--artifact` build left in the dist directory.
+        for dir in [&outputs.wheel_dir, &outputs.artifact_dir]
+            .into_iter()
+            .flatten()
+        {
+            for swept in package::sweep_stale_temps(dir) {
+                self.reporter
+                    .verbose(&format!("{swept:?}: left by a killed build"));
+            }
+        }
         let mut variants = Vec::new();
         for plan in plans {
             for variant in &plan.variants {

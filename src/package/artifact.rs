@@ -351,6 +351,7 @@ pub fn pack(
         path: build_dir.to_path_buf(),
         source,
     };
+    super::stage::sweep_stale_temps(dist_dir);
     let mut dirs = Vec::new();
     for entry in std::fs::read_dir(build_dir).map_err(read)? {
         let path = entry.map_err(read)?.path();

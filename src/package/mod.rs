@@ -28,7 +28,10 @@ pub use metadata::{
 };
 pub use partial::{NarrowVariants, PartialVariant, check_partial, record_partial};
 pub use rehash::{HashCheck, HashStatus, hash_variants};
-pub use stage::{Stage, Swept, sweep_stale, write_if_changed};
+pub use stage::{
+    Stage, Swept, restore_moved_aside, restored_note, sweep_stale, sweep_stale_temps,
+    write_if_changed,
+};
 pub use unpack::UnpackLimits;
 pub use variant::{
     BuiltVariant, Install, Installed, by_commit, describe_commits, install_variant, metadata_for,

@@ -91,7 +91,8 @@ fn hash_variant(dir: &Path, write: bool) -> Result<HashCheck, PackageError> {
         .digest
         .as_ref()
         .map_or(DigestAlgorithm::SHA256, |d| d.algorithm);
-    let actual = VariantDigest::hash(algorithm, &variant_files(dir)?.hashed)?;
+    let files = variant_files(dir)?;
+    let actual = VariantDigest::hash(algorithm, &files.hashed)?;
     let (mut status, violations) = match &metadata.digest {
         None => (HashStatus::Missing, Vec::new()),
         Some(expected) => {
@@ -106,6 +107,11 @@ fn hash_variant(dir: &Path, write: bool) -> Result<HashCheck, PackageError> {
     };
     let mut stale_signature = None;
     if write && status != HashStatus::Match {
+        // A digest written over a hard-linked file would vouch for another file's content (a
+        // token's): publish refuses such a file, and so does the rewrite.
+        for file in files.hashed.iter().chain(&files.metadata) {
+            super::tree::check_single_link(&file.path)?;
+        }
         let original: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
         metadata.digest = Some(actual.clone());

@@ -184,6 +184,43 @@ pub fn sweep_stale(out_dir: &Path) -> Vec<Swept> {
     done
 }
 
+/// [`sweep_stale`] for a command that reads `out_dir` without building (`check`, `pack`,
+/// `publish`): a variant a killed build moved aside is put back before it is looked for. The
+/// paths put back.
+pub fn restore_moved_aside(out_dir: &Path) -> Vec<PathBuf> {
+    let swept = sweep_stale(out_dir).into_iter();
+    swept
+        .filter_map(|s| match s {
+            Swept::Restored(path) => Some(path),
+            Swept::Removed(_) => None,
+        })
+        .collect()
+}
+
+/// What is said of a variant [`restore_moved_aside`] put back.
+pub fn restored_note(path: &Path) -> String {
+    format!(
+        "restored `{}`, which a killed build had moved aside",
+        path.display()
+    )
+}
+
+/// Remove the `.tmp-<pid>-*` files that dead processes left directly in `dir` (a `kbuild pack`
+/// or `kbuild wheel` killed while writing into the dist directory); those of live processes
+/// stay. Best effort.
+pub fn sweep_stale_temps(dir: &Path) -> Vec<Swept> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let stale = entries.flatten().filter(|e| {
+        is_stale_temp(&e.file_name(), "tmp") && e.file_type().is_ok_and(|t| t.is_file())
+    });
+    stale
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .map(|e| Swept::Removed(e.path()))
+        .collect()
+}
+
 /// Write `contents` to `path` only when it differs, through a temp file and a rename.
 pub fn write_if_changed(path: &Path, contents: &[u8]) -> Result<bool, PackageError> {
     if std::fs::read(path).is_ok_and(|old| old == contents) {

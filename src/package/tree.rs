@@ -50,8 +50,8 @@ impl Hint for TreeError {
             }
             TreeError::NonUtf8 { .. } => Some("rename the file to a UTF-8 name".into()),
             TreeError::HardLink { .. } => Some(
-                "kbuild uploads a hard-linked file only from a variant it built: replace the link \
-                 with a copy (`cp --remove-destination`), or rebuild the variant with `kbuild build`"
+                "kbuild never uploads or vouches for a hard-linked file: replace the link with a \
+                 copy (`cp --remove-destination`), or rebuild the variant with `kbuild build`"
                     .into(),
             ),
             TreeError::Read { .. } => Some("check the directory's permissions".into()),

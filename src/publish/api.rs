@@ -175,8 +175,7 @@ impl Api {
             kind: FailureKind::Status(answer.status),
             message: self.redactor.redact(&message),
             retry_after: header(RETRY_AFTER.as_str())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs),
+                .and_then(|v| retry_after(&v, std::time::SystemTime::now())),
         }
     }
 
@@ -363,6 +362,17 @@ impl Api {
         }
     }
 
+    /// Close the pull request `num` (a duplicate a concurrent run opened), saying why.
+    pub async fn close_pull_request(&self, num: u64, comment: &str) -> Result<(), Failure> {
+        let url = self.url(&["discussions", &num.to_string(), "status"])?;
+        let body = json!({"status": "closed", "comment": comment});
+        let answer = self.send(Method::POST, url, Some(body)).await?;
+        match answer.status {
+            200..=299 => Ok(()),
+            _ => Err(self.refused(&answer)),
+        }
+    }
+
     pub async fn delete_branch(&self, branch: &str) -> Result<(), Failure> {
         let answer = self
             .send(Method::DELETE, self.url(&["branch", branch])?, None)
@@ -372,6 +382,17 @@ impl Api {
             _ => Err(self.refused(&answer)),
         }
     }
+}
+
+/// How long `Retry-After` asks to wait: delta-seconds, or an HTTP date (a date past is no
+/// wait); `None` for anything else.
+fn retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// A transport error as a failure: a timeout, no connection, or a connection that broke after
@@ -422,6 +443,17 @@ mod tests {
         );
         assert_eq!(next_page(&h).unwrap().as_str(), "http://h/api/x?cursor=2");
         assert!(next_page(&HeaderMap::new()).is_none());
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(784_111_777);
+        assert_eq!(retry_after(" 7 ", now), Some(Duration::from_secs(7)));
+        let date = "Sun, 06 Nov 1994 08:49:47 GMT";
+        assert_eq!(retry_after(date, now), Some(Duration::from_secs(10)));
+        let past = "Sun, 06 Nov 1994 08:49:27 GMT";
+        assert_eq!(retry_after(past, now), Some(Duration::ZERO));
+        assert_eq!(retry_after("soon", now), None);
     }
 
     #[test]

@@ -149,10 +149,14 @@ impl Redactor {
         self
     }
 
+    /// `text` with every secret, and the login of every URL in it ([`crate::redact::urls_in`]),
+    /// written as `***`.
     pub fn redact(&self, text: &str) -> String {
         self.secrets
             .iter()
-            .fold(text.to_string(), |text, s| text.replace(s.as_str(), "***"))
+            .fold(crate::redact::urls_in(text), |text, s| {
+                text.replace(s.as_str(), "***")
+            })
     }
 }
 
@@ -245,7 +249,7 @@ mod tests {
         let r = Redactor::new(None).with_endpoint("https://robot:p%40ss@hub.example");
         assert_eq!(
             r.redact("GET https://robot:p%40ss@hub.example/api failed; password p@ss"),
-            "GET https://robot:***@hub.example/api failed; password ***"
+            "GET https://***@hub.example/api failed; password ***"
         );
         let plain = Redactor::new(None).with_endpoint("https://hub.example");
         assert_eq!(plain.redact("robot:x@h"), "robot:x@h");

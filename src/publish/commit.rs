@@ -13,7 +13,7 @@
 //! staging area.
 
 use super::batch::{Message, commit_batch, request, summary, undo};
-use super::compare::{CommitPlan, Goal};
+use super::compare::{Changes, CommitPlan, Goal};
 use super::error::PublishError;
 use super::hub::Remote;
 use super::land::{Landing, Outcome, land};
@@ -46,7 +46,9 @@ pub(super) async fn commit_plan(
         if let Some(done) = reused.await? {
             return Ok(done);
         }
-        return pull_request(remote, reporter, plan, target, message).await;
+        let branch = target.branch;
+        let done = pull_request(remote, reporter, plan, target, message).await?;
+        return keep_oldest_pull_request(remote, reporter, branch, message.title, done).await;
     }
     let base = target.head.clone().or_else(|| target.main.clone());
     let landing = Landing {
@@ -135,64 +137,117 @@ async fn remove_branches(
 ) {
     for name in names {
         if let Err(e) = remote.delete_branch(name).await {
-            reporter.warn(&format!("could not remove branch `{name}`: {e}"));
+            // Another run of the same build removed it first.
+            let gone = remote
+                .refs()
+                .await
+                .is_ok_and(|r| !r.branches.contains_key(name));
+            if !gone {
+                reporter.warn(&format!("could not remove branch `{name}`: {e}"));
+            }
         }
     }
 }
 
+/// Restagings after the shared staging branch vanished under a run (see [`staged`]).
+const MAX_RESTAGES: usize = 5;
+
+/// How one staging attempt ended.
+enum Staging {
+    /// The build is on the branch; the commits made.
+    Landed(Vec<CommitSummary>),
+    /// The staging branch vanished under this run (a run of the same build landed and removed
+    /// it, and the branch moved on since): the commits made, and the error that showed it.
+    Vanished {
+        done: Vec<CommitSummary>,
+        error: PublishError,
+    },
+}
+
 /// Commit `plan` on a staging branch started at `base` (or continue the one an interrupted run
-/// of this build left), then land the build on the branch.
+/// of this build left, or that a run of the same build going on now shares), then land the
+/// build on the branch. When the staging branch vanishes under it, the build is compared with
+/// the branch as it is now and staged again.
 async fn staged(
     remote: &Remote<'_>,
     reporter: &dyn Reporter,
     s: &PublishSettings,
     plan: &CommitPlan<'_>,
-    mut landing: Landing<'_>,
+    landing: Landing<'_>,
     base: &str,
     message: &Message<'_>,
 ) -> Result<Vec<CommitSummary>, PublishError> {
+    let (branch, goal) = (landing.branch, landing.goal);
+    let mut all = Vec::new();
+    let mut attempt = stage_once(remote, reporter, s, plan.changes, landing, base, message).await?;
+    for _ in 0..MAX_RESTAGES {
+        let Staging::Vanished { done, .. } = &mut attempt else {
+            break;
+        };
+        all.append(done);
+        let refs = remote.refs().await?;
+        let (head, main) = (refs.branches.get(branch), refs.branches.get("main"));
+        let Some(base) = head.or(main).cloned() else {
+            break;
+        };
+        reporter.warn(&format!(
+            "the staging branch of this build was removed by another run of it, and `{branch}` \
+             moved since: comparing with its head {} and staging again",
+            &base[..base.len().min(7)]
+        ));
+        let changes = goal.diff(&remote.files(&base).await?);
+        let landing = Landing {
+            branch,
+            goal,
+            head: head.cloned(),
+            main: main.cloned(),
+            staged: None,
+        };
+        attempt = stage_once(remote, reporter, s, &changes, landing, &base, message).await?;
+    }
+    match attempt {
+        Staging::Landed(done) => {
+            all.extend(done);
+            Ok(all)
+        }
+        Staging::Vanished { error, .. } => Err(PublishError::Raced {
+            branch: branch.to_string(),
+            rebases: MAX_RESTAGES,
+            source: Box::new(error),
+        }),
+    }
+}
+
+/// One staging attempt: `changes` committed on `kbuild-staging-…-<base>` in batches, then
+/// landed.
+async fn stage_once(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    s: &PublishSettings,
+    changes: &Changes,
+    mut landing: Landing<'_>,
+    base: &str,
+    message: &Message<'_>,
+) -> Result<Staging, PublishError> {
     let branch = landing.branch;
-    let build = landing.goal.id();
-    let staging = staging_name(branch, &build, base);
-    let refs = remote.refs().await?;
-    // The same build staged on an older base: its commits are of no use on this one. Staging
-    // branches of other builds belong to runs that may be going on right now.
-    let prefix = staging_prefix(branch, &build);
-    let marker = move_marker(branch);
-    let stale_marker = refs.branches.contains_key(&marker).then_some(&marker);
-    let stale = refs
-        .branches
-        .keys()
-        .filter(|n| n.starts_with(&prefix) && **n != staging);
-    remove_branches(remote, reporter, stale.chain(stale_marker)).await;
-    // Resuming commits only what the staging branch lacks: its batches are made here.
-    let rest;
-    let resumed;
-    let (mut head, batches) = match refs.branches.get(&staging) {
-        Some(staged_head) => {
-            reporter.stage("Resuming", &format!("from branch `{staging}`"));
-            rest = plan.changes.remaining(&remote.files(&staging).await?);
-            resumed = rest.batches(s.limits);
-            (staged_head.clone(), &resumed)
-        }
-        None => {
-            reporter.stage("Staging", &format!("on branch `{staging}`"));
-            remote.create_branch(&staging, Some(base)).await?;
-            (base.to_string(), &plan.batches)
-        }
-    };
+    let staging = staging_name(branch, &landing.goal.id(), base);
+    let (staged_head, rest) =
+        open_staging(remote, reporter, changes, &landing, &staging, base).await?;
+    let batches = rest.batches(s.limits);
+    let mut head = staged_head;
     let mut done = Vec::new();
     for (i, batch) in batches.iter().enumerate() {
-        let request = request(
-            &staging,
-            batch,
-            message,
-            (i, batches.len()),
-            Some(&head),
-            false,
-        );
+        let at = (i, batches.len());
+        let request = request(&staging, batch, message, at, Some(&head), false);
         let landed = match commit_batch(remote, reporter, &request, batch).await {
             Ok(landed) => landed,
+            // A run of this same build landed it and removed the staging branch meanwhile.
+            Err(_) if landed_by_another(remote, &landing).await => {
+                return Ok(Staging::Landed(done));
+            }
+            Err(error) if vanished(remote, &staging).await => {
+                return Ok(Staging::Vanished { done, error });
+            }
             Err(e) => {
                 return Err(PublishError::Staged {
                     branch: branch.to_string(),
@@ -208,7 +263,7 @@ async fn staged(
     }
     reporter.stage("Landing", &format!("the staged build on branch `{branch}`"));
     landing.staged = Some(head);
-    let outcome = land(remote, reporter, landing, plan.changes, message)
+    let outcome = land(remote, reporter, landing, changes, message)
         .await
         .map_err(|e| PublishError::Landing {
             branch: branch.to_string(),
@@ -218,7 +273,74 @@ async fn staged(
     remove_branches(remote, reporter, [&staging]).await;
     let Outcome { commit, .. } = outcome;
     done.extend(commit);
-    Ok(done)
+    Ok(Staging::Landed(done))
+}
+
+/// The staging branch `staging` for `changes` on `base`: created, or (left by an interrupted
+/// run of this build, or created a moment ago by a run of it going on now) continued. Its head
+/// and what it still lacks of `changes`. Staging branches of this build on older bases, and a
+/// move marker left by older kbuild versions, are removed first.
+async fn open_staging(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    changes: &Changes,
+    landing: &Landing<'_>,
+    staging: &str,
+    base: &str,
+) -> Result<(String, Changes), PublishError> {
+    let branch = landing.branch;
+    let refs = remote.refs().await?;
+    // The same build staged on an older base: its commits are of no use on this one. Staging
+    // branches of other builds belong to runs that may be going on right now.
+    let prefix = staging_prefix(branch, &landing.goal.id());
+    let marker = move_marker(branch);
+    let stale_marker = refs.branches.contains_key(&marker).then_some(&marker);
+    let stale = (refs.branches.keys()).filter(|n| n.starts_with(&prefix) && *n != staging);
+    remove_branches(remote, reporter, stale.chain(stale_marker)).await;
+    let mut existing = refs.branches.get(staging).cloned();
+    if existing.is_none() {
+        reporter.stage("Staging", &format!("on branch `{staging}`"));
+        match remote.create_branch(staging, Some(base)).await {
+            Ok(()) => return Ok((base.to_string(), changes.clone())),
+            // A run of this same build created it a moment ago: go on from it together.
+            Err(PublishError::Conflict { .. }) => {
+                existing = remote.refs().await?.branches.get(staging).cloned();
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let Some(head) = existing else {
+        // Created and removed again by that run already: start it over.
+        remote.create_branch(staging, Some(base)).await?;
+        return Ok((base.to_string(), changes.clone()));
+    };
+    // Resuming commits only what the staging branch lacks.
+    reporter.stage("Resuming", &format!("from branch `{staging}`"));
+    let rest = changes.remaining(&remote.files(&head).await?);
+    Ok((head, rest))
+}
+
+/// Whether the branch `staging` is gone.
+async fn vanished(remote: &Remote<'_>, staging: &str) -> bool {
+    remote
+        .refs()
+        .await
+        .is_ok_and(|r| !r.branches.contains_key(staging))
+}
+
+/// Whether `landing`'s branch already holds its build: a run of the same build that shared the
+/// staging branch landed it (and removed the branch) while this one was still committing.
+async fn landed_by_another(remote: &Remote<'_>, landing: &Landing<'_>) -> bool {
+    let Ok(refs) = remote.refs().await else {
+        return false;
+    };
+    let Some(head) = refs.branches.get(landing.branch) else {
+        return false;
+    };
+    match remote.files(head).await {
+        Ok(files) => landing.goal.diff(&files).is_empty(),
+        Err(_) => false,
+    }
 }
 
 /// With `--create-pr`, a re-run goes on in the pull request an earlier run opened (open, same
@@ -269,6 +391,40 @@ async fn reuse_pull_request(
         done.push(c);
     }
     Ok(Some(done))
+}
+
+/// Runs of one build that started together each found no pull request and opened one: the
+/// oldest stays, and a run whose own is not the oldest closes it (with a comment naming the
+/// one that stays) and reports its commits against that one, which holds the same build.
+async fn keep_oldest_pull_request(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    branch: &str,
+    title: &str,
+    mut done: Vec<CommitSummary>,
+) -> Result<Vec<CommitSummary>, PublishError> {
+    let Some(ours) = done.first().and_then(|c| c.pr_num) else {
+        return Ok(done);
+    };
+    let prs = remote.pull_requests_of(branch, title).await?;
+    let Some(oldest) = prs.first().filter(|pr| pr.num < ours) else {
+        return Ok(done);
+    };
+    let url = format!("{}/discussions/{}", remote.url(), oldest.num);
+    let why = format!(
+        "Closed by kbuild: #{} holds the same build, opened by a run that raced this one.",
+        oldest.num
+    );
+    remote.close_pull_request(ours, &why).await?;
+    reporter.info(&format!(
+        "{:>12} pull request #{ours}: {url}, opened at the same time by a run of this build, \
+         holds it",
+        "Closed"
+    ));
+    for c in done.iter_mut().filter(|c| c.pr_num.is_some()) {
+        (c.pr_num, c.pr_url) = (Some(oldest.num), Some(url.clone()));
+    }
+    Ok(done)
 }
 
 /// Commit `plan` to one pull request against `target`'s branch (created first when new).

@@ -15,7 +15,7 @@ pub struct RemoteFile {
 }
 
 /// Changes that make the branch hold exactly the local files under the replaced prefixes.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Changes {
     /// Files the branch does not have.
     pub added: Vec<LocalFile>,

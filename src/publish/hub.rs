@@ -27,6 +27,21 @@ use super::upload;
 pub use super::upload::{Change, CommitRequest, Landed};
 use crate::report::Reporter;
 
+/// `endpoint` without the user and password it may carry (`http://user:pass@host` →
+/// `http://host`; an HTTP client would send them as `Authorization: Basic`, in place of the
+/// token), and whether it carried any.
+fn without_login(endpoint: &str) -> (String, bool) {
+    let Ok(mut url) = reqwest::Url::parse(endpoint) else {
+        return (endpoint.to_string(), false);
+    };
+    if url.username().is_empty() && url.password().is_none() {
+        return (endpoint.to_string(), false);
+    }
+    let cleared = url.set_username("").is_ok() && url.set_password(None).is_ok();
+    let text = url.to_string();
+    (text.trim_end_matches('/').to_string(), cleared)
+}
+
 /// A connection to one repository.
 pub struct Remote<'r> {
     api: Api,
@@ -49,6 +64,16 @@ impl<'r> Remote<'r> {
         reporter: &'r dyn Reporter,
     ) -> Result<Remote<'r>, PublishError> {
         let redactor = Redactor::new(token).with_endpoint(endpoint);
+        let (without, had_login) = without_login(endpoint);
+        if had_login {
+            reporter.warn(&format!(
+                "`HF_ENDPOINT={}` holds a user and password, which kbuild does not send: they \
+                 would replace the Hub token in the `Authorization` header\nhint: remove them \
+                 from `HF_ENDPOINT`; the token (`HF_TOKEN`) authenticates",
+                crate::redact::url(endpoint)
+            ));
+        }
+        let endpoint = without.as_str();
         let http = reqwest::Client::builder()
             .user_agent(format!("kbuild/{}; hf-hub/1", env!("CARGO_PKG_VERSION")))
             // No read timeout: it would cap a slow upload's whole time. Metadata calls have a
@@ -123,13 +148,13 @@ impl<'r> Remote<'r> {
         self.metadata("listing branches", || self.api.refs()).await
     }
 
-    /// The open pull request against `branch` that a run with this commit `title` opened
-    /// (a PR of several commits is titled after its first, `TITLE [1/N]`), with its head.
-    pub async fn open_pull_request(
+    /// The open pull requests against `branch` that runs with this commit `title` opened, the
+    /// oldest first: more than one when runs of the same build raced to open one.
+    pub async fn pull_requests_of(
         &self,
         branch: &str,
         title: &str,
-    ) -> Result<Option<(OpenPr, String)>, PublishError> {
+    ) -> Result<Vec<OpenPr>, PublishError> {
         let prs = self
             .metadata("listing open pull requests", || {
                 self.api.open_pull_requests()
@@ -137,10 +162,36 @@ impl<'r> Remote<'r> {
             .await?;
         let target = format!("refs/heads/{branch}");
         let first_of_many = format!("{title} [1/");
-        let Some(pr) = prs.into_iter().find(|pr| {
-            (pr.title == title || pr.title.starts_with(&first_of_many))
-                && pr.target_branch.as_ref().is_none_or(|t| *t == target)
-        }) else {
+        let mut ours: Vec<OpenPr> = (prs.into_iter())
+            .filter(|pr| {
+                (pr.title == title || pr.title.starts_with(&first_of_many))
+                    && pr.target_branch.as_ref().is_none_or(|t| *t == target)
+            })
+            .collect();
+        ours.sort_by_key(|pr| pr.num);
+        Ok(ours)
+    }
+
+    /// Close pull request `num`, saying why in a comment.
+    pub async fn close_pull_request(&self, num: u64, why: &str) -> Result<(), PublishError> {
+        let action = format!("closing pull request #{num}");
+        self.metadata(&action, || self.api.close_pull_request(num, why))
+            .await
+    }
+
+    /// The open pull request against `branch` that a run with this commit `title` opened
+    /// (a PR of several commits is titled after its first, `TITLE [1/N]`), with its head.
+    pub async fn open_pull_request(
+        &self,
+        branch: &str,
+        title: &str,
+    ) -> Result<Option<(OpenPr, String)>, PublishError> {
+        let Some(pr) = self
+            .pull_requests_of(branch, title)
+            .await?
+            .into_iter()
+            .next()
+        else {
             return Ok(None);
         };
         let head = self
@@ -394,4 +445,18 @@ fn holds(tree: &BTreeMap<String, RemoteFile>, changes: &[Change<'_>]) -> bool {
             Change::Upload(f) => tree.get(&f.repo_path).is_some_and(|r| same_content(f, r)),
             Change::Delete(p) => !tree.contains_key(*p),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_login;
+
+    #[test]
+    fn the_endpoints_login_is_taken_off_and_nothing_else() {
+        let (url, had) = without_login("http://robot:p%40ss@127.0.0.1:8080/mirror");
+        assert_eq!((url.as_str(), had), ("http://127.0.0.1:8080/mirror", true));
+        let (url, had) = without_login("https://huggingface.co");
+        assert_eq!((url.as_str(), had), ("https://huggingface.co", false));
+        assert_eq!(without_login("https://u@h").0, "https://h");
+    }
 }

@@ -184,10 +184,9 @@ pub fn collect(
         let prefix = format!("build/{}/", v.name);
         for rel in &v.files {
             let path = v.dir.join(rel);
-            // In what kbuild built, the digest pins every file whatever its links.
-            if !v.built_by_kbuild() {
-                tree::check_single_link(&path)?;
-            }
+            // Whoever built it: the provenance and the digest are the variant's own words
+            // (`kbuild hash --write`, an edited metadata.json), not a proof.
+            tree::check_single_link(&path)?;
             files.push(LocalFile::read(format!("{prefix}{rel}"), &path)?);
         }
         prefixes.push(prefix);

@@ -77,6 +77,9 @@ fn verify(s: &PublishSettings, reporter: &dyn Reporter) -> Result<LocalBuild, Pu
         });
     }
     reporter.stage("Verifying", &s.build_dir.display().to_string());
+    for path in crate::package::restore_moved_aside(&s.build_dir) {
+        reporter.warn(&crate::package::restored_note(&path));
+    }
     let build = local::collect(
         &s.build_dir,
         &s.variants,
@@ -258,13 +261,21 @@ impl<'a> Session<'a> {
         self.reporter
             .stage("Comparing", &format!("{url} branch `{branch}`"));
         let repo = self.repo_state(branch).await?;
-        let main_files = match repo.heads.main {
-            Some(_) => self.remote.files("main").await?,
+        // The files at the heads the refs named, not at the branches' names: another run may
+        // move a branch between the two requests, and the head is what a commit goes on.
+        let main_files = match &repo.heads.main {
+            Some(main) => self.remote.files(main).await?,
             None => BTreeMap::new(),
         };
         // A new branch starts from `main`, so that is what it will hold before our commit.
         let base_files = match &repo.heads.branch {
-            Some(_) if repo.branch != "main" => self.remote.files(&repo.files_ref).await?,
+            Some(head) if repo.branch != "main" => {
+                let at = match repo.files_ref == repo.branch {
+                    true => head,
+                    false => &repo.files_ref,
+                };
+                self.remote.files(at).await?
+            }
             _ => main_files.clone(),
         };
         let mut build_goal = Goal {

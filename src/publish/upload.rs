@@ -5,6 +5,14 @@
 //! Every failure keeps the server's status and `Retry-After` (hf-hub keeps that header only on
 //! 429). An upload is cut off after `idle` without a byte moving, however long it has run, and
 //! a cut-off attempt is dropped, its connection closed, before the next one starts.
+//!
+//! Every request body of a commit (the LFS objects, the commit itself with its inline files,
+//! the batch and verify calls) is sent a chunk at a time, and a chunk counts as moving when the
+//! connection takes it. That alone is not when bytes leave: the kernel's send buffer (megabytes
+//! on loopback) takes the last chunks at once and then drains at the link's pace. So the
+//! watchdog also looks at what the process's TCP sockets hold unacknowledged
+//! ([`send_queue`]): bytes that left since its last look count as moving too, and the progress
+//! shown is what was taken less what still waits.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,12 +63,18 @@ pub struct Landed {
     pub pr_url: Option<String>,
 }
 
+/// How often the watchdog looks at the send queue.
+const LOOK_EVERY: Duration = Duration::from_millis(250);
+
 /// Bytes an attempt sent, and when anything last moved; shared by its bodies and its watchdog.
 pub struct Activity {
+    /// Bytes the connection took from the bodies.
     sent: AtomicU64,
-    /// The progress bar's count: the most any attempt of this commit has sent.
+    /// The progress bar's count: the most any attempt of this commit has seen leave.
     shown: Arc<AtomicU64>,
     last: Mutex<Instant>,
+    /// What the send queue held at the last look ([`Activity::look`]).
+    queued: Mutex<Option<u64>>,
 }
 
 impl Activity {
@@ -69,20 +83,94 @@ impl Activity {
             sent: AtomicU64::new(0),
             shown,
             last: Mutex::new(Instant::now()),
+            queued: Mutex::new(None),
         })
     }
 
+    /// The connection took `bytes` of a body.
     fn moved(&self, bytes: u64) {
-        let sent = self.sent.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        self.shown.fetch_max(sent, Ordering::Relaxed);
+        self.sent.fetch_add(bytes, Ordering::Relaxed);
+        self.touch();
+    }
+
+    fn touch(&self) {
         if let Ok(mut last) = self.last.lock() {
             *last = Instant::now();
         }
     }
 
+    /// What the send queue holds now (`queued`, `None` where it cannot be read): less than at
+    /// the last look means bytes left; the progress shown is what was taken less what waits.
+    fn look(&self, queued: Option<u64>) {
+        let sent = self.sent.load(Ordering::Relaxed);
+        let Some(now) = queued else {
+            self.shown.fetch_max(sent, Ordering::Relaxed);
+            return;
+        };
+        let before = self.queued.lock().ok().and_then(|mut q| q.replace(now));
+        if before.is_some_and(|before| now < before) {
+            self.touch();
+        }
+        self.shown
+            .fetch_max(sent.saturating_sub(now), Ordering::Relaxed);
+    }
+
     fn idle_for(&self) -> Duration {
         self.last.lock().map_or(Duration::ZERO, |l| l.elapsed())
     }
+}
+
+/// Bytes this process's TCP sockets hold that their peers have not acknowledged: the
+/// `tx_queue` of `/proc/net/tcp` and `tcp6` for the sockets among `/proc/self/fd`. `None`
+/// where that cannot be read (not Linux, no `/proc`).
+pub fn send_queue() -> Option<u64> {
+    let mut sockets = std::collections::HashSet::new();
+    for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
+        // A descriptor closed since the listing is skipped.
+        let Ok(link) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        let inode = (link.to_str())
+            .and_then(|l| l.strip_prefix("socket:["))
+            .and_then(|l| l.strip_suffix(']'));
+        sockets.extend(inode.map(str::to_string));
+    }
+    let mut total = 0;
+    let mut read_any = false;
+    for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        read_any = true;
+        total += queued_in(&text, &sockets);
+    }
+    read_any.then_some(total)
+}
+
+/// The `tx_queue` summed over the rows of a `/proc/net/tcp` table whose inode is in `sockets`.
+fn queued_in(table: &str, sockets: &std::collections::HashSet<String>) -> u64 {
+    // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+    (table.lines().skip(1))
+        .filter_map(|row| {
+            let fields: Vec<&str> = row.split_whitespace().collect();
+            let inode = fields.get(9)?;
+            sockets.contains(*inode).then_some(())?;
+            let tx = fields.get(4)?.split(':').next()?;
+            u64::from_str_radix(tx, 16).ok()
+        })
+        .sum()
+}
+
+/// `bytes` as a request body sent a chunk at a time, each marked on `activity` as the
+/// connection takes it.
+fn counted(bytes: Vec<u8>, activity: &Arc<Activity>) -> reqwest::Body {
+    let activity = Arc::clone(activity);
+    let chunks: Vec<Vec<u8>> = bytes.chunks(READ_CHUNK).map(<[u8]>::to_vec).collect();
+    let stream = futures_util::stream::iter(chunks.into_iter().map(move |chunk| {
+        activity.moved(chunk.len() as u64);
+        Ok::<_, std::io::Error>(chunk)
+    }));
+    reqwest::Body::wrap_stream(stream)
 }
 
 /// Run `work` until it ends or `activity` stays still for `idle`; on silence `work` is dropped
@@ -94,10 +182,11 @@ pub async fn within_idle<T>(
 ) -> Result<T, Failure> {
     tokio::pin!(work);
     loop {
-        let wait = idle.saturating_sub(activity.idle_for());
+        let wait = idle.saturating_sub(activity.idle_for()).min(LOOK_EVERY);
         tokio::select! {
             out = &mut work => return out,
             _ = tokio::time::sleep(wait) => {
+                activity.look(send_queue());
                 if activity.idle_for() >= idle {
                     return Err(Failure {
                         kind: FailureKind::TimedOut(idle),
@@ -132,7 +221,6 @@ pub async fn commit(
         .collect();
     upload_lfs(api, &large, activity).await?;
     let body = ndjson(request, &lfs)?;
-    activity.moved(0);
     let mut url = api.url(&["commit", request.revision])?;
     if request.create_pr {
         url.set_query(Some("create_pr=1"));
@@ -140,7 +228,8 @@ pub async fn commit(
     let sent = api
         .request(Method::POST, url)
         .header(CONTENT_TYPE, "application/x-ndjson")
-        .body(body);
+        .header(reqwest::header::CONTENT_LENGTH, body.len())
+        .body(counted(body, activity));
     let answer = api.answer(sent).await?;
     if !(200..300).contains(&answer.status) {
         return Err(api.refused(&answer));
@@ -243,11 +332,13 @@ async fn upload_lfs(
         .map(|f| json!({"oid": f.sha256, "size": f.size}))
         .collect();
     let body = json!({"operation": "upload", "transfers": ["basic"], "objects": objects, "hash_algo": "sha256"});
+    let body = body.to_string().into_bytes();
     let batch = api
         .request(Method::POST, api.lfs_batch_url()?)
         .header(ACCEPT, "application/vnd.git-lfs+json")
         .header(CONTENT_TYPE, "application/vnd.git-lfs+json")
-        .body(body.to_string());
+        .header(reqwest::header::CONTENT_LENGTH, body.len())
+        .body(counted(body, activity));
     let answer = api.answer(batch).await?;
     if !(200..300).contains(&answer.status) {
         return Err(api.refused(&answer));
@@ -271,9 +362,11 @@ async fn upload_lfs(
         if let Some(verify) = actions.verify {
             let url = href(&verify.href)?;
             let check = json!({"oid": file.sha256, "size": file.size}).to_string();
-            let answer = api
-                .answer(with_headers(api.request(Method::POST, url), &verify).body(check))
-                .await?;
+            let check = check.into_bytes();
+            let request = with_headers(api.request(Method::POST, url), &verify)
+                .header(reqwest::header::CONTENT_LENGTH, check.len())
+                .body(counted(check, activity));
+            let answer = api.answer(request).await?;
             if !(200..300).contains(&answer.status) {
                 return Err(api.refused(&answer));
             }
@@ -336,10 +429,7 @@ async fn put_object(
 ) -> Result<(), Failure> {
     let body = match &file.source {
         Source::Path(p) => file_body(p.clone(), activity),
-        Source::Bytes(b) => {
-            activity.moved(b.len() as u64);
-            reqwest::Body::from(b.clone())
-        }
+        Source::Bytes(b) => counted(b.clone(), activity),
     };
     let put = with_headers(api.request(Method::PUT, href(&upload.href)?), upload)
         .header(CONTENT_TYPE, "application/octet-stream")
@@ -461,6 +551,33 @@ mod tests {
             })
         ));
         assert!(dropped.load(Ordering::SeqCst), "the attempt still runs");
-        assert_eq!(activity.shown.load(Ordering::SeqCst), 5);
+        assert!(activity.shown.load(Ordering::SeqCst) <= 5);
+    }
+
+    #[test]
+    fn bytes_count_as_sent_once_they_leave_the_send_queue() {
+        let activity = Activity::new(Arc::new(AtomicU64::new(0)));
+        activity.moved(1000);
+        activity.look(Some(1000));
+        assert_eq!(activity.shown.load(Ordering::SeqCst), 0, "all still queued");
+        std::thread::sleep(Duration::from_millis(30));
+        let idle = activity.idle_for();
+        activity.look(Some(1000));
+        assert!(activity.idle_for() >= idle, "nothing left: no movement");
+        activity.look(Some(400));
+        assert_eq!(activity.shown.load(Ordering::SeqCst), 600);
+        assert!(activity.idle_for() < idle, "bytes that left are movement");
+        activity.look(None);
+        assert_eq!(activity.shown.load(Ordering::SeqCst), 1000);
+    }
+
+    #[test]
+    fn the_send_queue_sums_the_unacknowledged_bytes_of_this_processs_sockets() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:A1B2 0100007F:1F90 01 00010000:00000000 01:00000014 00000000     0        0 4242 1\n   1: 0100007F:A1B3 0100007F:1F90 01 000000FF:00000000 00:00000000 00000000     0        0 9999 1\n   2: 0100007F:A1B4 0100007F:1F90 01 00000001:00000000 00:00000000 00000000     0        0 77 1\n";
+        let ours = ["4242", "77"].map(String::from).into_iter().collect();
+        assert_eq!(queued_in(table, &ours), 0x10000 + 1);
+        // Readable here (Linux), with this process's own sockets among the rows.
+        let _listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert!(send_queue().is_some());
     }
 }

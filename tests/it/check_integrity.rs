@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 use crate::common::hub::Hub;
 use crate::common::kbuild::{bin, copy_dir, run};
 use crate::common::redact::Redact;
-use crate::common::variant::{CPU_VARIANT, VariantSpec, project_with_variant, write_variant};
+use crate::common::variant::{
+    CPU_VARIANT, VariantSpec, project_with_variant, redigest, write_variant,
+};
 
 fn check_json(build: &std::path::Path) -> std::process::Output {
     run(bin()
@@ -148,7 +150,7 @@ fn hard_link_out(file: &std::path::Path, outside: &std::path::Path, name: &str) 
 }
 
 #[test]
-fn publish_refuses_a_hard_link_unless_inside_a_variant_kbuild_built() {
+fn publish_refuses_a_hard_link_in_any_variant_and_hash_write_refuses_to_vouch_for_one() {
     let outside = tempfile::tempdir().unwrap();
     let hub = Hub::start(&[]);
     let args = [
@@ -158,15 +160,24 @@ fn publish_refuses_a_hard_link_unless_inside_a_variant_kbuild_built() {
         "--allow-foreign",
     ];
 
-    // In a variant kbuild built, the digest pins the content: the link is harmless.
+    // In a variant that says kbuild built it (anyone can write that provenance), a link to a
+    // token file with the digest rewritten over it by `kbuild hash --write`: the rewrite is
+    // refused, and so is the publish of a digest written by other means.
     let (_project, build) = project_with_variant();
-    hard_link_out(
-        &build.join(CPU_VARIANT).join("__init__.py"),
-        outside.path(),
-        "a",
-    );
+    let variant = build.join(CPU_VARIANT);
+    let token = outside.path().join("vouched-token");
+    std::fs::write(&token, "hf_secret_token").unwrap();
+    std::fs::remove_file(variant.join("__init__.py")).unwrap();
+    std::fs::hard_link(&token, variant.join("__init__.py")).unwrap();
+    let hashed = run(bin().arg("hash").arg("--write").arg(&build));
+    let said = String::from_utf8_lossy(&hashed.stderr);
+    assert!(!hashed.status.success(), "{said}");
+    assert!(said.contains("__init__.py` has 2 hard links"), "{said}");
+    redigest(&variant);
     let published = hub.publish(&build, &args);
-    assert!(published.ok, "{}", published.stderr);
+    assert!(!published.ok, "{}", published.stderr);
+    assert!(published.stderr.contains("__init__.py` has 2 hard links"));
+    assert!(!published.stderr.contains("hf_secret_token"));
 
     // In a variant another tool built, it is refused.
     let (_project, build) = foreign_build();

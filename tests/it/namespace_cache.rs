@@ -1,5 +1,5 @@
 //! The op namespace (`-DTORCH_EXTENSION_NAME=<id>`, new with every commit) never recompiles the
-//! units whose files do not spell it; those that do get the new id written over the old one in
+//! units whose preprocessed source does not hold it; those that do get the new id written over the old one in
 //! their object when it has the same length (after one probe compile per length learns where it
 //! lies), from the object kept for its length when `_dirty` comes or goes, and compile again
 //! otherwise. The link and the loaded module always take the new id.
@@ -31,7 +31,7 @@ fn jobs(root: &Path, cc: &FakeCompiler, id: &str) -> Vec<CompileJob> {
 
 /// The fake compiler's objects are copies of the sources: never patchable.
 #[test]
-fn a_new_op_namespace_recompiles_only_units_whose_files_spell_it() {
+fn a_new_op_namespace_recompiles_only_units_whose_preprocessed_source_holds_it() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write(root, "a.cpp", "int a() { return 1; }\n");
@@ -53,7 +53,12 @@ fn a_new_op_namespace_recompiles_only_units_whose_files_spell_it() {
     let events = rec.take();
     let said = |line: String| assert!(events.contains(&line), "{line}\n{events:#?}");
     said(
-        "verbose fresh `a.cpp`: no file it is built from spells `TORCH_EXTENSION_NAME`, so the \
+        "verbose `a.cpp`: the op namespace changed (`_p_1` -> `_p_2`); its preprocessed source \
+         under `_p_2` does not hold it"
+            .into(),
+    );
+    said(
+        "verbose fresh `a.cpp`: its preprocessed source does not hold the op namespace, so the \
          new op namespace `_p_2` (was `_p_1`) does not change it"
             .into(),
     );
@@ -209,7 +214,7 @@ fn count(haystack: &[u8], needle: &str) -> usize {
 
 /// Every built extension carries `id`, and `old` nowhere but inside `id` (a clean id is the
 /// start of its `_dirty` one).
-fn assert_carries_only(root: &Path, id: &str, old: &str) {
+pub(crate) fn assert_carries_only(root: &Path, id: &str, old: &str) {
     for (path, bytes) in variant_objects(root) {
         let ids = count(&bytes, id);
         let inside = if id.contains(old) { ids } else { 0 };
@@ -219,7 +224,7 @@ fn assert_carries_only(root: &Path, id: &str, old: &str) {
 }
 
 /// The op, called through `kernels` and through `torch.ops.<id>` of the namespace it must have.
-fn assert_loads_under(root: &Path, id: &str) {
+pub(crate) fn assert_loads_under(root: &Path, id: &str) {
     let code = format!(
         "import pathlib, torch, kernels\n\
          k = kernels.get_local_kernel(pathlib.Path({:?}), backend='cpu')\n\
@@ -333,7 +338,7 @@ fn a_commit_that_changes_no_source_runs_no_compiler_and_loads_the_new_namespace(
     says(
         &said,
         format!(
-            "fresh `{KERNEL}`: no file it is built from spells `TORCH_EXTENSION_NAME`, so the \
+            "fresh `{KERNEL}`: its preprocessed source does not hold the op namespace, so the \
              new op namespace `{}` (was `{}`)",
             third.id, first.id
         ),

@@ -1,5 +1,7 @@
 //! Concurrent publishes of one branch: every variant the branch ends with holds the files of
-//! exactly one run that reported success, and the Hub copy passes `kbuild check`.
+//! exactly one run that reported success, and the Hub copy passes `kbuild check`. Three racers,
+//! two of them the same build, all succeed: a run that lost reads the new head and its files
+//! as one, and runs of one build never pull a shared staging branch from under each other.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -210,4 +212,57 @@ fn concurrent_publishes_of_one_branch_leave_each_variant_whole_from_one_successf
         String::from_utf8_lossy(&check.stdout),
         String::from_utf8_lossy(&check.stderr)
     );
+}
+
+/// One round of three racers on `v1`: two runs of the same build (staged in several commits,
+/// so both want the same staging branch) and one of another; every run must succeed.
+fn clean_round(hub: &Hub, r: usize, so: &[u8]) {
+    let same = build(&format!("same-{r}"), &[CPU_VARIANT, OTHER], so);
+    let twin = Build {
+        _project: tempfile::tempdir().unwrap(),
+        dir: PathBuf::new(),
+        files: same.files.clone(),
+    };
+    let twin_dir = twin._project.path().join("build");
+    crate::common::kbuild::copy_dir(&same.dir, &twin_dir);
+    let other = build(&format!("other-{r}"), variants_of(r), so);
+    let builds = [&same.dir, &twin_dir, &other.dir];
+    let runs: Vec<Run> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (builds.iter().enumerate())
+            .map(|(i, dir)| {
+                scope.spawn(move || {
+                    let batch = if i < 2 { "2" } else { ["2", "100"][r % 2] };
+                    let env = [("HF_TOKEN", TOKEN), ("KBUILD_PUBLISH_BATCH_FILES", batch)];
+                    hub.publish_with(dir, &["--repo", REPO], &env)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let failed: Vec<String> = (runs.iter().enumerate())
+        .filter(|(_, run)| !run.ok)
+        .map(|(i, run)| format!("racer {i}:\n{}", run.stderr))
+        .collect();
+    assert!(failed.is_empty(), "round {r}: {}", failed.join("\n---\n"));
+    let files = [&same.files, &same.files, &other.files];
+    for (variant, on_branch) in branch_variants(hub) {
+        let whole = files.iter().any(|f| f.get(&variant) == Some(&on_branch));
+        assert!(
+            whole,
+            "round {r}: `{variant}` on v1 is mixed: {on_branch:#?}"
+        );
+    }
+}
+
+#[test]
+fn three_racers_two_of_one_build_all_succeed_for_twenty_rounds_and_never_mix_a_branch() {
+    let hub = Hub::start(&[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let so = extension(tmp.path());
+    for r in 0..ROUNDS {
+        clean_round(&hub, r, &so);
+    }
+    // No staging branch is left behind.
+    let (_, refs) = hub.request("GET", "/api/kernels/org/relu/refs", b"");
+    assert!(!refs.contains("kbuild-staging-"), "{refs}");
 }

@@ -16,13 +16,18 @@ use kbuild::report::Recorder;
 use kbuild::schedule::NvccMode;
 
 /// A `redis-server` of its own on a free loopback port, stopped on drop.
-struct Redis {
-    child: Child,
-    port: u16,
+pub(crate) struct Redis {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
 }
 
 impl Redis {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
+        Redis::start_with(&[])
+    }
+
+    /// With more of redis-server's settings (`--requirepass`, `--user`).
+    pub(crate) fn start_with(settings: &[&str]) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -31,6 +36,7 @@ impl Redis {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(settings)
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server runs (CI installs it: `apt-get install -y redis-server`)");
@@ -42,11 +48,11 @@ impl Redis {
         Redis { child, port }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    fn cli(&self, args: &[&str]) -> String {
+    pub(crate) fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
             .args(["-p", &self.port.to_string()])
             .args(args)
@@ -56,7 +62,7 @@ impl Redis {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -69,14 +75,14 @@ impl Drop for Redis {
 }
 
 /// One checkout of a small project: `a.cpp`, `b.cpp`, `c.cpp`, each including its header.
-struct Checkout {
+pub(crate) struct Checkout {
     dir: tempfile::TempDir,
-    cc: FakeCompiler,
+    pub(crate) cc: FakeCompiler,
     jobs: Vec<CompileJob>,
 }
 
 impl Checkout {
-    fn new(b_source: &str) -> Self {
+    pub(crate) fn new(b_source: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         for (name, body) in [("a", "int a();\n"), ("b", b_source), ("c", "int c();\n")] {
@@ -92,11 +98,15 @@ impl Checkout {
         Checkout { dir, cc, jobs }
     }
 
-    fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
-    fn build(&self, url: &str, recorder: &Recorder) -> Result<CompileSummary, CompileError> {
+    pub(crate) fn build(
+        &self,
+        url: &str,
+        recorder: &Recorder,
+    ) -> Result<CompileSummary, CompileError> {
         let settings = CompileSettings {
             remote: Some(RemoteSettings {
                 url: url.to_string(),
@@ -172,7 +182,7 @@ fn corrupt_remote_object_is_recompiled_never_used() {
     let redis = Redis::start();
     let first = Checkout::new("int b();\n");
     first.build(&redis.url(), &Recorder::default()).unwrap();
-    let objects = redis.cli(&["--scan", "--pattern", "kbuild:v1:object:*"]);
+    let objects = redis.cli(&["--scan", "--pattern", "kbuild:v2:object:*"]);
     let objects: Vec<&str> = objects.lines().collect();
     assert_eq!(objects.len(), 3, "one object per unit: {objects:?}");
     for key in &objects {

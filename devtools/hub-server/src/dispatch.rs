@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::context::{Ctx, State};
 use crate::handlers::{commit, lfs, orgs, refs, repos, resolve, tree};
 use crate::http::{Reply, Request, Resp, error, json_resp, set_header, store_error};
-use crate::policy::{Access, Action, Denied, Fault};
+use crate::policy::{Access, Action, Denied, Fault, RetryAfter};
 use crate::routes::Route;
 
 /// Answer one request and log it.
@@ -80,8 +80,17 @@ fn dispatch(state: &State, req: &Request<'_>) -> Reply {
         }) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut resp = error(status, None, "Injected fault (kbuild-hub-server --fail)");
-            if let Some(seconds) = retry_after {
-                set_header(&mut resp, "retry-after", &seconds.to_string());
+            let value = match retry_after {
+                Some(RetryAfter::Seconds(seconds)) => Some(seconds.to_string()),
+                Some(RetryAfter::DateIn(seconds)) => {
+                    let at = std::time::SystemTime::now()
+                        + std::time::Duration::from_secs(seconds.into());
+                    Some(httpdate::fmt_http_date(at))
+                }
+                None => None,
+            };
+            if let Some(value) = value {
+                set_header(&mut resp, "retry-after", &value);
             }
             Reply::Answer(resp)
         }

@@ -47,6 +47,7 @@ struct Args {
     /// the next COUNT (default 1) get ACTION, later ones pass again. ACTION is one of
     ///   STATUS[,retry-after=SECS]  answer STATUS (400..599) without doing the work,
     ///                              with `Retry-After: SECS` if given
+    ///                              (`retry-after-date=SECS`: as the HTTP date SECS later)
     ///   hang[,for=DURATION]        read the request, do nothing, answer nothing; close the
     ///                              connection after DURATION (500ms, 30s, 2m; default 1h)
     ///   lose-response              do the work (a commit lands), close without answering

@@ -35,14 +35,23 @@ pub struct Fault {
     pub skip: u32,
 }
 
+/// How a `Retry-After` header says when to come back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfter {
+    /// Delta-seconds: `Retry-After: 3`.
+    Seconds(u32),
+    /// An HTTP date this many seconds from when the answer is made.
+    DateIn(u32),
+}
+
 /// What an armed fault does to the request it fires on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     /// `STATUS[,retry-after=SECS]`: answer STATUS without doing the work, with a `Retry-After`
-    /// header when given.
+    /// header when given (`retry-after-date=SECS`: as the HTTP date SECS from now).
     Status {
         status: u16,
-        retry_after: Option<u32>,
+        retry_after: Option<RetryAfter>,
     },
     /// `hang[,for=DURATION]`: read the request, do nothing, answer nothing; close the connection
     /// after DURATION.
@@ -96,12 +105,21 @@ impl FromStr for Action {
                     })?;
                 let mut retry_after = None;
                 for (key, value) in options {
-                    if key != "retry-after" {
-                        return Err(unknown(key, "`retry-after=SECONDS`"));
-                    }
-                    retry_after = Some(value.parse().map_err(|_| {
-                        format!("`{value}`: expected whole seconds for `retry-after`")
-                    })?);
+                    let seconds = || {
+                        value
+                            .parse()
+                            .map_err(|_| format!("`{value}`: expected whole seconds for `{key}`"))
+                    };
+                    retry_after = Some(match key {
+                        "retry-after" => RetryAfter::Seconds(seconds()?),
+                        "retry-after-date" => RetryAfter::DateIn(seconds()?),
+                        _ => {
+                            return Err(unknown(
+                                key,
+                                "`retry-after=SECONDS` or `retry-after-date=SECONDS`",
+                            ));
+                        }
+                    });
                 }
                 Ok(Action::Status {
                     status,
@@ -261,7 +279,7 @@ mod tests {
             action("refs:503,retry-after=5:2"),
             Ok(Action::Status {
                 status: 503,
-                retry_after: Some(5)
+                retry_after: Some(RetryAfter::Seconds(5))
             })
         );
         assert_eq!(action("commit:hang"), Ok(Action::Hang(DEFAULT_HANG)));
@@ -270,6 +288,13 @@ mod tests {
             Ok(Action::Hang(Duration::from_millis(250)))
         );
         assert_eq!(action("commit:lose-response"), Ok(Action::LoseResponse));
+        assert_eq!(
+            action("commit:503,retry-after-date=4"),
+            Ok(Action::Status {
+                status: 503,
+                retry_after: Some(RetryAfter::DateIn(4))
+            })
+        );
         assert!(action("refs:503,retry-after=soon").is_err());
         assert!(action("refs:503,for=1s").is_err());
         assert!(action("commit:hang,for=forever").is_err());

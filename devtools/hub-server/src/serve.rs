@@ -20,8 +20,16 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) -> std::io::Result<
         let (stream, _) = listener.accept().await?;
         let state = Arc::clone(&state);
         tokio::spawn(async move {
+            let slow = state.read_rate.is_some();
             let service = service_fn(move |req| answer(Arc::clone(&state), req));
-            if let Err(e) = http1::Builder::new()
+            let mut builder = http1::Builder::new();
+            if slow {
+                // A slow link holds little in flight: hyper's own read-ahead (up to ~400 KB)
+                // would take a body's last bytes off the sender at once, and the sender would
+                // wait in silence while they are "read" here.
+                builder.max_buf_size(8192);
+            }
+            if let Err(e) = builder
                 .serve_connection(TokioIo::new(stream), service)
                 .await
             {

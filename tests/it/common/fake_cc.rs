@@ -10,6 +10,8 @@ use kbuild::plan::{CompileJob, Gencode, Lang};
 /// writes `-o` (a copy of the source) and `-MF` (the source plus its direct `#include "…"`s,
 /// except those between `#if __CUDA_ARCH__` and `#endif`, like a host-only pass), fails with a
 /// diagnostic when the source holds `#error`, and obeys `SLEEP n` in the source before that.
+/// As a preprocessor (`-E SRC -o OUT`) it writes the source and those headers with
+/// `TORCH_EXTENSION_NAME` replaced by its `-D` value.
 pub struct FakeCompiler {
     pub path: PathBuf,
     pub log: PathBuf,
@@ -22,27 +24,33 @@ impl FakeCompiler {
         let script = format!(
             r#"#!/bin/sh
 echo "$@" >> '{log}'
-src= obj= dep= incs=
+src= obj= dep= incs= pre= ns=
 while [ $# -gt 0 ]; do
   case "$1" in
     -c) src=$2; shift ;;
+    -E) src=$2; pre=1; shift ;;
+    -DTORCH_EXTENSION_NAME=*) ns=${{1#-DTORCH_EXTENSION_NAME=}} ;;
     -o) obj=$2; shift ;;
     -MF) dep=$2; shift ;;
     -I*) incs="$incs ${{1#-I}}" ;;
   esac
   shift
 done
+deps_of() {{
+  dir=$(dirname "$src")
+  deps="$src"
+  for h in $(sed '/#if __CUDA_ARCH__/,/#endif/d' "$src" | sed -n 's/^#include "\(.*\)"/\1/p'); do
+    for d in "$dir" $incs; do
+      if [ -f "$d/$h" ]; then deps="$deps $d/$h"; break; fi
+    done
+  done
+}}
+if [ -n "$pre" ]; then deps_of; cat $deps | sed "s/TORCH_EXTENSION_NAME/$ns/g" > "$obj"; exit 0; fi
 echo $$ > "$src.pid"
 s=$(sed -n 's/.*SLEEP \([0-9]*\).*/\1/p' "$src")
 if [ -n "$s" ]; then sleep "$s" & echo $! > "$src.sleeppid"; wait; fi
 if grep -q '#error' "$src"; then echo "$src:1: error: #error boom" >&2; exit 1; fi
-dir=$(dirname "$src")
-deps="$src"
-for h in $(sed '/#if __CUDA_ARCH__/,/#endif/d' "$src" | sed -n 's/^#include "\(.*\)"/\1/p'); do
-  for d in "$dir" $incs; do
-    if [ -f "$d/$h" ]; then deps="$deps $d/$h"; break; fi
-  done
-done
+deps_of
 echo "$obj: $deps" > "$dep"
 cat "$src" > "$obj"
 "#,
