@@ -59,6 +59,7 @@ mod publish_server;
 mod publish_verify;
 mod readme_snippets;
 mod remote_cache;
+mod reproducible;
 mod selection;
 mod split_compile;
 mod stable_abi;
