@@ -32,5 +32,7 @@ pub mod reaper;
 pub mod report;
 pub mod scaffold;
 pub mod schedule;
+pub mod sign;
 pub mod toolchain;
 pub mod update_config;
+pub mod verify;

@@ -374,6 +374,9 @@ class Instance:
             )
         except InvalidSignature:
             raise Refused(400, "the entry's signature does not verify with its certificate")
+        # As Rekor canonicalizes an entry: the certificate re-encoded as plain PEM, whatever
+        # line endings the client sent.
+        canonical_cert = b64(cert.public_bytes(serialization.Encoding.PEM))
         body = canonical(
             {
                 "apiVersion": "0.0.1",
@@ -382,7 +385,7 @@ class Instance:
                     "data": {"hash": {"algorithm": "sha256", "value": digest_hex}},
                     "signature": {
                         "content": spec["signature"]["content"],
-                        "publicKey": {"content": spec["signature"]["publicKey"]["content"]},
+                        "publicKey": {"content": canonical_cert},
                     },
                 },
             }

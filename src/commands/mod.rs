@@ -13,8 +13,10 @@ pub mod list_variants;
 pub mod pack;
 pub mod publish;
 pub mod settings;
+pub mod sign;
 pub mod toolchain;
 pub mod update_config;
+pub mod verify;
 pub mod wheel;
 
 use std::process::ExitCode;
@@ -74,6 +76,10 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         }
         Command::Clean(args) => clean::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::Hash(args) => hash::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::Sign(args) => sign::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::Verify(args) => {
+            return verify::run(&project, &args, &Printer::new(verbosity, args.json));
+        }
         Command::CreatePyproject(args) => {
             create_pyproject::run(&project, &args, &Printer::new(verbosity, false))?
         }
@@ -97,6 +103,8 @@ pub fn wants_json(cli: &Cli) -> bool {
         Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
         Command::Clean(args) => args.json,
         Command::Hash(args) => args.json,
+        Command::Verify(args) => args.json,
+        Command::Sign(args) => args.json,
         Command::Init(args) => args.json,
         Command::Develop(_) | Command::Completions(_) | Command::CreatePyproject(_) => false,
     }

@@ -67,4 +67,5 @@ mod stdout_closed;
 mod toolchain_install;
 mod torch_probe;
 mod update_config;
+mod verify;
 mod wheel_install;
