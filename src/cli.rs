@@ -645,8 +645,7 @@ pub struct VerifyArgs {
 /// How to sign with Sigstore.
 #[derive(Debug, Args, Clone, Default)]
 pub struct SigningArgs {
-    /// An OIDC identity token to sign with [env: SIGSTORE_ID_TOKEN] [default: GitHub Actions'
-    /// ambient token].
+    /// An OIDC identity token to sign with [default: GitHub Actions' ambient token].
     #[arg(
         long,
         value_name = "JWT",

@@ -21,7 +21,7 @@ pub mod wheel;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, ToolchainCommand};
+use crate::cli::{Cli, Command, SignArgs, ToolchainCommand, VerifyArgs};
 use crate::error::Result;
 use crate::report::{Printer, Verbosity};
 
@@ -77,9 +77,7 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
         Command::Clean(args) => clean::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::Hash(args) => hash::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::Sign(args) => sign::run(&project, &args, &Printer::new(verbosity, args.json))?,
-        Command::Verify(args) => {
-            return verify::run(&project, &args, &Printer::new(verbosity, args.json));
-        }
+        Command::Verify(args) => verify::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::CreatePyproject(args) => {
             create_pyproject::run(&project, &args, &Printer::new(verbosity, false))?
         }
@@ -103,8 +101,7 @@ pub fn wants_json(cli: &Cli) -> bool {
         Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
         Command::Clean(args) => args.json,
         Command::Hash(args) => args.json,
-        Command::Verify(args) => args.json,
-        Command::Sign(args) => args.json,
+        Command::Verify(VerifyArgs { json, .. }) | Command::Sign(SignArgs { json, .. }) => *json,
         Command::Init(args) => args.json,
         Command::Develop(_) | Command::Completions(_) | Command::CreatePyproject(_) => false,
     }

@@ -17,16 +17,7 @@ const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 pub fn run(global: &GlobalArgs, args: &PublishArgs, printer: &Printer) -> Result<ExitCode> {
     let settings = resolve(global, args, |k| std::env::var_os(k))?;
-    if args.sign && args.dry_run {
-        printer.warn("`--dry-run`: the variants are not signed (signing writes to Sigstore's log)");
-    } else if args.sign {
-        super::sign::sign_for_publish(
-            &settings.build_dir,
-            &settings.variants,
-            &args.signing,
-            printer,
-        )?;
-    }
+    super::sign::before_publish(args, &settings, printer)?;
     let result = publish_blocking(&settings, printer);
     printer.finish();
     let summary = result?;

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::print_json;
-use crate::cli::{SignArgs, SigningArgs};
+use crate::cli::{PublishArgs, SignArgs, SigningArgs};
 use crate::error::Result;
+use crate::publish::PublishSettings;
 use crate::report::{Printer, Reporter};
 use crate::sign::{SignSettings, Signed, Trust, sign_variants, variant_dirs};
 
@@ -43,15 +44,22 @@ pub fn sign(dirs: &[PathBuf], signing: &SigningArgs, printer: &Printer) -> Resul
     Ok(signed)
 }
 
-/// `publish --sign`: the variants of `build_dir` that will be published (`--variant`, else
-/// all), signed before the upload reads them.
-pub fn sign_for_publish(
-    build_dir: &Path,
-    variants: &[String],
-    signing: &SigningArgs,
+/// `publish --sign`: the variants that will be published (`--variant`, else all), signed
+/// before the upload reads them; a dry run signs nothing (signing writes to Sigstore's log).
+pub fn before_publish(
+    args: &PublishArgs,
+    settings: &PublishSettings,
     printer: &Printer,
 ) -> Result<()> {
-    let dirs: Vec<PathBuf> = variant_dirs(build_dir)?
+    if !args.sign {
+        return Ok(());
+    }
+    if args.dry_run {
+        printer.warn("`--dry-run`: the variants are not signed (signing writes to Sigstore's log)");
+        return Ok(());
+    }
+    let variants = &settings.variants;
+    let dirs: Vec<PathBuf> = variant_dirs(&settings.build_dir)?
         .into_iter()
         .filter(|d| {
             variants.is_empty()
@@ -59,6 +67,6 @@ pub fn sign_for_publish(
                     .is_some_and(|n| variants.iter().any(|v| *v == n.to_string_lossy()))
         })
         .collect();
-    sign(&dirs, signing, printer)?;
+    sign(&dirs, &args.signing, printer)?;
     Ok(())
 }

@@ -1,7 +1,6 @@
 //! `kbuild verify`: digest, signature and rebuild checks of variants, one block per variant.
 
 use std::path::Path;
-use std::process::ExitCode;
 
 use super::settings::select_settings;
 use super::{print, print_json};
@@ -10,11 +9,11 @@ use crate::error::{Error, Result};
 use crate::package::UnpackLimits;
 use crate::publish::{RepoTypeAny, auth};
 use crate::report::{Printer, Reporter};
-use crate::sign::{Policy, SignatureStatus, Trust};
-use crate::verify::{Difference, HubSource, Target, VariantReport, VerifySettings, verify};
+use crate::sign::{Policy, Trust};
+use crate::verify::{HubSource, Target, VerifySettings, human, verify};
 
-/// Run `kbuild verify`; exits 1 when any check fails.
-pub fn run(project_dir: &Path, args: &VerifyArgs, printer: &Printer) -> Result<ExitCode> {
+/// Run `kbuild verify`; a failed check is an error after the report.
+pub fn run(project_dir: &Path, args: &VerifyArgs, printer: &Printer) -> Result<()> {
     let settings = settings(project_dir, args)?;
     let reports = verify(&settings, printer)?;
     if args.json {
@@ -32,7 +31,7 @@ pub fn run(project_dir: &Path, args: &VerifyArgs, printer: &Printer) -> Result<E
         });
     }
     printer.stage("Verified", &format!("{} variant(s)", reports.len()));
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn settings(project_dir: &Path, args: &VerifyArgs) -> Result<VerifySettings> {
@@ -86,66 +85,4 @@ fn settings(project_dir: &Path, args: &VerifyArgs) -> Result<VerifySettings> {
             issuer: args.issuer.clone(),
         }),
     })
-}
-
-/// One block per variant: each check, and what failed.
-fn human(reports: &[VariantReport], pinned: bool) -> String {
-    let mut text = String::new();
-    for report in reports {
-        text.push_str(&format!("{}:\n", report.variant));
-        if report.digest.ok {
-            text.push_str("  digest: ok\n");
-        } else {
-            text.push_str("  digest: MISMATCH\n");
-            for violation in &report.digest.violations {
-                text.push_str(&format!("    {violation}\n"));
-            }
-        }
-        if let Some(signature) = &report.signature {
-            text.push_str(&signature_line(signature, pinned));
-        }
-        if let Some(rebuilt) = &report.rebuild {
-            if rebuilt.identical {
-                text.push_str("  rebuild: identical\n");
-            } else {
-                text.push_str(&format!(
-                    "  rebuild: DIFFERENT ({} file(s))\n",
-                    rebuilt.differences.len()
-                ));
-                for (path, what) in &rebuilt.differences {
-                    let what = match what {
-                        Difference::Differs => "differs",
-                        Difference::NotRebuilt => "not in the rebuild",
-                        Difference::OnlyInRebuild => "only in the rebuild",
-                    };
-                    text.push_str(&format!("    {path}: {what}\n"));
-                }
-            }
-        }
-    }
-    text
-}
-
-/// `  signature: …` and, when it failed, why.
-fn signature_line(check: &crate::sign::SignatureCheck, pinned: bool) -> String {
-    let signer = check.signer.as_deref().unwrap_or("an unnamed signer");
-    let issuer = check.issuer.as_deref().unwrap_or("no issuer");
-    let mut line = match check.status {
-        SignatureStatus::Verified if pinned => {
-            format!("  signature: ok, signed by {signer} ({issuer})\n")
-        }
-        SignatureStatus::Verified => format!(
-            "  signature: valid, signed by {signer} ({issuer}); no signer was required: pass \
-             --signer-workflow to require this one\n"
-        ),
-        SignatureStatus::Unsigned if check.ok => {
-            "  signature: none (no signer required: pass --signer-workflow to require one)\n".into()
-        }
-        SignatureStatus::Unsigned => "  signature: MISSING\n".into(),
-        SignatureStatus::Failed => "  signature: FAILED\n".into(),
-    };
-    if let Some(problem) = &check.problem {
-        line.push_str(&format!("    {problem}\n"));
-    }
-    line
 }

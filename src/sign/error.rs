@@ -18,6 +18,8 @@ pub enum SignError {
     PublicGood { message: String },
     #[error("no variant to sign in `{}` (a variant directory holds a metadata.json)", path.display())]
     NoVariants { path: PathBuf },
+    #[error("`{}` is not a directory: kbuild signs variant directories", path.display())]
+    NotADirectory { path: PathBuf },
     #[error("cannot read `{}`", path.display())]
     Read {
         path: PathBuf,
@@ -60,6 +62,11 @@ impl Hint for SignError {
             SignError::NoVariants { .. } => {
                 Some("build first (`kbuild build`), or give a variant directory".into())
             }
+            SignError::NotADirectory { .. } => Some(
+                "sign the variants before packing them (`kbuild sign`, then `kbuild pack`): the \
+                 artifact then carries each bundle"
+                    .into(),
+            ),
             SignError::Read { .. } | SignError::Write { .. } => None,
             SignError::Signing { .. } => Some(
                 "check that the instance's Fulcio and Rekor answer (`--trust-config` names them) \

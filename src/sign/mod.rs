@@ -50,6 +50,11 @@ pub fn variant_dirs(path: &Path) -> Result<Vec<PathBuf>, SignError> {
     if path.join("metadata.json").is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
+    if path.is_file() {
+        return Err(SignError::NotADirectory {
+            path: path.to_path_buf(),
+        });
+    }
     let entries = std::fs::read_dir(path).map_err(|source| SignError::Read {
         path: path.to_path_buf(),
         source,

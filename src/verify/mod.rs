@@ -7,6 +7,7 @@
 
 mod error;
 mod rebuild;
+mod report;
 pub mod source;
 
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use serde::Serialize;
 
 pub use error::VerifyError;
 pub use rebuild::{Difference, Rebuilt};
+pub use report::human;
 pub use source::HubSource;
 
 use crate::orchestrator::BuildSettings;

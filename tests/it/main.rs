@@ -61,6 +61,7 @@ mod readme_snippets;
 mod remote_cache;
 mod reproducible;
 mod selection;
+mod sign;
 mod split_compile;
 mod stable_abi;
 mod stdout_closed;

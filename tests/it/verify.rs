@@ -9,6 +9,9 @@ use crate::common::hub::{Hub, TOKEN};
 use crate::common::kbuild::{copy_dir, kbuild, repo, run};
 
 const VARIANT: &str = "torch215-cxx11-cpu-x86_64-linux";
+/// What `kbuild verify` says of a variant nobody signed when no signer is required.
+const UNSIGNED: &str =
+    "  signature: none (no signer required: pass --signer-workflow to require one)\n";
 
 /// A copy of the relu fixture (cpu only: the CUDA side's reproducibility is
 /// `reproducible.rs`'s) under `dir`.
@@ -59,7 +62,7 @@ fn a_published_variant_rebuilds_identical_from_another_checkout_and_a_changed_fi
     assert!(ok, "{stdout}\n{stderr}");
     assert_eq!(
         stdout,
-        format!("{VARIANT}:\n  digest: ok\n  rebuild: identical\n"),
+        format!("{VARIANT}:\n  digest: ok\n{UNSIGNED}  rebuild: identical\n"),
         "{stderr}"
     );
     assert!(stderr.contains("Verified 1 variant(s)"), "{stderr}");
@@ -109,12 +112,12 @@ fn artifacts_wheels_and_build_directories_verify_and_a_variant_rebuilds_under_th
     for archive in &archives {
         let (ok, stdout, stderr) = verify(&project, &hub, &cache, &[archive.to_str().unwrap()]);
         assert!(ok, "{}: {stdout}\n{stderr}", archive.display());
-        assert_eq!(stdout, format!("{VARIANT}:\n  digest: ok\n"));
+        assert_eq!(stdout, format!("{VARIANT}:\n  digest: ok\n{UNSIGNED}"));
     }
     // The default: every variant of build/.
     let (ok, stdout, _) = verify(&project, &hub, &cache, &[]);
     assert!(ok);
-    assert_eq!(stdout, format!("{VARIANT}:\n  digest: ok\n"));
+    assert_eq!(stdout, format!("{VARIANT}:\n  digest: ok\n{UNSIGNED}"));
 
     // Built under another op namespace (`--unique-id`): the rebuild takes the one the variant
     // carries, and matches.

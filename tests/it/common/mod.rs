@@ -5,4 +5,5 @@ pub mod fake_cc;
 pub mod hub;
 pub mod kbuild;
 pub mod redact;
+pub mod sigstore;
 pub mod variant;
