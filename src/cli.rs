@@ -146,6 +146,25 @@ pub enum Command {
     Publish(PublishArgs),
     /// Build, then publish (HF's `build-and-upload`): `kbuild build` then `kbuild publish`.
     BuildAndUpload(BuildAndUploadArgs),
+    /// Check that variants are what they claim: digest, signature, and a rebuild from source.
+    ///
+    /// PATH is a variant directory, a build directory (default <project>/build), an artifact or
+    /// a wheel; `--repo ORG/NAME --version N` downloads what is published instead. Each
+    /// variant's files are hashed as `kernels` hashes them on load and compared with the digest
+    /// in its metadata.json. `--rebuild` builds the variants again from the sources here (under
+    /// the op namespace they carry, into a temporary directory) and compares every file byte for
+    /// byte, naming each that differs: "identical" when none does (docs/reproducible.md).
+    /// Exits 1 when a check fails.
+    #[command(disable_version_flag = true)]
+    Verify(VerifyArgs),
+    /// Sign each variant's metadata.json with Sigstore (keyless), as `metadata.json.sigstore`.
+    ///
+    /// PATH is a variant directory or a build directory (default <project>/build). The bundle
+    /// is what `cosign sign-blob --bundle` writes, and what `kernels` verifies
+    /// (docs/signing.md). The identity is GitHub Actions' OIDC token (the job needs
+    /// `permissions: id-token: write`), or `--identity-token`; without one kbuild fails, it
+    /// never skips signing. Public-good Sigstore, or the instance `--trust-config` names.
+    Sign(SignArgs),
     /// Install, list or remove managed toolchains (torch and its CUDA toolkit from PyPI).
     ///
     /// Each toolchain is a virtual environment under `$KBUILD_CACHE_DIR/toolchains` (default
@@ -627,6 +646,11 @@ pub struct PublishArgs {
     /// manylinux policy for `kbuild check`'s symbol-version rule; `none` skips that rule.
     #[arg(long, value_name = "POLICY", default_value = "manylinux_2_28")]
     pub manylinux: String,
+    /// Sign each variant's metadata.json with Sigstore before uploading (`kbuild sign`).
+    #[arg(long)]
+    pub sign: bool,
+    #[command(flatten)]
+    pub signing: SigningArgs,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -672,4 +696,80 @@ fn version() -> &'static str {
             None => env!("CARGO_PKG_VERSION").to_string(),
         });
     &VERSION
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// A variant directory, a build directory, an artifact or a wheel
+    /// [default: <project>/build].
+    #[arg(conflicts_with = "repo")]
+    pub path: Option<PathBuf>,
+    /// Verify what is published in this Hub repository (`HF_ENDPOINT` selects the server).
+    #[arg(long, value_name = "ORG/NAME")]
+    pub repo: Option<String>,
+    /// The published kernel version (branch `v<N>`).
+    #[arg(long, value_name = "N", requires = "repo", conflicts_with = "revision")]
+    pub version: Option<u32>,
+    /// A branch or commit of `--repo` instead of `--version`.
+    #[arg(long, value_name = "REV", requires = "repo")]
+    pub revision: Option<String>,
+    /// Repository type of `--repo` (`model` for legacy kernel repos).
+    #[arg(long, value_enum, default_value_t = RepoTypeArg::Kernel)]
+    pub repo_type: RepoTypeArg,
+    /// Only this variant (repeatable).
+    #[arg(long = "variant", value_name = "NAME")]
+    pub variants: Vec<String>,
+    /// Rebuild from the sources here and compare every file (kbuild's caches as they are:
+    /// `KBUILD_CACHE_DIR=$(mktemp -d)` compiles every unit anew).
+    #[arg(long)]
+    pub rebuild: bool,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+    /// Parallel compile jobs for `--rebuild` [default: one per core].
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Require a signature by this GitHub workflow
+    /// (`org/repo/.github/workflows/build.yaml@refs/heads/main`; without `@ref`, any ref).
+    #[arg(long, value_name = "WORKFLOW")]
+    pub signer_workflow: Option<String>,
+    /// Require a signature whose certificate names exactly this identity.
+    #[arg(long, value_name = "IDENTITY")]
+    pub identity: Option<String>,
+    /// Require this OIDC issuer [default with --signer-workflow: GitHub Actions'].
+    #[arg(long, value_name = "URL")]
+    pub issuer: Option<String>,
+    /// A Sigstore ClientTrustConfig (trusted root and services) instead of public-good Sigstore.
+    #[arg(long, value_name = "FILE")]
+    pub trust_config: Option<PathBuf>,
+    /// Print each variant's findings as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How to sign with Sigstore.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SigningArgs {
+    /// An OIDC identity token to sign with [default: GitHub Actions' ambient token].
+    #[arg(
+        long,
+        value_name = "JWT",
+        env = "SIGSTORE_ID_TOKEN",
+        hide_env_values = true
+    )]
+    pub identity_token: Option<String>,
+    /// A Sigstore ClientTrustConfig (trusted root and services) instead of public-good Sigstore.
+    #[arg(long, value_name = "FILE")]
+    pub trust_config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// A variant directory, or a build directory whose variants are all signed
+    /// [default: <project>/build].
+    pub path: Option<PathBuf>,
+    #[command(flatten)]
+    pub signing: SigningArgs,
+    /// Print what was signed as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }

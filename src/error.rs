@@ -15,7 +15,9 @@ use crate::package::PackageError;
 use crate::pep517::Pep517Error;
 use crate::publish::PublishError;
 use crate::scaffold::ScaffoldError;
+use crate::sign::SignError;
 use crate::update_config::UpdateError;
+use crate::verify::VerifyError;
 
 /// Any failure of a kbuild command.
 #[derive(Debug, Error)]
@@ -55,6 +57,13 @@ pub enum Error {
     /// `kbuild hash` found variants whose files do not match their digest.
     #[error("{count} variant(s) do not match the digest in their metadata.json")]
     DigestMismatch { count: usize },
+    #[error(transparent)]
+    Verify(Box<VerifyError>),
+    #[error(transparent)]
+    Sign(Box<SignError>),
+    /// `kbuild verify` found variants that fail a check.
+    #[error("{failed} of {total} variant(s) failed verification")]
+    VerifyFailed { failed: usize, total: usize },
     /// A command's result could not be encoded for `--json`.
     #[error("cannot encode {what} as JSON")]
     Json {
@@ -99,6 +108,11 @@ impl Hint for Error {
             Error::DigestMismatch { .. } => Some(
                 "rebuild, or run `kbuild hash --write` if the files changed on purpose".into(),
             ),
+            Error::Verify(e) => e.hint(),
+            Error::Sign(e) => e.hint(),
+            Error::VerifyFailed { .. } => Some(
+                "the lines above name each failed check: do not load these files unless you know why they differ".into(),
+            ),
             Error::Json { .. } => Some("this is a kbuild bug: please report it".into()),
             Error::Stdout { .. } => Some(
                 "stdout goes to a full disk or a file that cannot take more: redirect it elsewhere, or free space".into(),
@@ -131,6 +145,8 @@ from_boxed! {
     Clean => CleanError,
     Pep517 => Pep517Error,
     UpdateConfig => UpdateError,
+    Verify => VerifyError,
+    Sign => SignError,
 }
 
 /// What a failed command reports: on stderr as text, under `--json` as

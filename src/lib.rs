@@ -33,5 +33,7 @@ pub mod redact;
 pub mod report;
 pub mod scaffold;
 pub mod schedule;
+pub mod sign;
 pub mod toolchain;
 pub mod update_config;
+pub mod verify;

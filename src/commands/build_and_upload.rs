@@ -23,6 +23,8 @@ pub fn run(global: &GlobalArgs, args: BuildAndUploadArgs, printer: &Printer) -> 
         allow_foreign: false,
         skip_check: false,
         manylinux: args.options.manylinux.clone(),
+        sign: false,
+        signing: Default::default(),
         json: args.options.json,
     };
     // One JSON document on stdout: the publish's.

@@ -17,9 +17,11 @@ mod output;
 pub mod pack;
 pub mod publish;
 pub mod settings;
+pub mod sign;
 pub mod test;
 pub mod toolchain;
 pub mod update_config;
+pub mod verify;
 pub mod wheel;
 
 use std::process::ExitCode;
@@ -89,6 +91,8 @@ pub fn run(mut cli: Cli) -> Result<ExitCode> {
             fill_card::run(&project, &args, &Printer::new(verbosity, false))?
         }
         Command::Hash(args) => hash::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::Sign(args) => sign::run(&project, &args, &Printer::new(verbosity, args.json))?,
+        Command::Verify(args) => verify::run(&project, &args, &Printer::new(verbosity, args.json))?,
         Command::CreatePyproject(args) => {
             create_pyproject::run(&project, &args, &Printer::new(verbosity, false))?
         }

@@ -1,6 +1,6 @@
 //! How commands print: a result on stdout (through the seam in `report`), notes on stderr.
 
-use crate::cli::{Cli, Command, ToolchainCommand};
+use crate::cli::{Cli, Command, SignArgs, ToolchainCommand, VerifyArgs};
 use crate::error::Result;
 use crate::report::Printer;
 
@@ -39,6 +39,7 @@ pub fn wants_json(cli: &Cli) -> bool {
         Command::Toolchain(args) => matches!(&args.command, ToolchainCommand::List(l) if l.json),
         Command::Clean(args) => args.json,
         Command::Hash(args) => args.json,
+        Command::Verify(VerifyArgs { json, .. }) | Command::Sign(SignArgs { json, .. }) => *json,
         Command::Init(args) => args.json,
         Command::Develop(_)
         | Command::Test(_)

@@ -568,10 +568,12 @@ impl Cache {
     }
 }
 
-/// nvcc's `--split-compile=N`: how many threads a device pass uses, a matter of speed that
-/// leaves the code the same (`tests/it/split_compile.rs` compares the cubins).
+/// nvcc's `--split-compile=N` (or `-Xcicc=-split-compile=N`, what kbuild writes): how many
+/// threads a device pass uses, a matter of speed that leaves the code the same
+/// (`tests/it/split_compile.rs` compares the cubins).
 fn is_split_compile(arg: &std::ffi::OsStr) -> bool {
-    arg.as_encoded_bytes().starts_with(b"--split-compile=")
+    let arg = arg.as_encoded_bytes();
+    arg.starts_with(b"--split-compile=") || arg.starts_with(b"-Xcicc=-split-compile=")
 }
 
 /// The flags nvcc itself reads from the environment (`NVCC_PREPEND_FLAGS`,

@@ -53,7 +53,7 @@ fn nvcc_command(job: &CompileJob) -> CommandSpec {
     }
     cmd.arg("--threads").arg(job.nvcc_threads.to_string());
     if let Some(split) = &job.split {
-        cmd.arg(format!("--split-compile={}", split.threads));
+        cmd.arg(super::split::cicc_split(split.threads));
     }
     if job.nvcc_jobserver {
         cmd.arg("--jobserver");

@@ -472,6 +472,7 @@ fn run_compiler(
     // One nvcc runs its host compile inside it, so it splits only over the job slots it holds
     // (a step's device pass instead runs its extra threads at low priority, `split.rs`).
     let (spec, _extra) = split::split_slots(inputs.command, settings.jobserver.as_deref());
+    let (spec, _keep) = split::with_stable_names(job, spec, &inputs.tmp.object)?;
     let gate = settings.memory.as_deref();
     let key = gate.map(|g| g.key(&job.object, None));
     let guess = gate.and_then(|g| {

@@ -57,7 +57,7 @@ fn dryrun_command(command: &CommandSpec, keep_dir: &Path, late: Option<usize>) -
     args.push(keep_dir.as_os_str().to_owned());
     args.append(&mut dryrun.args);
     if let Some(threads) = late {
-        args.push(format!("--split-compile={threads}").into());
+        args.push(cicc_split(threads).into());
     }
     dryrun.args = args;
     dryrun
@@ -87,7 +87,7 @@ pub(super) fn compile_split(
         keep_dir: keep.0.clone(),
         object: run.object.to_path_buf(),
         depfile: run.depfile.to_path_buf(),
-        symbol: symbol_for(&job.object),
+        symbol: symbol_for(&job.label),
         module_id: module_id_for(&job.label, &job.source),
     };
     let plan = match plan_steps(&printed, &paths) {
@@ -155,21 +155,38 @@ fn late_split(job: &CompileJob, jobserver: Option<&Jobserver>) -> Option<usize> 
     (threads >= 2).then_some(threads)
 }
 
-/// The hidden symbol of a unit's device code: unique per object within a build.
-fn symbol_for(object: &Path) -> String {
-    let digest = Sha256::digest(object.as_os_str().as_encoded_bytes());
+/// nvcc's option that splits only `cicc`'s work over `threads` (`--split-compile` would split
+/// `ptxas` too, which writes its options, the thread count among them, into every cubin: the
+/// same unit built at another `-j` would differ). `cicc` split or not writes the same PTX.
+pub(crate) fn cicc_split(threads: impl std::fmt::Display) -> String {
+    format!("-Xcicc=-split-compile={threads}")
+}
+
+/// The unit a label names, as every build names it: `<source relative to the project>
+/// [<backend>]`; a build of several torch versions tags it with the variant instead
+/// (`orchestrator::prepare`), which must not change the code.
+fn unit_of(label: &str) -> &str {
+    label.rsplit_once(" [").map_or(label, |(unit, _)| unit)
+}
+
+/// The hidden symbol of a unit's device code (it stays in the `.so`'s `.symtab`): unique per
+/// unit within a variant, and from the unit's path in the project only, so that the `.so` is the
+/// same whatever directory, object name or torch tag the build had.
+fn symbol_for(label: &str) -> String {
+    let digest = Sha256::digest(unit_of(label).as_bytes());
     format!("kbuild_fatbin_{}", &hex::encode(digest)[..16])
 }
 
 /// The module id `cudafe++` and the device passes read, shaped as nvcc's
-/// (`_<8 hex>_<length>_<file name>_<8 hex>`). From the unit's label only, not a path or the
-/// object's name: another checkout, and a build for other capabilities (the object's name
-/// carries them), read the same id, so the device step cache, which keys a pass by the content
-/// of the files it reads, serves their passes. Unique per unit within a variant, which is all
-/// it needs: without relocatable device code (never split) each object's device code is a
-/// module of its own, and the host names it makes are hidden.
+/// (`_<8 hex>_<length>_<file name>_<8 hex>`). From the unit's path in the project only, not an
+/// absolute path, the object's name or the label's torch tag: another checkout, and a build for
+/// other capabilities (the object's name carries them), read the same id, so the device step
+/// cache, which keys a pass by the content of the files it reads, serves their passes, and the
+/// code (whose anonymous-namespace names carry the id) is the same. Unique per unit within a
+/// variant, which is all it needs: without relocatable device code (never split) each object's
+/// device code is a module of its own, and the host names it makes are hidden.
 fn module_id_for(label: &str, source: &Path) -> String {
-    let digest = hex::encode(Sha256::digest(label.as_bytes()));
+    let digest = hex::encode(Sha256::digest(unit_of(label).as_bytes()));
     let name = source.file_name().unwrap_or_default().to_string_lossy();
     let name: String = name
         .chars()
@@ -533,17 +550,19 @@ pub(super) fn split_slots<'a>(
     (with_split_threads(spec, extra.len() + 1), extra)
 }
 
-/// The threads `spec` asks for with `--split-compile=N`, `-split-compile=N` (ptxas) or
-/// `-split-compile N` (cicc).
+/// The threads `spec` asks for with `--split-compile=N`, `-split-compile=N` (ptxas, cicc),
+/// `-split-compile N` (cicc) or nvcc's `-Xcicc=-split-compile=N`.
 fn split_threads(spec: &CommandSpec) -> Option<usize> {
     let args: Vec<&str> = spec.args.iter().map(|a| a.to_str().unwrap_or("")).collect();
     args.iter()
         .enumerate()
-        .filter_map(|(i, a)| match a.split_once('=') {
-            Some(("--split-compile" | "-split-compile", n)) => n.parse().ok(),
-            None if *a == "-split-compile" => args.get(i + 1)?.parse().ok(),
-            _ => None,
-        })
+        .filter_map(
+            |(i, a)| match a.trim_start_matches("-Xcicc=").split_once('=') {
+                Some(("--split-compile" | "-split-compile", n)) => n.parse().ok(),
+                None if *a == "-split-compile" => args.get(i + 1)?.parse().ok(),
+                _ => None,
+            },
+        )
         .max()
 }
 
@@ -553,13 +572,17 @@ fn with_split_threads(spec: &CommandSpec, threads: usize) -> CommandSpec {
     let mut count_next = false;
     for arg in out.args.iter_mut() {
         let text = arg.to_str().unwrap_or("");
+        let (xcicc, word) = match text.strip_prefix("-Xcicc=") {
+            Some(word) => ("-Xcicc=", word),
+            None => ("", text),
+        };
         if count_next {
             *arg = threads.to_string().into();
             count_next = false;
         } else if let Some((flag @ ("--split-compile" | "-split-compile"), _)) =
-            text.split_once('=')
+            word.split_once('=')
         {
-            *arg = format!("{flag}={threads}").into();
+            *arg = format!("{xcicc}{flag}={threads}").into();
         } else {
             count_next = text == "-split-compile";
         }
@@ -575,8 +598,29 @@ fn give_back(held: Held, board: &Mutex<Board>, wake: &Condvar) {
     }
 }
 
+/// `spec`, one nvcc compiling `job` (no launcher in front), keeping its intermediate files in a
+/// directory of the unit's own, removed when the returned guard drops: kept, nvcc names them
+/// after the source (`relu.cudafe1.cpp`) instead of `tmpxft_<pid>_…`, and the host object's
+/// file symbol and static-initializer function are named after that file, so two builds of
+/// the unit write the same object. Anything else (a C++ unit, a launcher) as it is.
+pub(super) fn with_stable_names(
+    job: &CompileJob,
+    mut spec: CommandSpec,
+    object: &Path,
+) -> Result<(CommandSpec, Option<KeepDir>), CompileError> {
+    if job.lang != Lang::Cuda || spec.program != job.compiler {
+        return Ok((spec, None));
+    }
+    let keep = KeepDir::new(object)?;
+    let mut args = vec!["--keep".into(), "--keep-dir".into()];
+    args.push(keep.0.as_os_str().to_owned());
+    args.append(&mut spec.args);
+    spec.args = args;
+    Ok((spec, Some(keep)))
+}
+
 /// nvcc's `--keep-dir` for one unit: beside its object, removed when the compile ends.
-struct KeepDir(PathBuf);
+pub(super) struct KeepDir(PathBuf);
 
 impl KeepDir {
     /// `<temporary object>.steps`: pid-tagged like the object, so a killed build's is swept.
@@ -658,7 +702,7 @@ mod tests {
             "paged-attention/cache_kernels.cu [cuda]",
             Path::new("/a/cache_kernels.cu"),
         );
-        let digest = hex::encode(Sha256::digest(b"paged-attention/cache_kernels.cu [cuda]"));
+        let digest = hex::encode(Sha256::digest(b"paged-attention/cache_kernels.cu"));
         assert_eq!(
             id,
             format!("_{}_16_cache_kernels_cu_{}", &digest[..8], &digest[8..16])
@@ -669,6 +713,15 @@ mod tests {
             Path::new("/b/cache_kernels.cu"),
         );
         assert_eq!(elsewhere, id, "another checkout");
+        let tagged = module_id_for(
+            "paged-attention/cache_kernels.cu [torch215-cu132]",
+            Path::new("/a/cache_kernels.cu"),
+        );
+        assert_eq!(tagged, id, "a build of several torch versions");
+        assert_eq!(
+            symbol_for("paged-attention/cache_kernels.cu [torch215-cu132]"),
+            symbol_for("paged-attention/cache_kernels.cu [cuda]")
+        );
         let other = module_id_for(
             "other/cache_kernels.cu [cuda]",
             Path::new("/a/cache_kernels.cu"),

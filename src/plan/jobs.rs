@@ -357,6 +357,13 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
     // CMake starts every nvcc command with it (nvcc >= 10.2): a host-only flag in a kernel's
     // `cuda-flags` (`-Wno-…`, `-fopenmp`) reaches the host compiler instead of failing nvcc.
     job.flags = vec!["-forward-unknown-to-host-compiler".to_string()];
+    // cudafe++ names the unit's module (which anonymous-namespace device names carry) after a
+    // hash of the source's absolute path; named by its path in the project, one nvcc builds the
+    // same code in every checkout (kbuild's own steps write a module id of their own).
+    job.flags.push(format!(
+        "-Xcudafe=--orig_src_path_name={}",
+        unit.src.display()
+    ));
     job.flags.extend(flags.cuda_flags.iter().cloned());
     // As HF's `cuda_kernel_component`: nvcc before 12.8 does not know this flag, so a kernel
     // that sets it for newer nvcc still builds with an older one.

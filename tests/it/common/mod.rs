@@ -6,4 +6,5 @@ pub mod hub;
 pub mod kbuild;
 pub mod redact;
 pub mod release;
+pub mod sigstore;
 pub mod variant;

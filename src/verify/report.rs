@@ -1,0 +1,66 @@
+//! `kbuild verify`'s findings as text: one block per variant, each check and what failed.
+
+use super::{Difference, VariantReport};
+use crate::sign::{SignatureCheck, SignatureStatus};
+
+/// One block per variant: each check, and what failed.
+pub fn human(reports: &[VariantReport], pinned: bool) -> String {
+    let mut text = String::new();
+    for report in reports {
+        text.push_str(&format!("{}:\n", report.variant));
+        if report.digest.ok {
+            text.push_str("  digest: ok\n");
+        } else {
+            text.push_str("  digest: MISMATCH\n");
+            for violation in &report.digest.violations {
+                text.push_str(&format!("    {violation}\n"));
+            }
+        }
+        if let Some(signature) = &report.signature {
+            text.push_str(&signature_line(signature, pinned));
+        }
+        if let Some(rebuilt) = &report.rebuild {
+            if rebuilt.identical {
+                text.push_str("  rebuild: identical\n");
+            } else {
+                text.push_str(&format!(
+                    "  rebuild: DIFFERENT ({} file(s))\n",
+                    rebuilt.differences.len()
+                ));
+                for (path, what) in &rebuilt.differences {
+                    let what = match what {
+                        Difference::Differs => "differs",
+                        Difference::NotRebuilt => "not in the rebuild",
+                        Difference::OnlyInRebuild => "only in the rebuild",
+                    };
+                    text.push_str(&format!("    {path}: {what}\n"));
+                }
+            }
+        }
+    }
+    text
+}
+
+/// `  signature: …` and, when it failed, why.
+fn signature_line(check: &SignatureCheck, pinned: bool) -> String {
+    let signer = check.signer.as_deref().unwrap_or("an unnamed signer");
+    let issuer = check.issuer.as_deref().unwrap_or("no issuer");
+    let mut line = match check.status {
+        SignatureStatus::Verified if pinned => {
+            format!("  signature: ok, signed by {signer} ({issuer})\n")
+        }
+        SignatureStatus::Verified => format!(
+            "  signature: valid, signed by {signer} ({issuer}); no signer was required: pass \
+             --signer-workflow to require this one\n"
+        ),
+        SignatureStatus::Unsigned if check.ok => {
+            "  signature: none (no signer required: pass --signer-workflow to require one)\n".into()
+        }
+        SignatureStatus::Unsigned => "  signature: MISSING\n".into(),
+        SignatureStatus::Failed => "  signature: FAILED\n".into(),
+    };
+    if let Some(problem) = &check.problem {
+        line.push_str(&format!("    {problem}\n"));
+    }
+    line
+}
