@@ -62,6 +62,7 @@ mod publish_links;
 mod publish_race;
 mod publish_server;
 mod publish_slow_link;
+mod publish_staging_sweep;
 mod publish_verify;
 mod readme_snippets;
 mod remote_cache;
