@@ -67,6 +67,7 @@ mod publish_verify;
 mod readme_snippets;
 mod remote_cache;
 mod remote_failures;
+mod remote_trust;
 mod selection;
 mod split_compile;
 mod stable_abi;
