@@ -35,6 +35,7 @@ mod error_output;
 mod generated_files;
 mod help_text;
 mod hf_parity;
+mod hints;
 mod hub_trust;
 mod init;
 mod input_fuzz;
