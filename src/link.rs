@@ -68,6 +68,18 @@ impl Hint for LinkError {
                         .into(),
                 )
             }
+            LinkError::Failed { failure, .. }
+                if matches!(
+                    **failure,
+                    CommandFailure::Interrupted { .. } | CommandFailure::Cancelled { .. }
+                ) =>
+            {
+                Some(
+                    "a signal stopped the linker, not an error: run the build again to finish \
+                     it (the compiled objects are kept)"
+                        .into(),
+                )
+            }
             LinkError::Failed { .. } => Some("the linker's output above says what failed".into()),
             LinkError::PrivateCxxRuntime { .. } => Some(
                 "torch's exceptions would cross two C++ runtimes and crash: set `CXX` to a \

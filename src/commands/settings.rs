@@ -80,6 +80,7 @@ pub fn select_settings(
         outputs: Outputs::default(),
         manylinux: Some(DEFAULT_MANYLINUX.into()),
         remote_cache: Some(env("KBUILD_REMOTE_CACHE")).filter(|url| !url.is_empty()),
+        remote_cache_secret: Some(env("KBUILD_REMOTE_CACHE_SECRET")).filter(|s| !s.is_empty()),
         dist: Some(env("KBUILD_DIST"))
             .filter(|s| !s.is_empty())
             .map(PathBuf::from),

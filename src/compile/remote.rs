@@ -46,6 +46,9 @@ pub struct RemoteSettings {
     /// Named directories that differ between checkouts and machines (`project`, `work`,
     /// `cache`): a path below one is stored as `<name>/rest`.
     pub roots: Vec<(String, PathBuf)>,
+    /// The team's secret (`KBUILD_REMOTE_CACHE_SECRET`): entries are signed with it, and only
+    /// entries signed with it are used.
+    pub secret: Option<String>,
 }
 
 impl std::fmt::Debug for RemoteSettings {
@@ -53,6 +56,7 @@ impl std::fmt::Debug for RemoteSettings {
         f.debug_struct("RemoteSettings")
             .field("url", &crate::redact::url(&self.url))
             .field("roots", &self.roots)
+            .field("secret", &self.secret.as_ref().map(|_| "***"))
             .finish()
     }
 }
@@ -66,7 +70,7 @@ pub struct RemoteUrlError {
 }
 
 /// What the remote knows about one compile (paths normalized).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Entry {
     label: String,
     object_sha256: String,
@@ -82,6 +86,10 @@ struct Entry {
     /// Whether the preprocessor put the id into the object's code, when it was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     preprocessed_holds: Option<bool>,
+    /// HMAC-SHA256 with the team's secret over the key the entry is stored under and the entry
+    /// without this field ([`sign`]); written and required only with a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hmac: Option<String>,
 }
 
 /// A unit's keys on the remote: with its op namespace, and (when its command has one) without
@@ -111,6 +119,8 @@ pub(crate) struct RemoteCache {
     client: Client,
     /// The URL with its login hidden, as every message shows it.
     shown: String,
+    /// The team's secret entries are signed with.
+    secret: Option<String>,
     roots: Vec<(String, PathBuf)>,
     down: AtomicBool,
     /// Labels of the units whose objects came from the remote.
@@ -126,6 +136,7 @@ impl RemoteCache {
         Ok(RemoteCache {
             client: Client::new(address),
             shown: crate::redact::url(&settings.url),
+            secret: settings.secret.clone(),
             roots,
             down: AtomicBool::new(false),
             hits: Mutex::new(Vec::new()),
@@ -169,25 +180,9 @@ impl RemoteCache {
         key: &RemoteKey,
         reporter: &dyn Reporter,
     ) -> Lookup {
-        let exact = self.get(job, &format!("{PREFIX}:entry:{}", key.exact), reporter);
-        let (bytes, any) = match (exact, &key.any_namespace) {
-            (Some(bytes), _) => (bytes, false),
-            (None, Some(any)) => {
-                match self.get(job, &format!("{PREFIX}:any-namespace:{any}"), reporter) {
-                    Some(bytes) => (bytes, true),
-                    None => return Lookup::Miss,
-                }
-            }
-            (None, None) => return Lookup::Miss,
-        };
-        let Ok(entry) = serde_json::from_slice::<Entry>(&bytes) else {
-            self.corrupt(job, "its entry is not valid JSON", reporter);
+        let Some(entry) = self.entry(job, key, reporter) else {
             return Lookup::Miss;
         };
-        if any && !entry.any_namespace {
-            self.corrupt(job, "an entry for any op namespace names one", reporter);
-            return Lookup::Miss;
-        }
         let mut deps = vec![job.source.clone()];
         for (stored, hash) in &entry.deps {
             let path = self.localize(stored);
@@ -221,6 +216,44 @@ impl RemoteCache {
         }
     }
 
+    /// The entry for `key` (under its op namespace, else under any), when there is one that is
+    /// well formed and, with a secret, signed with it.
+    fn entry(&self, job: &CompileJob, key: &RemoteKey, reporter: &dyn Reporter) -> Option<Entry> {
+        let exact = format!("{PREFIX}:entry:{}", key.exact);
+        let any = (key.any_namespace.as_ref()).map(|k| format!("{PREFIX}:any-namespace:{k}"));
+        let (stored, bytes) = match self.get(job, &exact, reporter) {
+            Some(bytes) => (exact, bytes),
+            None => {
+                let any = any?;
+                let bytes = self.get(job, &any, reporter)?;
+                (any, bytes)
+            }
+        };
+        let Ok(entry) = serde_json::from_slice::<Entry>(&bytes) else {
+            self.corrupt(job, "its entry is not valid JSON", reporter);
+            return None;
+        };
+        if stored.contains(":any-namespace:") && !entry.any_namespace {
+            self.corrupt(job, "an entry for any op namespace names one", reporter);
+            return None;
+        }
+        if let Some(secret) = &self.secret
+            && entry.hmac.as_deref() != Some(sign(secret, &stored, &entry).as_str())
+        {
+            let why = "it is not signed with `KBUILD_REMOTE_CACHE_SECRET`";
+            self.corrupt(job, why, reporter);
+            return None;
+        }
+        Some(entry)
+    }
+
+    /// `entry` as stored under `key`: signed when there is a secret.
+    fn stored_as(&self, key: &str, entry: &Entry) -> Option<Vec<u8>> {
+        let mut signed = entry.clone();
+        signed.hmac = (self.secret.as_ref()).map(|secret| sign(secret, key, entry));
+        serde_json::to_vec(&signed).ok()
+    }
+
     /// Share the object `job` just compiled, as `manifest` records it.
     pub(crate) fn store(
         &self,
@@ -250,25 +283,19 @@ impl RemoteCache {
                 NamespaceUse::Preprocessed => Some(true),
                 _ => None,
             },
-        };
-        let Ok(json) = serde_json::to_vec(&entry) else {
-            return;
+            hmac: None,
         };
         let object_key = format!("{PREFIX}:object:{}", entry.object_sha256);
+        let mut keys = vec![format!("{PREFIX}:entry:{}", key.exact)];
         let any = key.any_namespace.as_ref().filter(|_| entry.any_namespace);
-        let stored = self
-            .client
-            .set(&object_key, &object)
-            .and_then(|()| {
-                self.client
-                    .set(&format!("{PREFIX}:entry:{}", key.exact), &json)
-            })
-            .and_then(|()| match any {
-                Some(any) => self
-                    .client
-                    .set(&format!("{PREFIX}:any-namespace:{any}"), &json),
-                None => Ok(()),
-            });
+        keys.extend(any.map(|any| format!("{PREFIX}:any-namespace:{any}")));
+        let mut stored = self.client.set(&object_key, &object);
+        for key in &keys {
+            let Some(json) = self.stored_as(key, &entry) else {
+                return;
+            };
+            stored = stored.and_then(|()| self.client.set(key, &json));
+        }
         if let Err(e) = stored {
             self.failed(job, &e, reporter);
         }
@@ -370,5 +397,57 @@ impl RemoteCache {
             }
         }
         out
+    }
+}
+
+/// The signature of `entry` stored under `key`: HMAC-SHA256 (RFC 2104) with `secret` over the
+/// key and the entry without its signature, hex.
+fn sign(secret: &str, key: &str, entry: &Entry) -> String {
+    let mut unsigned = entry.clone();
+    unsigned.hmac = None;
+    // Strings, lists and flags only: serializing cannot fail.
+    let json = serde_json::to_vec(&unsigned).unwrap_or_default();
+    let message = [key.as_bytes(), b"\0", &json].concat();
+    hex::encode(hmac_sha256(secret.as_bytes(), &message))
+}
+
+fn hmac_sha256(secret: &[u8], message: &[u8]) -> [u8; 32] {
+    let mut block = [0u8; 64];
+    if secret.len() > block.len() {
+        block[..32].copy_from_slice(&Sha256::digest(secret));
+    } else {
+        block[..secret.len()].copy_from_slice(secret);
+    }
+    let inner = Sha256::new()
+        .chain_update(block.map(|b| b ^ 0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(block.map(|b| b ^ 0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hmac_sha256;
+
+    #[test]
+    fn hmac_sha256_is_rfc_4231s() {
+        // RFC 4231, test cases 1 and 6 (a key longer than the block).
+        let mac = hmac_sha256(&[0x0b; 20], b"Hi There");
+        assert_eq!(
+            hex::encode(mac),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+        );
+        let long = hmac_sha256(
+            &[0xaa; 131],
+            b"Test Using Larger Than Block-Size Key - Hash Key First",
+        );
+        assert_eq!(
+            hex::encode(long),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
     }
 }

@@ -98,6 +98,11 @@ impl Hint for InstallError {
                 cuda.replace('.', "")
             ),
             InstallError::NoCacheDir => "set `KBUILD_CACHE_DIR` to a writable directory".into(),
+            InstallError::Io { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => {
+                "the file is not UTF-8 text: fix it, or delete it and run `kbuild toolchain \
+                 install --torch …` again"
+                    .into()
+            }
             InstallError::Io { .. } => {
                 "check the permissions and free space of the directory (`KBUILD_CACHE_DIR` moves \
                  the toolchains)"

@@ -264,7 +264,8 @@ impl<'r> Builder<'r> {
         if let Some(dir) = &self.settings.toolchain.deps.cache_dir {
             roots.push(("cache".to_string(), absolute(dir)));
         }
-        Some(RemoteSettings { url, roots })
+        let secret = self.settings.remote_cache_secret.clone();
+        Some(RemoteSettings { url, roots, secret })
     }
 
     /// The jobserver the build's job slots come from, when kbuild runs nvcc's steps or nvcc's

@@ -35,6 +35,8 @@ pub struct BuildSettings {
     pub manylinux: Option<String>,
     /// The remote object cache's URL (`KBUILD_REMOTE_CACHE`), shared by checkouts and CI.
     pub remote_cache: Option<String>,
+    /// The team's secret its entries are signed with (`KBUILD_REMOTE_CACHE_SECRET`).
+    pub remote_cache_secret: Option<String>,
     /// sccache, to compile units on sccache-dist's build servers (`KBUILD_DIST`); CUDA units
     /// then run one nvcc each, which sccache splits (as under any launcher).
     pub dist: Option<PathBuf>,

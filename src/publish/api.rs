@@ -362,6 +362,24 @@ impl Api {
         }
     }
 
+    /// When the commit `rev` was made (the first entry of its history); `None` when the Hub
+    /// gives no date kbuild can read.
+    pub async fn commit_date(&self, rev: &str) -> Result<Option<std::time::SystemTime>, Failure> {
+        #[derive(Deserialize)]
+        struct Entry {
+            date: Option<String>,
+        }
+        let answer = self
+            .send(Method::GET, self.url(&["commits", rev])?, None)
+            .await?;
+        if !(200..300).contains(&answer.status) {
+            return Err(self.refused(&answer));
+        }
+        let history: Vec<Entry> = self.json(&answer)?;
+        let date = history.into_iter().next().and_then(|e| e.date);
+        Ok(date.and_then(|d| humantime::parse_rfc3339_weak(&d).ok()))
+    }
+
     /// Close the pull request `num` (a duplicate a concurrent run opened), saying why.
     pub async fn close_pull_request(&self, num: u64, comment: &str) -> Result<(), Failure> {
         let url = self.url(&["discussions", &num.to_string(), "status"])?;

@@ -128,6 +128,44 @@ pub(super) async fn restore_moved(
     Ok(Some(head))
 }
 
+/// A staging branch whose last commit is this old was left by a publish that was interrupted:
+/// a live one commits a batch every few minutes at most.
+const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Remove the staging branches (of any build, for any branch) whose last commit is older than
+/// [`ABANDONED_AFTER`] at `now`: interrupted publishes leave them, and only a re-run of the same
+/// build on the same base would have gone on from one. Best effort: a failure only warns.
+pub(super) async fn sweep_abandoned_staging(
+    remote: &Remote<'_>,
+    reporter: &dyn Reporter,
+    now: std::time::SystemTime,
+) {
+    let Ok(refs) = remote.refs().await else {
+        return;
+    };
+    let staging = (refs.branches.iter()).filter(|(n, _)| n.starts_with("kbuild-staging-"));
+    for (name, head) in staging {
+        let Ok(Some(date)) = remote.commit_date(head).await else {
+            continue;
+        };
+        let Some(age) = now
+            .duration_since(date)
+            .ok()
+            .filter(|a| *a >= ABANDONED_AFTER)
+        else {
+            continue;
+        };
+        match remote.delete_branch(name).await {
+            Ok(()) => reporter.info(&format!(
+                "{:>12} branch `{name}`, left by a publish interrupted {} days ago",
+                "Removed",
+                age.as_secs() / (24 * 3600)
+            )),
+            Err(e) => reporter.warn(&format!("could not remove branch `{name}`: {e}")),
+        }
+    }
+}
+
 /// Delete branches kbuild no longer needs; a failure only warns (they are bookkeeping, and a
 /// later publish removes what is left).
 async fn remove_branches(

@@ -172,6 +172,15 @@ impl<'r> Remote<'r> {
         Ok(ours)
     }
 
+    /// When the commit `rev` was made, when the Hub says.
+    pub async fn commit_date(
+        &self,
+        rev: &str,
+    ) -> Result<Option<std::time::SystemTime>, PublishError> {
+        let action = format!("reading the date of commit `{rev}`");
+        self.metadata(&action, || self.api.commit_date(rev)).await
+    }
+
     /// Close pull request `num`, saying why in a comment.
     pub async fn close_pull_request(&self, num: u64, why: &str) -> Result<(), PublishError> {
         let action = format!("closing pull request #{num}");

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::batch::Message;
 use super::card::Card;
-use super::commit::{Target, commit_plan, move_marker, restore_moved};
+use super::commit::{Target, commit_plan, move_marker, restore_moved, sweep_abandoned_staging};
 use super::compare::{Changes, CommitPlan, Goal};
 use super::error::PublishError;
 use super::hub::Remote;
@@ -49,6 +49,9 @@ pub async fn publish(
     reporter.info(&plan_line(&summary));
     if s.dry_run {
         return Ok(summary);
+    }
+    if compared.repo.exists {
+        sweep_abandoned_staging(&hub.remote, reporter, std::time::SystemTime::now()).await;
     }
     if summary.up_to_date {
         reporter.info(&format!(

@@ -79,6 +79,8 @@ pub(crate) struct Checkout {
     dir: tempfile::TempDir,
     pub(crate) cc: FakeCompiler,
     jobs: Vec<CompileJob>,
+    /// `KBUILD_REMOTE_CACHE_SECRET`, when the checkout has one.
+    pub(crate) secret: Option<String>,
 }
 
 impl Checkout {
@@ -95,7 +97,12 @@ impl Checkout {
             .iter()
             .map(|s| job(root, &cc.path, s))
             .collect();
-        Checkout { dir, cc, jobs }
+        Checkout {
+            dir,
+            cc,
+            jobs,
+            secret: None,
+        }
     }
 
     pub(crate) fn root(&self) -> &Path {
@@ -111,6 +118,7 @@ impl Checkout {
             remote: Some(RemoteSettings {
                 url: url.to_string(),
                 roots: vec![("project".into(), self.root().to_path_buf())],
+                secret: self.secret.clone(),
             }),
             ..CompileSettings::local(self.root().join("cache"), 1, NvccMode::Threads)
         };
