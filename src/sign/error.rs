@@ -38,6 +38,13 @@ pub enum SignError {
     Unverified { path: PathBuf, message: String },
     #[error("cannot start the async runtime signing runs on")]
     Runtime(#[source] std::io::Error),
+    /// The variant is not what its metadata.json says: signing it would vouch for other files.
+    #[error("refusing to sign `{}`", dir.display())]
+    Variant {
+        dir: PathBuf,
+        #[source]
+        source: Box<crate::package::PackageError>,
+    },
 }
 
 impl Hint for SignError {
@@ -79,6 +86,9 @@ impl Hint for SignError {
                     .into(),
             ),
             SignError::Runtime(_) => None,
+            SignError::Variant { source, .. } => source.hint().or_else(|| {
+                Some("rebuild (`kbuild build`), then sign the variant it writes".into())
+            }),
         }
     }
 }

@@ -81,6 +81,13 @@ pub fn sign_variants(
     settings: &SignSettings,
     reporter: &dyn Reporter,
 ) -> Result<Vec<Signed>, SignError> {
+    // First, before a token is asked for: a signature vouches for every file the digest names.
+    for dir in dirs {
+        crate::package::BuiltVariant::read(dir).map_err(|e| SignError::Variant {
+            dir: dir.clone(),
+            source: Box::new(e),
+        })?;
+    }
     let instance = settings.trust.load()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -35,10 +35,25 @@ pub fn human(reports: &[VariantReport], pinned: bool) -> String {
                     };
                     text.push_str(&format!("    {path}: {what}\n"));
                 }
+                if only_the_extension(rebuilt) {
+                    text.push_str(ONE_NVCC_NOTE);
+                }
             }
         }
     }
     text
+}
+
+/// Why only an extension (and the metadata.json holding its hash) may differ.
+const ONE_NVCC_NOTE: &str = "    only the extension differs: if the variant was built with one nvcc per \
+    CUDA unit (KBUILD_NVCC_STEPS=0, a compiler launcher, KBUILD_DIST), rebuild that way: \
+    KBUILD_NVCC_STEPS=0 kbuild verify --rebuild (docs/reproducible.md)\n";
+
+/// Whether the differences are an extension and metadata.json only.
+fn only_the_extension(rebuilt: &super::Rebuilt) -> bool {
+    let paths = || rebuilt.differences.keys();
+    paths().any(|p| p.ends_with(".so"))
+        && paths().all(|p| p.ends_with(".so") || p == "metadata.json")
 }
 
 /// `  signature: …` and, when it failed, why.
@@ -63,4 +78,33 @@ fn signature_line(check: &SignatureCheck, pinned: bool) -> String {
         line.push_str(&format!("    {problem}\n"));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::Rebuilt;
+
+    fn rebuilt(paths: &[&str]) -> Rebuilt {
+        Rebuilt {
+            identical: paths.is_empty(),
+            differences: paths
+                .iter()
+                .map(|p| (p.to_string(), Difference::Differs))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_rebuild_differing_in_the_extension_alone_points_at_one_nvcc_per_unit() {
+        assert!(only_the_extension(&rebuilt(&[
+            "_relu_cuda_1.abi3.so",
+            "metadata.json"
+        ])));
+        assert!(!only_the_extension(&rebuilt(&["metadata.json"])));
+        assert!(!only_the_extension(&rebuilt(&[
+            "_relu_cuda_1.abi3.so",
+            "_ops.py"
+        ])));
+    }
 }

@@ -338,9 +338,8 @@ fn cuda_units_compile_on_a_sccache_dist_server_into_the_device_code_of_a_local_b
     let compiles = dist.dist_compiles();
     assert!(compiles >= 4, "dist compiles: {compiles}");
 
-    // The same commands run here: one nvcc per unit, as planned under `KBUILD_DIST`, in the
-    // same directory (nvcc names internal symbols `_INTERNAL_<hash>` after the source's
-    // absolute path, and kbuild's own steps record `-split-compile` in `.note.nv.tkinfo`).
+    // The same commands run here: one nvcc per unit, as planned under `KBUILD_DIST` (kbuild's
+    // own steps write a module id and fatbin symbol of their own: docs/reproducible.md).
     let remote = device_code(project.path());
     std::fs::remove_dir_all(project.path().join("build")).unwrap();
     let out = run(kbuild(project.path())

@@ -189,16 +189,28 @@ fn sign_takes_a_given_identity_token_and_without_one_fails_with_a_hint_and_write
         .env_remove("ACTIONS_ID_TOKEN_REQUEST_URL")
         .env_remove("ACTIONS_ID_TOKEN_REQUEST_TOKEN"));
     assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("error: no identity token to sign with")
-            && stderr
-                .contains("hint: in GitHub Actions give the job `permissions: id-token: write`"),
-        "{stderr}"
-    );
+    insta::assert_snapshot!("sign_without_a_token", String::from_utf8_lossy(&out.stderr));
     assert!(!bundle.exists(), "nothing is written without a token");
 
     let token = standin.token("acme/relu", "release.yaml");
+    // A variant whose files no longer match its digest is not signed: the signature would vouch
+    // for them.
+    let ops = variant.join("_ops.py");
+    let original = std::fs::read(&ops).unwrap();
+    std::fs::write(&ops, [original.as_slice(), b"# changed\n"].concat()).unwrap();
+    let out = run(kbuild(&project)
+        .args(["sign", "--trust-config"])
+        .arg(&trust)
+        .args(["--identity-token", &token]));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("error: refusing to sign")
+            && stderr.contains("File hash mismatch for _ops.py"),
+        "{stderr}"
+    );
+    assert!(!bundle.exists());
+    std::fs::write(&ops, original).unwrap();
     let out = run(kbuild(&project)
         .args(["sign", "--json", "--trust-config"])
         .arg(&trust)
