@@ -154,8 +154,8 @@ fn cargo_install_from_the_packaged_crate_gives_a_working_kbuild() {
         "{listing}"
     );
 
-    // The same target dir as `cargo build --release`: its compiled dependencies are reused and
-    // only kbuild compiles (its `target/release/kbuild` is then this build of the same sources).
+    // `target/packaged`, shared with the sdist test, never `target/`: the packaged crate's units
+    // have the same names as `cargo build --release`'s and would replace its binary.
     let root = tmp.path().join("root");
     let out = run(Command::new(&cargo)
         .args(["install", "--locked", "--path"])

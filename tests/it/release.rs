@@ -120,8 +120,9 @@ fn the_sdist_ships_what_the_binary_needs_and_nothing_dev_only() {
 }
 
 /// pip builds the sdist with cargo, as on a machine no wheel fits; the binary it installs runs.
-/// `CARGO_TARGET_DIR` is this repository's, so the dependencies `cargo build --release` compiled
-/// are reused and only kbuild itself compiles.
+/// `CARGO_TARGET_DIR` is `target/packaged`, shared with the `cargo install` test: not `target/`,
+/// where a build of the same package from another directory has the same unit names as
+/// `cargo build --release`'s and would replace its `target/release/kbuild` and build script run.
 #[test]
 fn the_sdist_builds_from_source_with_cargo_and_runs() {
     let sdist = release_dist().join(format!("kbuild-{}.tar.gz", version()));
@@ -137,7 +138,7 @@ fn the_sdist_builds_from_source_with_cargo_and_runs() {
         ])
         .arg(out_dir.path())
         .arg(&sdist)
-        .env("CARGO_TARGET_DIR", repo().join("target"))
+        .env("CARGO_TARGET_DIR", repo().join("target/packaged"))
         // The build backend runs `maturin` by name: the test Python's.
         .env("PATH", path_with(python().parent().unwrap())));
     assert!(out.status.success(), "pip wheel of the sdist failed");
