@@ -612,10 +612,8 @@ pub(super) fn with_stable_names(
         return Ok((spec, None));
     }
     let keep = KeepDir::new(object)?;
-    let mut args = vec!["--keep".into(), "--keep-dir".into()];
-    args.push(keep.0.as_os_str().to_owned());
-    args.append(&mut spec.args);
-    spec.args = args;
+    spec.args.extend(["--keep".into(), "--keep-dir".into()]);
+    spec.args.push(keep.0.as_os_str().to_owned());
     Ok((spec, Some(keep)))
 }
 

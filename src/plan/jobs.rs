@@ -291,6 +291,28 @@ fn unit<'a>(
     })
 }
 
+/// Paths of the Python environment (torch's headers: `__FILE__` in the TORCH_CHECKs of their
+/// inline functions), of the dependencies' headers and of the project (its own `__FILE__`s,
+/// debug info) written relative to them, so that checkouts and machines with the same toolchain
+/// and sources build byte-identical objects (docs/reproducible.md). GCC uses the last map that
+/// matches: the project's, then a dependency's, win over the environment's.
+fn prefix_maps(shared: &Shared, unit: &Unit) -> Vec<String> {
+    let info = &shared.torch.info;
+    let mut maps: Vec<(PathBuf, String)> = vec![
+        (info.site_packages.clone(), "site-packages".into()),
+        (info.python_include.clone(), "python-include".into()),
+    ];
+    for dir in &unit.dep_includes {
+        let tail: Vec<_> = dir.components().rev().take(2).collect();
+        let named: PathBuf = tail.into_iter().rev().collect();
+        maps.push((dir.clone(), named.display().to_string()));
+    }
+    maps.push((shared.project.root.clone(), ".".into()));
+    maps.into_iter()
+        .map(|(from, to)| format!("-ffile-prefix-map={}={to}", from.display()))
+        .collect()
+}
+
 /// The job as the host C++ compiler runs it; `cuda_job` adjusts it for nvcc.
 fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
     let Shared {
@@ -303,10 +325,8 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
     let mut include_dirs = shared.include_dirs.clone();
     include_dirs.extend(unit.include.iter().map(|i| project.root.join(i)));
     include_dirs.push(variant.generated_include.clone());
-    // Paths under the project (`__FILE__` in TORCH_CHECK and TORCH_LIBRARY, debug info) are
-    // written relative to it, so two checkouts build byte-identical objects.
-    let prefix_map = format!("-ffile-prefix-map={}=.", project.root.display());
-    let mut flags = vec!["-fPIC".to_string(), prefix_map];
+    let mut flags = vec!["-fPIC".to_string()];
+    flags.extend(prefix_maps(shared, unit));
     if shared.no_gnu_unique {
         flags.push("-fno-gnu-unique".to_string());
     }

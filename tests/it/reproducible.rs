@@ -2,13 +2,14 @@
 //! bytes in every file of `build/<variant>/`, every wheel and every artifact, whatever the
 //! project's directory, the temporary directory, `HOME`, kbuild's cache (empty each time), `-j`
 //! (at `-j 2` a lone CUDA unit splits its `cicc` over the free slot, at `-j 1` it does not) and
-//! whether nvcc runs as kbuild's steps or as one process (each way in two directories). Real
+//! whether nvcc runs as kbuild's steps or as one process (each way in two directories); and no
+//! file holds a path of the machine (the build directory, the Python environment). Real
 //! nvcc (no GPU needed), real torch; one capability keeps it quick on 2 cores.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::common::kbuild::{copy_dir, kbuild, repo, run};
+use crate::common::kbuild::{copy_dir, kbuild, python_ok, repo, run};
 
 /// The relu fixture for capability 8.0 only, its kernel asserting in device code (`__FILE__`
 /// then reaches the device code through `__assert_fail`), copied to `dir`.
@@ -107,18 +108,31 @@ fn two_builds_in_other_directories_with_empty_caches_and_other_j_write_identical
         Vec::<String>::new(),
         "kbuild's steps, -j 2 vs -j 1"
     );
+    // Nor does any machine path: not the build directory, not the Python environment's (torch's
+    // headers put `__FILE__` into their inline functions' checks), so another machine's
+    // environment at another path builds the same.
+    let site = python_ok(
+        "import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))",
+        &[],
+    );
+    for (name, bytes) in a.iter().filter(|(f, _)| f.ends_with(".so")) {
+        let text = String::from_utf8_lossy(bytes);
+        for path in [&*first.path().to_string_lossy(), site.trim()] {
+            assert!(!text.contains(path), "`{path}` is in {name}");
+        }
+    }
     let so = a
         .keys()
         .find(|f| f.contains("_cuda_") && f.ends_with(".so"))
         .unwrap();
     let text = String::from_utf8_lossy(&a[so]);
     assert!(
-        !text.contains(&*first.path().to_string_lossy()),
-        "the build directory is in {so}"
-    );
-    assert!(
         text.contains("relu_cuda/relu.cu"),
         "the device assert names its file: {so}"
+    );
+    assert!(
+        text.contains("site-packages/torch/include/"),
+        "torch's headers, named: {so}"
     );
 }
 
