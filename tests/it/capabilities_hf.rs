@@ -134,11 +134,21 @@ fn cuda_units_get_the_flags_torchs_cmake_gives_hf_builds() {
             .all(|part| part.starts_with("--diag_suppress=")),
         "{suppress}"
     );
-    // Host flags: torch's, then the reproducibility prefix map (see matrix_build).
+    // Host flags: torch's, then the reproducibility prefix maps (the Python environment,
+    // Python's headers, the project: docs/reproducible.md).
     let host = strings(&cu["host_flags"]);
     assert_eq!(host[0], "-fPIC", "{host:?}");
-    assert!(host[1].starts_with("-ffile-prefix-map="), "{host:?}");
-    assert_eq!(host[2..], ["-fno-gnu-unique"], "{host:?}");
+    assert!(
+        host[1..4]
+            .iter()
+            .all(|f| f.starts_with("-ffile-prefix-map=")),
+        "{host:?}"
+    );
+    assert!(
+        host[3].ends_with("=."),
+        "the project's map comes last, so it wins: {host:?}"
+    );
+    assert_eq!(host[4..], ["-fno-gnu-unique"], "{host:?}");
     let defines: Vec<String> = cu["defines"]
         .as_array()
         .unwrap()
