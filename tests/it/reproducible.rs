@@ -46,7 +46,12 @@ fn build(root: &Path, jobs: &str, steps: bool) -> BTreeMap<String, Vec<u8>> {
     for dir in ["cache", "tmp", "home"] {
         std::fs::create_dir_all(root.join(dir)).unwrap();
     }
-    for args in [vec!["build", "-j", jobs], vec!["wheel"], vec!["pack"]] {
+    // `wheel` builds every backend only when asked: without `--backend` it builds what runs here.
+    for args in [
+        vec!["build", "-j", jobs],
+        vec!["wheel", "--backend", "cpu", "--backend", "cuda"],
+        vec!["pack"],
+    ] {
         let mut cmd = kbuild(&project);
         cmd.args(&args)
             .env("KBUILD_CACHE_DIR", root.join("cache"))
