@@ -9,6 +9,7 @@ mod guess;
 mod namespace;
 mod namespace_use;
 mod nvcc_steps;
+mod ptx;
 mod redis;
 mod remote;
 mod reuse;
@@ -469,9 +470,9 @@ fn run_compiler(
     if let Some(said) = split_run(job, settings, inputs, reporter, cancel)? {
         return Ok(said);
     }
-    // One nvcc runs its host compile inside it, so it splits only over the job slots it holds
-    // (a step's device pass instead runs its extra threads at low priority, `split.rs`).
-    let (spec, _extra) = split::split_slots(inputs.command, settings.jobserver.as_deref());
+    // One nvcc embeds the PTX as `cicc` wrote it: unsplit, so the bytes do not depend on the
+    // slots free when it starts (kbuild's steps split and reorder the PTX, `ptx.rs`).
+    let spec = split::unsplit(inputs.command);
     let (spec, _keep) = split::with_stable_names(job, spec, &inputs.tmp.object)?;
     let gate = settings.memory.as_deref();
     let key = gate.map(|g| g.key(&job.object, None));

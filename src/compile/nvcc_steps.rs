@@ -106,6 +106,21 @@ pub struct Step {
 }
 
 impl Step {
+    /// The PTX file a `cicc` step writes (`-o`, against the step's directory); `None` for
+    /// the other steps.
+    pub fn ptx_output(&self) -> Option<PathBuf> {
+        if self.kind != StepKind::Cicc {
+            return None;
+        }
+        let argv: Vec<&str> = self.spec.args.iter().filter_map(|a| a.to_str()).collect();
+        let at = argv.iter().position(|a| *a == "-o")?;
+        let out = Path::new(argv.get(at + 1)?);
+        Some(match &self.spec.cwd {
+            Some(dir) if out.is_relative() => dir.join(out),
+            _ => out.to_path_buf(),
+        })
+    }
+
     /// The bytes this step reads from earlier steps: the files in `keep_dir` its arguments
     /// name (as themselves or after an `=`, as fatbinary's `--image3=…,file=<cubin>`) that
     /// exist when it is about to start (its outputs do not exist yet).

@@ -441,6 +441,9 @@ fn run_or_reuse(
         ));
     }
     let result = run_step(&spec, step, slots, cancel);
+    if result.is_ok() {
+        canonical_ptx(step, slots.unit);
+    }
     if let (Ok(_), Some((d, pass))) = (&result, &pass)
         && let Err(e) = d.cache.store(pass)
     {
@@ -450,6 +453,39 @@ fn run_or_reuse(
         ));
     }
     result
+}
+
+/// Put the PTX a `cicc` step wrote in the canonical order ([`super::ptx`]), so that `ptxas`
+/// and `fatbinary` read the same bytes whether or not (and how many ways) `cicc` split its work.
+/// A file it cannot rewrite stays as `cicc` wrote it (valid, only not reproducible across splits),
+/// with a warning.
+fn canonical_ptx(step: &Step, (label, reporter): (&str, &dyn Reporter)) {
+    let Some(ptx) = step.ptx_output() else {
+        return;
+    };
+    let rewrite = || -> std::io::Result<()> {
+        let text = std::fs::read_to_string(&ptx)?;
+        match super::ptx::canonical(&text) {
+            Some(canonical) if canonical != text => std::fs::write(&ptx, canonical),
+            Some(_) => Ok(()),
+            None => {
+                reporter.verbose(&format!(
+                    "`{label}`: `{}` wrote PTX of a shape kbuild does not reorder; kept as \
+                     written (a split of it may build other bytes)",
+                    step.label
+                ));
+                Ok(())
+            }
+        }
+    };
+    if let Err(e) = rewrite() {
+        reporter.warn(&format!(
+            "`{label}`: cannot put the PTX of `{}` ({}) in its canonical order: {e}; kept as \
+             written",
+            step.label,
+            ptx.display()
+        ));
+    }
 }
 
 /// Run `step` (as `spec`) once the memory gate (if any) admits it, learning its peak under the
@@ -523,31 +559,15 @@ fn background_split(spec: &CommandSpec, jobserver: Option<&Jobserver>) -> Comman
     out
 }
 
-/// `spec`, a unit compiled by one nvcc (its host compile inside, so not at low priority), with
-/// its `--split-compile` narrowed to the threads it has job slots for: the slot it runs in and
-/// the free ones it takes now, returned with it and held while it runs. It never waits for a
-/// slot (two units waiting for each other's would deadlock) and never runs more threads than
-/// it holds slots (without a jobserver it runs one).
-pub(super) fn split_slots<'a>(
-    spec: &CommandSpec,
-    jobserver: Option<&'a Jobserver>,
-) -> (CommandSpec, Vec<crate::jobserver::Slot<'a>>) {
-    let Some(wanted) = split_threads(spec) else {
-        return (spec.clone(), Vec::new());
-    };
-    let mut extra = Vec::new();
-    if let Some(js) = jobserver {
-        let spare = js.tokens_available();
-        while extra.len() + 1 < wanted && extra.len() < spare {
-            // One look at the pipe: a slot free now, or none.
-            let looked = std::cell::Cell::new(false);
-            match js.acquire_unless(|| looked.replace(true)) {
-                Ok(Some(slot)) => extra.push(slot),
-                Ok(None) | Err(_) => break,
-            }
-        }
+/// `spec`, a unit compiled by one nvcc, with every `--split-compile` count set to 1: `cicc`
+/// split N ways writes its PTX in an order that depends on N (`ptx.rs`), which kbuild puts
+/// back in one order only when it runs the steps itself; one nvcc embeds what `cicc` wrote,
+/// so it runs unsplit and builds the same bytes at any `-j` on any machine.
+pub(super) fn unsplit(spec: &CommandSpec) -> CommandSpec {
+    match split_threads(spec) {
+        Some(_) => with_split_threads(spec, 1),
+        None => spec.clone(),
     }
-    (with_split_threads(spec, extra.len() + 1), extra)
 }
 
 /// The threads `spec` asks for with `--split-compile=N`, `-split-compile=N` (ptxas, cicc),
@@ -763,32 +783,18 @@ mod tests {
     }
 
     #[test]
-    fn one_nvcc_splits_only_over_the_job_slots_it_holds() {
-        let js = Jobserver::new(4).unwrap();
-        let _runner = js.acquire_unless(|| false).unwrap().unwrap();
-        let _other = js.acquire_unless(|| false).unwrap().unwrap();
-        // Two slots free of four: the pass runs in its own and takes both.
+    fn one_nvcc_runs_its_device_passes_unsplit() {
         let cicc = spec(&["-arch", "compute_90", "-split-compile", "8", "x.cpp1.ii"]);
-        let (narrowed, extra) = split_slots(&cicc, Some(&js));
-        assert_eq!(extra.len(), 2);
         assert_eq!(
-            args(&narrowed),
-            ["-arch", "compute_90", "-split-compile", "3", "x.cpp1.ii"]
+            args(&unsplit(&cicc)),
+            ["-arch", "compute_90", "-split-compile", "1", "x.cpp1.ii"]
         );
-        // None left: one thread, and ptxas's spelling narrowed too.
-        let ptxas = spec(&["-split-compile=8", "-arch=sm_90", "-split-compile=8"]);
-        let (narrowed, none) = split_slots(&ptxas, Some(&js));
-        assert!(none.is_empty());
+        let nvcc = spec(&["-c", "x.cu", "-Xcicc=-split-compile=3"]);
         assert_eq!(
-            args(&narrowed),
-            ["-split-compile=1", "-arch=sm_90", "-split-compile=1"]
+            args(&unsplit(&nvcc)),
+            ["-c", "x.cu", "-Xcicc=-split-compile=1"]
         );
-        drop(extra);
-        let (_, again) = split_slots(&ptxas, Some(&js));
-        assert_eq!(again.len(), 2, "given back when the pass ends");
-        let (narrowed, _) = split_slots(&spec(&["--split-compile=4"]), None);
-        assert_eq!(args(&narrowed), ["--split-compile=1"]);
         let plain = spec(&["-c", "x.cu", "--cmdline= -split-compile=4 "]);
-        assert_eq!(args(&split_slots(&plain, Some(&js)).0), args(&plain));
+        assert_eq!(args(&unsplit(&plain)), args(&plain));
     }
 }

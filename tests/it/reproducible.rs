@@ -1,7 +1,8 @@
 //! Bit-reproducible outputs (issue #38): the same sources, toolchain and kbuild give the same
 //! bytes in every file of `build/<variant>/`, every wheel and every artifact, whatever the
 //! project's directory, the temporary directory, `HOME`, kbuild's cache (empty each time), `-j`
-//! (at `-j 2` a lone CUDA unit splits its `cicc` over the free slot, at `-j 1` it does not) and
+//! (at `-j 4` the plan splits the CUDA unit's `cicc` two ways, at `-j 1` it does not; its
+//! device code is one that a split reorders, its PTX embedded) and
 //! whether nvcc runs as kbuild's steps or as one process (each way in two directories); and no
 //! file holds a path of the machine (the build directory, the Python environment). Real
 //! nvcc (no GPU needed), real torch; one capability keeps it quick on 2 cores.
@@ -11,13 +12,15 @@ use std::path::{Path, PathBuf};
 
 use crate::common::kbuild::{copy_dir, kbuild, python_ok, repo, run};
 
-/// The relu fixture for capability 8.0 only, its kernel asserting in device code (`__FILE__`
+/// The relu fixture (built for capability 8.0 only, `KBUILD_CUDA_CAPABILITIES`), its kernel asserting in device code (`__FILE__`
 /// then reaches the device code through `__assert_fail`), copied to `dir`.
 fn project_in(dir: &Path) -> PathBuf {
     copy_dir(&repo().join("tests/fixtures/relu-v5"), dir);
     let toml = dir.join("build.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
-    let narrowed = text.replace(r#"["7.5", "8.0", "9.0"]"#, r#"["8.0"]"#);
+    // The project's default capabilities, narrowed to 8.0 by `KBUILD_CUDA_CAPABILITIES`: its
+    // PTX is embedded then (`8.0+PTX`), as the last of HF's default matrix is.
+    let narrowed = text.replace("cuda-capabilities = [\"7.5\", \"8.0\", \"9.0\"]\n", "");
     assert_ne!(narrowed, text, "the fixture's capabilities moved");
     std::fs::write(&toml, narrowed).unwrap();
     let cu = dir.join("relu_cuda/relu.cu");
@@ -34,9 +37,30 @@ fn project_in(dir: &Path) -> PathBuf {
             1,
         );
     assert_eq!(asserting.matches("assert(").count(), 1, "{asserting}");
-    std::fs::write(&cu, asserting).unwrap();
+    std::fs::write(&cu, asserting + &SPLIT_REORDERS).unwrap();
     dir.to_path_buf()
 }
+
+/// Device code that `cicc -split-compile=N` writes back in another order than unsplit (the
+/// comments on its demoted `__shared__` arrays and its declarations; nvcc 13.2: 64 instances
+/// reorder, 8 do not): kbuild's steps put the PTX in one order (`compile/ptx.rs`), one nvcc per
+/// unit runs unsplit.
+static SPLIT_REORDERS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let mut code = String::from(
+        "\n__device__ float kbuild_repro_bias[4];\n\
+         template <int N> __device__ __noinline__ float kbuild_repro_step(float x) {\n\
+         \x20 return x * N + kbuild_repro_bias[N % 4];\n}\n\
+         template <int N> __global__ void kbuild_repro_kernel(float* o) {\n\
+         \x20 __shared__ float scratch[32 * N];\n\
+         \x20 scratch[threadIdx.x] = kbuild_repro_step<N>(o[threadIdx.x]);\n\
+         \x20 __syncthreads();\n\
+         \x20 o[threadIdx.x] = scratch[(threadIdx.x + 1) % 32];\n}\n",
+    );
+    for n in 1..=64 {
+        code += &format!("template __global__ void kbuild_repro_kernel<{n}>(float*);\n");
+    }
+    code
+});
 
 /// One build of the project under `root` (its own cache, `TMPDIR` and `HOME` there too):
 /// `build`, then `wheel` and `pack`; every output file (relative path → bytes) but kbuild's
@@ -58,6 +82,7 @@ fn build(root: &Path, jobs: &str, steps: bool) -> BTreeMap<String, Vec<u8>> {
             .env("TMPDIR", root.join("tmp"))
             .env("HOME", root.join("home"))
             .env("KBUILD_NVCC_STEPS", if steps { "1" } else { "0" })
+            .env("KBUILD_CUDA_CAPABILITIES", "8.0")
             .env_remove("KBUILD_REMOTE_CACHE")
             .env_remove("KBUILD_DIST");
         let out = run(&mut cmd);
@@ -105,13 +130,13 @@ fn two_builds_in_other_directories_with_empty_caches_and_other_j_write_identical
     let first = tempfile::tempdir().unwrap();
     let second = tempfile::tempdir().unwrap();
     let second_root = second.path().join("somewhere/much/deeper");
-    let a = build(first.path(), "2", true);
+    let a = build(first.path(), "4", true);
     let b = build(&second_root, "1", true);
     assert_kinds(&a);
     assert_eq!(
         differing(&a, &b),
         Vec::<String>::new(),
-        "kbuild's steps, -j 2 vs -j 1"
+        "kbuild's steps, -j 4 (split) vs -j 1"
     );
     // Nor does any machine path: not the build directory, not the Python environment's (torch's
     // headers put `__FILE__` into their inline functions' checks), so another machine's
@@ -145,7 +170,7 @@ fn two_builds_in_other_directories_with_empty_caches_and_other_j_write_identical
 fn builds_with_one_nvcc_per_unit_write_identical_files_in_other_directories() {
     let first = tempfile::tempdir().unwrap();
     let second = tempfile::tempdir().unwrap();
-    let a = build(first.path(), "2", false);
+    let a = build(first.path(), "4", false);
     let b = build(&second.path().join("elsewhere"), "1", false);
     assert_kinds(&a);
     assert_eq!(differing(&a, &b), Vec::<String>::new(), "one nvcc per unit");

@@ -1,0 +1,299 @@
+//! `cicc`'s PTX in one order, however its work was split.
+//!
+//! `cicc -split-compile=N` optimizes parts of the module on N threads and writes them back in
+//! an order that depends on N: the same declarations and functions, permuted (kernels-community
+//! `activation`: every N from 2 gave its own order, and no split another), with the comments
+//! on demoted `__shared__` variables reordered too. `ptxas` keeps that order in the cubin, so
+//! the same unit split another way, on a machine with other cores or at another `-j`, gave
+//! another `.so`. kbuild's steps therefore rewrite each PTX file `cicc` writes in a canonical
+//! order ([`canonical`]) before `ptxas` and `fatbinary` read it: the header first, then the
+//! top-level comments sorted, then every declaration and definition sorted by (kind, name,
+//! text), each placed after whatever it names (a stable topological order), so that the PTX
+//! stays valid and the bytes depend only on what `cicc` wrote, not on how it was split.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// One top-level PTX item: a declaration or a definition, with the name it declares.
+struct Item<'a> {
+    text: &'a str,
+    name: Option<String>,
+    rank: u8,
+}
+
+/// `text` (a PTX module as `cicc` writes it) in the canonical order; `None` when it is not a
+/// shape this knows (no `.address_size` header, debug sections, block comments, unbalanced
+/// braces, or names that refer to each other in a cycle): the caller keeps it as written.
+pub(crate) fn canonical(text: &str) -> Option<String> {
+    let debug = |line: &str| line.trim_start().starts_with(".section");
+    if text.contains("/*") || text.contains("@@DWARF") || text.lines().any(debug) {
+        return None;
+    }
+    let (header, rest) = split_header(text)?;
+    let (comments, items) = items(rest)?;
+    let order = dependency_order(&items)?;
+    let mut out = String::with_capacity(text.len() + 64);
+    out.push_str(header);
+    out.push('\n');
+    for comment in comments {
+        out.push_str(comment);
+        out.push('\n');
+    }
+    for i in order {
+        out.push('\n');
+        out.push_str(items[i].text);
+        out.push('\n');
+    }
+    Some(out)
+}
+
+/// The lines up to and including `.address_size`, and what follows.
+fn split_header(text: &str) -> Option<(&str, &str)> {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        at += line.len();
+        if line.trim_start().starts_with(".address_size") {
+            return Some((text[..at].trim_end_matches('\n'), &text[at..]));
+        }
+    }
+    None
+}
+
+/// The code of `line`: up to a `//` comment outside a string.
+fn code(line: &str) -> &str {
+    let mut quoted = false;
+    let bytes = line.as_bytes();
+    for i in 0..bytes.len() {
+        match bytes[i] {
+            b'"' => quoted = !quoted,
+            b'/' if !quoted && bytes.get(i + 1) == Some(&b'/') => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+/// Top-level comment lines (sorted) and items, in the order written.
+fn items(rest: &str) -> Option<(Vec<&str>, Vec<Item<'_>>)> {
+    let mut comments = Vec::new();
+    let mut items = Vec::new();
+    let mut start: Option<usize> = None;
+    let mut depth: i64 = 0;
+    let mut at = 0;
+    for line in rest.split_inclusive('\n') {
+        let here = at;
+        at += line.len();
+        let trimmed = line.trim();
+        if start.is_none() {
+            if trimmed.is_empty() {
+                continue;
+            }
+            if trimmed.starts_with("//") {
+                comments.push(line.trim_end_matches(['\n', '\r']));
+                continue;
+            }
+            start = Some(here);
+        }
+        let code = code(line).trim_end();
+        depth += brace_balance(code);
+        if depth < 0 {
+            return None;
+        }
+        if depth == 0 && (code.ends_with(';') || code.ends_with('}')) {
+            let text = rest[start.take()?..at].trim_end_matches(['\n', '\r']);
+            items.push(item(text));
+        }
+    }
+    if start.is_some() || depth != 0 {
+        return None;
+    }
+    comments.sort_unstable();
+    Some((comments, items))
+}
+
+fn brace_balance(code: &str) -> i64 {
+    let mut quoted = false;
+    let mut balance = 0;
+    for c in code.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '{' if !quoted => balance += 1,
+            '}' if !quoted => balance -= 1,
+            _ => {}
+        }
+    }
+    balance
+}
+
+/// The identifiers of `text`'s code (registers, `%r1`, and directives, `.b8`, are not).
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().flat_map(|line| {
+        code(line)
+            .split(|c: char| {
+                !(c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '.' || c == '%')
+            })
+            .filter(|w| {
+                w.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+            })
+    })
+}
+
+/// An item with the name it declares: the first identifier outside parentheses (after a
+/// function's return parameters), and its rank: function prototypes, then variables, then
+/// function bodies.
+fn item(text: &str) -> Item<'_> {
+    let mut depth = 0i32;
+    let mut name = None;
+    let mut function = false;
+    let head: String = text.lines().map(code).collect::<Vec<_>>().join("\n");
+    let head = head.split('{').next().unwrap_or("");
+    for word in head.split_inclusive(['(', ')', ' ', '\t', '\n', '[', ';', '=', ',']) {
+        let token = word.trim_end_matches(['(', ')', ' ', '\t', '\n', '[', ';', '=', ',']);
+        if token == ".entry" || token == ".func" {
+            function = true;
+        }
+        if depth == 0
+            && name.is_none()
+            && token
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+        {
+            name = Some(token.to_owned());
+        }
+        if word.ends_with('(') {
+            depth += 1;
+        } else if word.ends_with(')') {
+            depth -= 1;
+        }
+    }
+    let body = function && text.contains('{');
+    let rank = match (function, body) {
+        (true, false) => 0,
+        (false, _) => 1,
+        (true, true) => 2,
+    };
+    Item { text, name, rank }
+}
+
+/// The items in (rank, name, text) order, each after the items declaring what it names (a
+/// prototype when there is one, else the definition); `None` on a cycle.
+fn dependency_order(items: &[Item]) -> Option<Vec<usize>> {
+    let mut declarer: HashMap<&str, usize> = HashMap::new();
+    for (i, it) in items.iter().enumerate() {
+        if let Some(name) = &it.name {
+            let entry = declarer.entry(name.as_str()).or_insert(i);
+            if it.rank < items[*entry].rank {
+                *entry = i;
+            }
+        }
+    }
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
+    let mut waiting = vec![0usize; items.len()];
+    for (i, it) in items.iter().enumerate() {
+        let mut named: Vec<usize> = identifiers(it.text)
+            .filter(|w| Some(*w) != it.name.as_deref())
+            .filter_map(|w| declarer.get(w).copied())
+            .filter(|&d| d != i)
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        waiting[i] = named.len();
+        for d in named {
+            users[d].push(i);
+        }
+    }
+    let key = |i: usize| {
+        let it = &items[i];
+        Reverse((it.rank, it.name.as_deref().unwrap_or(""), it.text, i))
+    };
+    let mut ready: BinaryHeap<_> = (0..items.len())
+        .filter(|&i| waiting[i] == 0)
+        .map(key)
+        .collect();
+    let mut order = Vec::with_capacity(items.len());
+    while let Some(Reverse((_, _, _, i))) = ready.pop() {
+        order.push(i);
+        for &u in &users[i] {
+            waiting[u] -= 1;
+            if waiting[u] == 0 {
+                ready.push(key(u));
+            }
+        }
+    }
+    (order.len() == items.len()).then_some(order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "//\n// Generated by NVIDIA NVVM Compiler\n//\n\n.version 9.2\n.target sm_90\n.address_size 64\n";
+
+    fn module(parts: &[&str]) -> String {
+        format!("{HEADER}\n{}\n", parts.join("\n\n"))
+    }
+
+    const PROTO: &str =
+        ".func  (.param .b32 func_retval0) helper\n(\n\t.param .b32 helper_param_0\n)\n;";
+    const VAR: &str = ".global .align 4 .b8 table[8] = {1, 0, 0, 0, 2, 0, 0, 0};";
+    const HELPER: &str =
+        ".func  (.param .b32 func_retval0) helper(\n\t.param .b32 helper_param_0\n)\n{\n\tret;\n}";
+    const ENTRY: &str = ".visible .entry kern(\n\t.param .u64 kern_param_0\n)\n{\n\tmov.u64 %rd1, table;\n\tcall.uni (retval0), helper, (param0);\n\tret;\n}";
+
+    #[test]
+    fn a_permuted_module_comes_out_in_the_same_order_as_the_original() {
+        let a = module(&[
+            "// b has been demoted",
+            "// a has been demoted",
+            PROTO,
+            VAR,
+            HELPER,
+            ENTRY,
+        ]);
+        let b = module(&[
+            "// a has been demoted",
+            ENTRY,
+            VAR,
+            "// b has been demoted",
+            HELPER,
+            PROTO,
+        ]);
+        assert_eq!(canonical(&a).unwrap(), canonical(&b).unwrap());
+    }
+
+    #[test]
+    fn every_item_follows_what_it_names_and_the_header_stays_first() {
+        // Without a prototype the entry must follow the helper's definition it calls, though
+        // "helper" > "kern" would not put it there by name.
+        let out = canonical(&module(&[ENTRY, HELPER, VAR])).unwrap();
+        assert!(out.starts_with(HEADER.trim_end()));
+        let pos = |s: &str| out.find(s).unwrap();
+        assert!(pos(VAR) < pos(ENTRY));
+        assert!(pos(HELPER) < pos(ENTRY));
+        // The same lines, none lost or added.
+        let mut before: Vec<_> = module(&[ENTRY, HELPER, VAR])
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let mut after: Vec<_> = out
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        before.sort();
+        after.sort();
+        assert_eq!(before, after);
+    }
+
+    #[test]
+    fn modules_it_does_not_know_are_left_as_written() {
+        assert!(canonical("no header here\n").is_none());
+        assert!(canonical(&module(&[ENTRY, "\t.section .debug_info\n\t{\n\t}"])).is_none());
+        assert!(canonical(&module(&["/* block */", ENTRY])).is_none());
+        assert!(canonical(&module(&[".visible .entry open(\n)\n{\n\tret;"])).is_none());
+    }
+}
