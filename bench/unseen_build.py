@@ -29,8 +29,9 @@ For each it measures, in this order:
      every C++ unit, which cannot split) compiled one at a time with the command
      `--dry-run -v` prints for them, CUDA ones with nvcc `--split-compile=<cores>`; the
      longest CUDA candidate also with `-Xcicc=-split-compile=<cores>` (only cicc split: what
-     kbuild's own split does, see compile/split.rs) and unsplit; a unit's time alone is the
-     fastest of the ways measured (on few cores a split can cost more than it gains);
+     kbuild's own split does, see compile/split.rs) and, under 8 cores, unsplit; a unit's
+     time alone is the fastest of the ways measured (on few cores a split can cost more than
+     it gains);
    - floor = max(tree CPU / cores, the longest unit's time alone);
 3. the first build of each `--tool NAME=BINARY` (`-j<cores>`, no levers, empty `build/` and
    `KBUILD_CACHE_DIR`, `--repeat` times): wall, compile phase (first unit start to last unit
@@ -98,10 +99,10 @@ def say(*parts: object) -> None:
 
 def unit_sizes(units: int, lo: int, spread: float, scale: float, seed: int) -> list[int]:
     """Kernels per unit in source order: geometric from lo to lo x spread (x scale), shuffled,
-    the largest moved to 3/4 of the way."""
-    sizes = [
-        max(1, round(scale * lo * spread ** (i / max(1, units - 1)))) for i in range(units)
-    ]
+    the largest moved to 3/4 of the way. One unit is the largest."""
+    if units == 1:
+        return [max(1, round(scale * lo * spread))]
+    sizes = [max(1, round(scale * lo * spread ** (i / (units - 1)))) for i in range(units)]
     random.Random(seed).shuffle(sizes)
     big = sizes.index(max(sizes))
     sizes.insert((3 * units) // 4, sizes.pop(big))
@@ -183,7 +184,7 @@ def build(
         line = raw.decode(errors="replace").rstrip()
         now = time.monotonic()
         lines.append((now, line))
-        if line.strip().startswith("Compiled ") or "split" in line:
+        if line.strip().startswith("Compiled ") or is_split(line):
             say(f"  {tag} +{now - started:6.1f}s {line.strip()[:200]}")
     proc.wait()
     wall = time.monotonic() - started
@@ -207,15 +208,24 @@ def build(
         "memory_budget_mib": budget_mib,
         "unit_seconds": {Path(k).name: v for k, v in costs.items()},
         "started": [l.split("start ", 1)[1] for _, l in stripped if l.startswith("Verbose start ")],
-        "split": [l for _, l in stripped if "split" in l],
+        "split": [l for _, l in stripped if is_split(l)],
         "load_before": load,
         "load_after": os.getloadavg()[0],
     }
 
 
-def dry_run(binary: Path, project: Path, python: str, jobs: int, cache: Path, levers: dict) -> dict:
-    """Each unit's compile command and, where the plan splits it, its predicted seconds."""
-    cmd = [str(binary), "-C", str(project), "build", "--dry-run", "-v", "-j", str(jobs)]
+def is_split(line: str) -> bool:
+    """A `-v` line saying what was split (not a command line that carries the option)."""
+    return "split" in line and " -c " not in line
+
+
+def dry_run(
+    binary: Path, project: Path, python: str, jobs: int, cache: Path, extra: list[str],
+    levers: dict,
+) -> dict:
+    """Each unit's compile command and, where the plan splits it, its predicted seconds (a C++
+    unit is never split: `None`)."""
+    cmd = [str(binary), "-C", str(project), "build", "--dry-run", "-v", "-j", str(jobs), *extra]
     out = subprocess.run(
         cmd, env=kbuild_env(cache, python, levers), capture_output=True, text=True
     )
@@ -285,7 +295,9 @@ def measure_floor(args, binary: Path, make, extra: list[str], cores: int) -> dic
                     {"KBUILD_NVCC_STEPS": "0"}, "reference")
         say(f"   wall {ref['wall_s']:.1f}s, tree CPU {ref['cpu_s']:.1f}s "
             f"-> CPU / {cores} = {ref['cpu_s'] / cores:.1f}s")
-        dry = dry_run(binary, project, args.python, cores, cache, {"KBUILD_NVCC_STEPS": "0"})
+        dry = dry_run(
+            binary, project, args.python, cores, cache, extra, {"KBUILD_NVCC_STEPS": "0"}
+        )
         by_key = {unit_key(l, dry): l for l in dry if dry[l]["command"]}
         ranked = sorted(ref["unit_seconds"].items(), key=lambda kv: -kv[1])
         labels = [by_key[k] for k, _ in ranked if k in by_key]
@@ -301,8 +313,10 @@ def measure_floor(args, binary: Path, make, extra: list[str], cores: int) -> dic
             say(f"   alone {label}: {s:.1f}s ({split or 'C++, unsplit'})")
         if cuda and not args.no_cicc_alone:
             top = cuda[0]
-            for name, split in (("cicc_split_s", f"-Xcicc=-split-compile={cores}"),
-                                ("unsplit_s", None)):
+            ways = [("cicc_split_s", f"-Xcicc=-split-compile={cores}")]
+            if cores < 8:
+                ways.append(("unsplit_s", None))
+            for name, split in ways:
                 s = time_alone(dry[top]["command"], split, project)
                 alone[top][name] = s
                 say(f"   alone {top}: {s:.1f}s ({split or 'unsplit'})")
@@ -383,12 +397,12 @@ def main() -> None:
     result: dict = {"what": what, "cores": cores, "caps": args.caps, "sizes": sizes}
 
     # 1. What kbuild predicts (each tool: the "after" may predict otherwise).
-    wide = max(cores, 2 * (units or 1) + 2)
+    wide = max(cores, 2 * (units or 63) + 2)
     result["predicted"] = {}
     for name, binary in tools:
         with tempfile.TemporaryDirectory(prefix="kbuild-dry-") as tmp:
             make(Path(tmp) / "p")
-            dry = dry_run(binary, Path(tmp) / "p", args.python, wide, Path(tmp) / "c", {})
+            dry = dry_run(binary, Path(tmp) / "p", args.python, wide, Path(tmp) / "c", extra, {})
         pred = {l: d["predicted_s"] for l, d in dry.items()}
         result["predicted"][name] = pred
         gen = [v for l, v in pred.items() if l.startswith("unseen/")]
@@ -403,6 +417,7 @@ def main() -> None:
     # 2. The floor, from builds not judged.
     floor = measure_floor(args, tools[0][1], make, extra, cores)
     result["floor"] = floor
+    save(args.out, result)  # what a run cut short still leaves
 
     # 3. The first builds judged.
     result["builds"] = {}
@@ -421,12 +436,17 @@ def main() -> None:
                 f"{r['compile_ratio']:.2f}x), peak {r['peak_tree_rss_mib']:.0f} MiB "
                 f"of {r['memory_budget_mib'] or float('nan'):.0f} MiB")
             result["builds"][tag] = r
+            save(args.out, result)
     text = report(result)
     say(text)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
-        args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+
+
+def save(out: Path | None, result: dict) -> None:
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix(".json").write_text(json.dumps(result, indent=1))
 
 
 def report(result: dict) -> str:
