@@ -25,8 +25,8 @@ For each it measures, in this order:
    - a reference build with the first `--tool`, `-j<cores>`, splits off
      (`KBUILD_NVCC_STEPS=0`: one nvcc per unit, no `--split-compile`): its process tree's CPU
      seconds and each unit's time under load (`costs.json`);
-   - the longest unit alone: the `--candidates` longest units of the reference build (and
-     every C++ unit, which cannot split) compiled one at a time with the command
+   - the longest unit alone: the `--candidates` longest CUDA and C++ (which cannot split)
+     units of the reference build compiled one at a time with the command
      `--dry-run -v` prints for them, CUDA ones with nvcc `--split-compile=<cores>`; the
      longest CUDA candidate also with `-Xcicc=-split-compile=<cores>` (only cicc split: what
      kbuild's own split does, see compile/split.rs) and, under 8 cores, unsplit; a unit's
@@ -208,10 +208,24 @@ def build(
         "memory_budget_mib": budget_mib,
         "unit_seconds": {Path(k).name: v for k, v in costs.items()},
         "started": [l.split("start ", 1)[1] for _, l in stripped if l.startswith("Verbose start ")],
+        # Seconds after the first unit started: when each unit started and ended.
+        "spans": spans(stripped),
         "split": [l for _, l in stripped if is_split(l)],
         "load_before": load,
         "load_after": os.getloadavg()[0],
     }
+
+
+def spans(lines: list[tuple[float, str]]) -> dict[str, list[float]]:
+    """Each unit's [start, end] from `-v`'s `start LABEL` and `Compiled LABEL (Ns)` lines."""
+    starts = {l[len("Verbose start ") :]: t for t, l in lines if l.startswith("Verbose start ")}
+    t0 = min(starts.values(), default=0.0)
+    out = {}
+    for t, l in lines:
+        m = re.match(r"Compiled (.+ \[[^]]+\]) \(", l)
+        if m and m[1] in starts:
+            out[m[1]] = [round(starts[m[1]] - t0, 1), round(t - t0, 1)]
+    return out
 
 
 def is_split(line: str) -> bool:
@@ -302,8 +316,7 @@ def measure_floor(args, binary: Path, make, extra: list[str], cores: int) -> dic
         ranked = sorted(ref["unit_seconds"].items(), key=lambda kv: -kv[1])
         labels = [by_key[k] for k, _ in ranked if k in by_key]
         cuda = [l for l in labels if "nvcc" in Path(shlex.split(dry[l]["command"])[0]).name]
-        cands = [l for l in cuda[: args.candidates]]
-        cands += [l for l in labels if l not in cuda]
+        cands = cuda[: args.candidates] + [l for l in labels if l not in cuda][: args.candidates]
         alone = {}
         for label in cands:
             is_cuda = label in cuda
@@ -349,7 +362,7 @@ def main() -> None:
     ap.add_argument("--unroll", type=int, default=384, help="synthetic: first loop length")
     ap.add_argument("--project", type=Path, help="--kind project: the project to copy")
     ap.add_argument("--candidates", type=int, default=3,
-                    help="longest CUDA units of the reference build to compile alone")
+                    help="longest CUDA (and C++) units of the reference build to compile alone")
     ap.add_argument("--no-cicc-alone", action="store_true",
                     help="skip the longest unit alone with cicc-only split and unsplit")
     ap.add_argument("--repeat", type=int, default=1, help="first builds per tool")
@@ -479,6 +492,8 @@ def report(result: dict) -> str:
         )
     for name, r in result["builds"].items():
         lines.append(f"\n{name}: started {r['started']}")
+        last = sorted(r["spans"].items(), key=lambda kv: -kv[1][1])[:3]
+        lines.append(f"{name}: last to end (start, end s after the first start): {last}")
         lines += [f"{name}: {s}" for s in r["split"]]
     return "\n".join(lines) + "\n"
 
