@@ -355,7 +355,7 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=os.cpu_count(), help="-j and the floor's cores")
     ap.add_argument("--units", type=int, help="default: unseen 3 x cores, fewer 5/8 x cores")
     ap.add_argument("--lo", type=int, default=16, help="kernels in the smallest unseen unit")
-    ap.add_argument("--spread", type=float, default=12.0, help="largest / smallest kernels")
+    ap.add_argument("--spread", type=float, default=14.0, help="largest / smallest kernels")
     ap.add_argument("--kernel-unroll", type=int, default=512, help="kUnroll of every kernel")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every unit's kernels")
     ap.add_argument("--seed", type=int, default=42)

@@ -37,12 +37,12 @@ def nvcc() -> Path:
 
 
 def test_the_unseen_project_has_three_units_per_core_ten_times_apart_shuffled():
-    sizes = unseen_build.unit_sizes(48, lo=16, spread=12.0, scale=1.0, seed=42)
+    sizes = unseen_build.unit_sizes(48, lo=16, spread=14.0, scale=1.0, seed=42)
     assert len(sizes) == 48
-    assert (min(sizes), max(sizes)) == (16, 192)
+    assert (min(sizes), max(sizes)) == (16, 224)
     assert sizes != sorted(sizes) and sizes != sorted(sizes, reverse=True)
-    assert sizes.index(192) == 36  # 3/4 of the way: source order is never lucky
-    assert unseen_build.unit_sizes(1, lo=16, spread=12.0, scale=0.5, seed=42) == [96]
+    assert sizes.index(224) == 36  # 3/4 of the way: source order is never lucky
+    assert unseen_build.unit_sizes(1, lo=16, spread=14.0, scale=0.5, seed=42) == [112]
 
 
 def test_kbuild_predicts_every_unseen_unit_the_same_cost(tmp_path):
