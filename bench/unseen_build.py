@@ -327,7 +327,8 @@ def measure_floor(args, binary: Path, make, extra: list[str], cores: int) -> dic
             alone[label] = {"split_compile_s": s} if is_cuda else {"unsplit_s": s}
             say(f"   alone {label}: {s:.1f}s ({split or 'C++, unsplit'})")
         if cuda and not args.no_cicc_alone:
-            top = cuda[0]
+            # The longest alone, not under the reference build's load.
+            top = max(cuda[: args.candidates], key=lambda l: alone[l]["split_compile_s"])
             ways = [("cicc_split_s", f"-Xcicc=-split-compile={cores}")]
             if cores < 8:
                 ways.append(("unsplit_s", None))
