@@ -12,7 +12,8 @@
 #              default the H100 runs': 24 units, base 4, skew 16, unroll 384)
 #   paged      a copy of .gpuwork/src/paged-attention (bench/prepare-gpu-bench), long: alone
 # Each writes $OUT/<kind>.txt, .json and .log (the log as it runs). CAPS (9.0), SCALE (1: units
-# of ~3-40 s alone), CORES (nproc), REPEAT (1), PYTHON (python3) pass through.
+# of ~3-34 s alone), CORES (nproc), REPEAT (1), PYTHON (python3) and EXTRA_ARGS (e.g.
+# "--candidates 1" for paged, whose units are long alone) pass through.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || {
@@ -26,8 +27,9 @@ status=0
 export PYTHONUNBUFFERED=1
 tools=()
 for spec in "$@"; do tools+=(--tool "$spec"); done
+# shellcheck disable=SC2206 # EXTRA_ARGS: more options for bench/unseen_build.py, split on spaces
 common=(--python "$PY" --caps "${CAPS:-9.0}" --cores "${CORES:-$(nproc)}"
-  --repeat "${REPEAT:-1}" "${tools[@]}")
+  --repeat "${REPEAT:-1}" ${EXTRA_ARGS:-} "${tools[@]}")
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
 for kind in ${KINDS:-unseen fewer synthetic}; do
   case $kind in
