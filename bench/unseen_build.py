@@ -406,7 +406,12 @@ def main() -> None:
         return
     if not args.tool:
         ap.error("give at least one --tool NAME=PATH")
+    if any("=" not in t for t in args.tool):
+        ap.error("--tool takes NAME=PATH, e.g. before=.gpubin/kbuild-main")
     tools = [(n, Path(b).resolve()) for n, b in (t.split("=", 1) for t in args.tool)]
+    for name, binary in tools:
+        if not os.access(binary, os.X_OK):
+            ap.error(f"--tool {name}={binary}: not an executable file")
     say(f"# {what}, caps {args.caps}, -j{cores}")
     say(f"# {platform.node()} {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}, "
         f"load {os.getloadavg()[0]:.1f}")
