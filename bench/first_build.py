@@ -82,7 +82,6 @@ def generate(
     """Write the project under `root`; returns each unit's instantiation count. `first` is the
     smallest unrolled loop length (each instantiation one more): the cost of one instance."""
     counts = instance_counts(units, skew, base)
-    srcs = []
     for i, count in enumerate(counts):
         lines = "".join(
             f"template __global__ void heavy_{i}<{first + k}>(float*);\n" for k in range(count)
@@ -90,37 +89,43 @@ def generate(
         path = root / "heavy" / f"unit_{i:02d}.cu"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(KERNEL.format(index=i, count=count, instances=lines, first=first))
-        srcs.append(f'"heavy/unit_{i:02d}.cu"')
+    write_project(root, "heavy", [f"heavy/unit_{i:02d}.cu" for i in range(units)], caps)
+    return counts
+
+
+def write_project(root: Path, name: str, srcs: list[str], caps: list[str]) -> None:
+    """The torch binding, the Python package and build.toml of a project whose CUDA kernel
+    `name` compiles `srcs` (relative to `root`)."""
     (root / "torch-ext").mkdir(parents=True, exist_ok=True)
     (root / "torch-ext" / "torch_binding.cpp").write_text(BINDING.format())
     (root / "torch-ext" / "torch_binding.h").write_text("#pragma once\n")
-    (root / "torch-ext" / "heavy").mkdir(exist_ok=True)
-    (root / "torch-ext" / "heavy" / "__init__.py").write_text(
+    (root / "torch-ext" / name).mkdir(exist_ok=True)
+    (root / "torch-ext" / name / "__init__.py").write_text(
         "from ._ops import ops\n\n__all__ = [\"ops\"]\n"
     )
     cap_list = ", ".join(f'"{c}"' for c in caps)
+    src_list = ", ".join(f'"{s}"' for s in srcs)
     (root / "build.toml").write_text(
         f"""[general]
-name = "heavy"
+name = "{name}"
 version = 1
 edition = 5
 license = "apache-2.0"
 backends = ["cuda"]
 
 [general.hub]
-repo-id = "kbuild-bench/heavy"
+repo-id = "kbuild-bench/{name}"
 
 [torch]
 src = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]
 
-[kernel.heavy]
+[kernel.{name}]
 backend = "cuda"
 depends = ["torch"]
-src = [{", ".join(srcs)}]
+src = [{src_list}]
 cuda-capabilities = [{cap_list}]
 """
     )
-    return counts
 
 
 def tree_rss(root_pid: int) -> int:
