@@ -10,6 +10,12 @@
 //! top-level comments sorted, then every declaration and definition sorted by (kind, name,
 //! text), each placed after whatever it names (a stable topological order), so that the PTX
 //! stays valid and the bytes depend only on what `cicc` wrote, not on how it was split.
+//!
+//! nvcc 13.0's split `cicc` also numbers a function's virtual registers otherwise (the
+//! flagship's `block.cu` on the H100: `%r<114>` split, `%r<110>` not, the instructions the same
+//! but for the numbers; every cubin identical, `ptxas` allocates its own): each function's
+//! registers are renumbered in the order they first appear, and its `.reg` declarations count
+//! what it uses ([`renumber_registers`]). `ptxas` builds the same cubin from either.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -41,7 +47,10 @@ pub(crate) fn canonical(text: &str) -> Option<String> {
     }
     for i in order {
         out.push('\n');
-        out.push_str(items[i].text);
+        match items[i].rank {
+            2 => out.push_str(&renumber_registers(items[i].text)),
+            _ => out.push_str(items[i].text),
+        }
         out.push('\n');
     }
     Some(out)
@@ -178,6 +187,107 @@ fn item(text: &str) -> Item<'_> {
     Item { text, name, rank }
 }
 
+/// `function` (a PTX definition) with its virtual registers numbered from 1 in the order they
+/// first appear, per class (`%r`, `%rd`, `%p`, …: the names its `.reg … %<class><N>;` lines
+/// declare), and those lines counting what it uses. Left as written when a `.reg` line declares
+/// a register by its own name (an inline `asm` block's scope), which renaming could miss.
+fn renumber_registers(function: &str) -> std::borrow::Cow<'_, str> {
+    let declaring = |line: &str| line.trim_start().starts_with(".reg");
+    let mut classes: Vec<&str> = Vec::new();
+    for line in function.lines().filter(|l| declaring(l)) {
+        let declared = register_ranges(line);
+        if declared.is_empty() {
+            return function.into();
+        }
+        classes.extend(declared.into_iter().map(|(class, _)| class));
+    }
+    let mut numbers: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut used: HashMap<&str, usize> = HashMap::new();
+    let mut out = String::with_capacity(function.len());
+    for line in function.split_inclusive('\n') {
+        if declaring(line) {
+            out.push_str(line);
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find('%') {
+            out.push_str(&rest[..at]);
+            let word = &rest[at + 1..];
+            let letters = word
+                .find(|c: char| !c.is_ascii_lowercase())
+                .unwrap_or(word.len());
+            let digits = word[letters..]
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or(word.len(), |d| letters + d);
+            let ends = word[digits..]
+                .chars()
+                .next()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'));
+            let class = &word[..letters];
+            if digits > letters && ends && classes.contains(&class) {
+                let next = used.entry(class).or_insert(0);
+                let n = *numbers
+                    .entry((class, &word[letters..digits]))
+                    .or_insert_with(|| {
+                        *next += 1;
+                        *next
+                    });
+                out.push('%');
+                out.push_str(class);
+                out.push_str(&n.to_string());
+                rest = &word[digits..];
+            } else {
+                out.push('%');
+                rest = word;
+            }
+        }
+        out.push_str(rest);
+    }
+    // The declarations, counting the registers used (`%r<N>` declares `%r0` to `%r(N-1)`).
+    let mut counted = String::with_capacity(out.len());
+    for line in out.split_inclusive('\n') {
+        if !declaring(line) {
+            counted.push_str(line);
+            continue;
+        }
+        let mut line = line.to_owned();
+        for (class, range) in register_ranges(&line.clone()) {
+            let count = used.get(class).copied().unwrap_or(0) + 1;
+            line = line.replacen(range, &format!("%{class}<{count}>"), 1);
+        }
+        counted.push_str(&line);
+    }
+    counted.into()
+}
+
+/// The `%<class><N>` ranges a `.reg` line declares: (class, the text `%<class><N>`).
+fn register_ranges(line: &str) -> Vec<(&str, &str)> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find('%') {
+        let word = &rest[at..];
+        let letters = word[1..]
+            .find(|c: char| !c.is_ascii_lowercase())
+            .map_or(word.len(), |l| l + 1);
+        let range = word[letters..]
+            .strip_prefix('<')
+            .and_then(|r| r.find('>').map(|close| letters + 1 + close + 1))
+            .filter(|&end| {
+                word[letters + 1..end - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            });
+        match range {
+            Some(end) if letters > 1 && end > letters + 2 => {
+                out.push((&word[1..letters], &word[..end]));
+                rest = &word[end..];
+            }
+            _ => return Vec::new(),
+        }
+    }
+    out
+}
+
 /// The items in (rank, name, text) order, each after the items declaring what it names (a
 /// prototype when there is one, else the definition); `None` on a cycle.
 fn dependency_order(items: &[Item]) -> Option<Vec<usize>> {
@@ -287,6 +397,31 @@ mod tests {
         before.sort();
         after.sort();
         assert_eq!(before, after);
+    }
+
+    #[test]
+    fn registers_are_numbered_in_the_order_they_first_appear_per_function() {
+        let split = ".visible .entry k(\n)\n{\n\t.reg .pred %p<3>;\n\t.reg .b32 %r<114>;\n\t.reg .b64 %rd<9>;\n\tmov.u32 %r27, %ctaid.x;\n\tmov.u32 %r28, %ntid.x;\n\tmul.wide.u32 %rd4, %r28, %r27;\n\tsetp.eq.s32 %p2, %r27, 0;\n\tst.u32 [%rd4+8], %r27;\n\tret;\n}";
+        let plain = split
+            .replace("%r<114>", "%r<110>")
+            .replace("%r27", "%r23")
+            .replace("%r28", "%r24")
+            .replace("%rd4", "%rd7");
+        let a = renumber_registers(split);
+        assert_eq!(a, renumber_registers(&plain));
+        assert!(a.contains("\t.reg .b32 %r<3>;\n"), "{a}");
+        assert!(
+            a.contains("mov.u32 %r1, %ctaid.x;\n\tmov.u32 %r2, %ntid.x;"),
+            "{a}"
+        );
+        assert!(a.contains("mul.wide.u32 %rd1, %r2, %r1;"), "{a}");
+        assert!(
+            a.contains("setp.eq.s32 %p1, %r1, 0;") && a.contains("[%rd1+8]"),
+            "{a}"
+        );
+        // An inline asm scope declaring a register of its own name: left alone.
+        let scoped = split.replace("\tret;", "\t{\n\t.reg .b32 %r5;\n\t}\n\tret;");
+        assert_eq!(renumber_registers(&scoped), scoped);
     }
 
     #[test]
