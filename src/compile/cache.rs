@@ -43,7 +43,9 @@ use crate::process::CommandSpec;
 /// Bump when the manifest format or the key's meaning changes: old entries then miss.
 /// 4: whether an object depends on its op namespace is `namespace_use`, no longer the spelling
 /// of its files (a version-3 entry may have reused an object that holds an old id).
-const MANIFEST_VERSION: u32 = 4;
+/// 5: a CUDA object's PTX is in the canonical order (`ptx.rs`); a version-4 one may hold the
+/// order a split `cicc` wrote, which another build of the same sources would not.
+const MANIFEST_VERSION: u32 = 5;
 
 /// How paths under kbuild's cache directory are written in the key.
 const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";

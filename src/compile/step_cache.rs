@@ -30,7 +30,8 @@ use sha2::{Digest, Sha256};
 use super::nvcc_steps::{Step, StepKind, outputs};
 
 /// The first line of every entry; bump the number when the format or the key's meaning changes.
-const MAGIC: &[u8] = b"kbuild device step 1\n";
+/// 2: a `cicc` output is stored in the canonical order (`ptx.rs`), whatever split made it.
+const MAGIC: &[u8] = b"kbuild device step 2\n";
 
 /// How much the step cache of one work directory holds at most.
 pub(super) const LIMIT_BYTES: u64 = 1 << 30;
