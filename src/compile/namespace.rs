@@ -17,9 +17,21 @@
 //! object is byte for byte the compiler's. A cold build thus compiles each unit once, as if
 //! nothing were re-applied; the probe costs the one compile the new id would have cost.
 //!
-//! What the probe cannot see: a result computed from the id that is the same under the probe
-//! (whether a character is a digit, a comparison of the name with another literal). No binding
-//! does that; a project that does should fix the id (`--unique-id`).
+//! The probe id changes each varying character to one of as few of its classes as there is
+//! (a digit to a letter outside the hex digits, `1234567` → `ghijklm`; a letter to a digit): a
+//! value the code folds from the characters' classes (how many are digits or letters, a branch
+//! on `isdigit`) then differs between the two objects too, and the unit is found not patchable
+//! and compiles under each new id (`-v`: `probed: byte … changes with the id but is none of its
+//! characters`).
+//!
+//! What the probe cannot see: a value computed from the id that still comes out the same under
+//! the probe id. A comparison of the name with an unrelated literal (`name == "_relu_cpu_x"`:
+//! false under both), a class the one probe cannot change together with the others (a hex
+//! letter becomes a digit: both hex), or a hash of the id that happens to collide; the
+//! re-applied object then keeps the old id's value without a warning. No binding kernel-builder
+//! generates does that; a project whose code computes with its op namespace should fix the id
+//! (`--unique-id`, the same for every build) or not fold it at compile time (compute it from
+//! the name at run time, where the re-applied bytes are read).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -106,19 +118,45 @@ pub(crate) fn survey(lang: Lang, object: &[u8]) -> Patchability {
     }
 }
 
-/// `id` with each character of its [`varying`] word replaced by a hex digit it does not have
-/// there and no other varying character gets: every byte of an object that comes from one of
-/// those characters differs between the two compiles, and says which character it is. `None`
-/// when the word is too long to give each a digit of its own.
+/// The characters a probe id is made of, in the order they are tried.
+const PROBE_CHARACTERS: &[u8; 62] =
+    b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+/// The classes code may test a character of the id for (`isdigit`, `isxdigit`, `isalpha`,
+/// `islower`, `isupper`).
+fn classes(c: u8) -> [bool; 5] {
+    [
+        c.is_ascii_digit(),
+        c.is_ascii_hexdigit(),
+        c.is_ascii_alphabetic(),
+        c.is_ascii_lowercase(),
+        c.is_ascii_uppercase(),
+    ]
+}
+
+/// How many of [`classes`] `a` and `b` agree on.
+fn shared_classes(a: u8, b: u8) -> usize {
+    (classes(a).iter().zip(classes(b)))
+        .filter(|(x, y)| **x == *y)
+        .count()
+}
+
+/// `id` with each character of its [`varying`] word replaced by one no other varying character
+/// gets, of as few of its [`classes`] as there is (a digit by a letter outside the hex digits,
+/// a letter by a digit, then the others): every byte of an object that comes from one of those
+/// characters differs between the two compiles and says which character it is, and so does a
+/// value the code computes from their classes (how many are digits, whether it is hex).
+/// `None` when the word is too long to give each a character of its own.
 pub(crate) fn probe_id(id: &str) -> Option<String> {
-    let word = varying(id);
     let mut probe = id.as_bytes().to_vec();
     let mut used = Vec::new();
-    for k in word {
-        let digit = (b"0123456789abcdef".iter().copied())
-            .find(|d| *d != id.as_bytes()[k] && !used.contains(d))?;
-        used.push(digit);
-        probe[k] = digit;
+    for k in varying(id) {
+        let c = id.as_bytes()[k];
+        let other = (PROBE_CHARACTERS.iter().copied())
+            .filter(|d| *d != c && !used.contains(d))
+            .min_by_key(|d| shared_classes(c, *d))?;
+        used.push(other);
+        probe[k] = other;
     }
     String::from_utf8(probe).ok()
 }
@@ -145,7 +183,8 @@ pub(crate) fn learn(object: &[u8], id: &str, probed: &[u8], probe: &str) -> Patc
         let Some(from) = k else {
             return not(format!(
                 "byte {at} changes with the id but is none of its characters: the code \
-                 computes with the id"
+                 computes a value from the id (from its characters or their classes, e.g. how \
+                 many are digits), which only a compile under the new id gets right"
             ));
         };
         match sites.last_mut() {
@@ -432,25 +471,47 @@ mod tests {
     }
 
     #[test]
-    fn the_probe_id_changes_every_hash_digit_to_a_digit_of_its_own() {
+    fn the_probe_id_changes_every_varying_character_to_one_of_its_own_of_another_class() {
         let dirty = format!("{OLD}_dirty");
-        for id in [OLD, dirty.as_str(), "_relu_cpu_aaaaaaa"] {
+        let ids = [
+            OLD,
+            &dirty,
+            "_relu_cpu_aaaaaaa",
+            "_relu_cpu_1234567",
+            "_r_cpu_ci42Xz",
+        ];
+        for id in ids {
             let probe = probe_id(id).unwrap();
             assert_eq!(probe.len(), id.len());
             let word = varying(id);
-            let digits: Vec<u8> = probe.as_bytes()[word.clone()].to_vec();
             for (k, (a, b)) in id.bytes().zip(probe.bytes()).enumerate() {
                 assert_eq!(a != b, word.contains(&k), "{id} {probe}");
+                if word.contains(&k) {
+                    assert_ne!(a.is_ascii_digit(), b.is_ascii_digit(), "{id} {probe}");
+                    assert_ne!(a.is_ascii_alphabetic(), b.is_ascii_alphabetic());
+                }
+                if a.is_ascii_digit() {
+                    assert!(
+                        !b.is_ascii_hexdigit(),
+                        "a digit leaves the hex digits: {probe}"
+                    );
+                }
             }
-            let mut distinct = digits.clone();
+            let mut distinct = probe.as_bytes()[word.clone()].to_vec();
             distinct.sort();
             distinct.dedup();
-            assert_eq!(distinct.len(), digits.len(), "{probe}");
+            assert_eq!(distinct.len(), word.len(), "{probe}");
         }
+        assert_eq!(probe_id(OLD).unwrap(), "_relu_cpu_g0hij1k");
+        assert_eq!(probe_id("_relu_cpu_1234567").unwrap(), "_relu_cpu_ghijklm");
+        // More digits than there are lowercase letters outside the hex digits: uppercase ones.
+        let long = probe_id("_p_cpu_012345678901234567890123").unwrap();
+        assert_eq!(&long[7..], "ghijklmnopqrstuvwxyzGHIJ");
+        let word = "0".repeat(PROBE_CHARACTERS.len());
         assert_eq!(
-            probe_id("_p_cpu_0123456789abcdef0"),
+            probe_id(&format!("_p_cpu_{word}")),
             None,
-            "17 digits of its own"
+            "62 characters of its own, none of them `0`"
         );
     }
 
@@ -497,6 +558,26 @@ mod tests {
             why.contains("changes with the id but is none of its characters"),
             "{why}"
         );
+
+        // How many of its characters are digits, folded to a constant: the probe changes each
+        // character's class, so the count differs too.
+        let digits = |id: &str| {
+            let count = id.bytes().filter(u8::is_ascii_digit).count() as u32;
+            let strtab = strings(&[&format!("PyInit_{id}")]);
+            elf_object(&[
+                (".rodata", 0x2, &count.to_le_bytes()),
+                (".strtab", 0, &strtab),
+            ])
+        };
+        let (all_digits, letters) = ("_relu_cpu_1234567", "_relu_cpu_abcdefg");
+        for id in [OLD, all_digits, letters] {
+            let probe = probe_id(id).unwrap();
+            let learned = learn(&digits(id), id, &digits(&probe), &probe);
+            assert!(
+                matches!(learned, Patchability::NotPatchable { .. }),
+                "{id} {probe}"
+            );
+        }
 
         let mut longer = object(&probe);
         longer.push(0);

@@ -242,9 +242,10 @@ fn share(cx: &Serving, manifest: &Manifest) {
 }
 
 /// The object in place holds `from` and its places are not known: compile the unit under a
-/// probe id of `from`'s length, every hash digit changed ([`namespace::probe_id`]), learn where
-/// `from` lies from the two objects ([`namespace::learn`]), record it, and write `to` there. The
-/// one compile `to` would have cost, and from then on every id of this length is written.
+/// probe id of `from`'s length, each varying character changed to one of another class
+/// ([`namespace::probe_id`]), learn where `from` lies from the two objects
+/// ([`namespace::learn`]), record it, and write `to` there. The one compile `to` would have
+/// cost, and from then on every id of this length is written.
 fn probe(cx: &Serving, from: &str, to: &str, via: &str) -> Result<Probed, JobError<CompileError>> {
     let (job, local, reporter) = (cx.job, cx.caches.local, cx.reporter);
     let not = |why: String| Patchability::NotPatchable { why };

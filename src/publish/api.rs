@@ -82,6 +82,13 @@ impl Api {
     /// `{endpoint}/api/{kinds}/{owner}/{name}/{segments…}`, each segment percent-encoded (a
     /// revision like `refs/pr/1` is one segment).
     pub(super) fn url(&self, segments: &[&str]) -> Result<Url, Failure> {
+        let repo = std::iter::once(self.plural).chain(self.repo_id.split('/'));
+        self.api_url(repo.chain(segments.iter().copied()))
+    }
+
+    /// `{endpoint}/api/{segments…}`, each segment percent-encoded; an endpoint that is not a URL
+    /// is an error naming it (redacted).
+    fn api_url<'s>(&self, segments: impl IntoIterator<Item = &'s str>) -> Result<Url, Failure> {
         let mut url = Url::parse(&format!("{}/api", self.endpoint)).map_err(|e| Failure {
             kind: FailureKind::Other,
             message: self
@@ -90,9 +97,7 @@ impl Api {
             retry_after: None,
         })?;
         if let Ok(mut path) = url.path_segments_mut() {
-            path.pop_if_empty().push(self.plural);
-            path.extend(self.repo_id.split('/'));
-            path.extend(segments);
+            path.pop_if_empty().extend(segments);
         }
         Ok(url)
     }
@@ -207,12 +212,7 @@ impl Api {
     /// Create the repository; one that exists already is fine.
     pub async fn create_repo(&self, private: bool) -> Result<(), Failure> {
         let (org, name) = self.repo_id.split_once('/').unwrap_or(("", &self.repo_id));
-        let url =
-            Url::parse(&format!("{}/api/repos/create", self.endpoint)).map_err(|e| Failure {
-                kind: FailureKind::Other,
-                message: e.to_string(),
-                retry_after: None,
-            })?;
+        let url = self.api_url(["repos", "create"])?;
         let body =
             json!({"name": name, "organization": org, "type": self.singular, "private": private});
         let answer = self.send(Method::POST, url, Some(body)).await?;
@@ -228,17 +228,7 @@ impl Api {
     /// an unknown organization: 404) is not trusted, as `kernels` decides.
     pub async fn trusted_publisher(&self) -> Result<bool, Failure> {
         let org = self.repo_id.split('/').next().unwrap_or_default();
-        let mut url = Url::parse(&format!("{}/api", self.endpoint)).map_err(|e| Failure {
-            kind: FailureKind::Other,
-            message: self
-                .redactor
-                .redact(&format!("`{}` is not a URL: {e}", self.endpoint)),
-            retry_after: None,
-        })?;
-        if let Ok(mut path) = url.path_segments_mut() {
-            path.pop_if_empty()
-                .extend(["organizations", org, "overview"]);
-        }
+        let url = self.api_url(["organizations", org, "overview"])?;
         let answer = self.send(Method::GET, url, None).await?;
         match answer.status {
             200..=299 => {
@@ -489,5 +479,26 @@ mod tests {
             url.as_str(),
             "http://127.0.0.1:9/api/kernels/org/relu/tree/refs%2Fpr%2F1"
         );
+        let overview = api.api_url(["organizations", "org", "overview"]).unwrap();
+        assert_eq!(
+            overview.as_str(),
+            "http://127.0.0.1:9/api/organizations/org/overview"
+        );
+    }
+
+    #[test]
+    fn an_endpoint_that_is_not_a_url_is_named_alike_by_every_api_url() {
+        let api = Api::new(
+            reqwest::Client::new(),
+            "hub.example",
+            ("kernels", "kernel"),
+            "org/relu",
+            None,
+            Duration::from_secs(1),
+        );
+        let repo = api.url(&["tree", "main"]).unwrap_err().message;
+        let org = api.api_url(["organizations", "org"]).unwrap_err().message;
+        assert!(repo.starts_with("`hub.example` is not a URL: "), "{repo}");
+        assert_eq!(repo, org);
     }
 }

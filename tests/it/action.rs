@@ -176,8 +176,16 @@ fn action() -> Value {
     action
 }
 
-#[test]
-fn the_action_installs_kbuild_builds_checks_and_publishes_to_the_hub() {
+/// A `kbuild init --backends cpu` project (`kern` in a temporary directory) and a runner of the
+/// action on it: the release wheel, the cpu backend, the test Python, and the inputs `more`.
+struct CpuProject {
+    _tmp: tempfile::TempDir,
+    project: PathBuf,
+    action: Value,
+    runner: Runner,
+}
+
+fn cpu_project(more: &[(&str, &str)]) -> CpuProject {
     let tmp = tempfile::tempdir().unwrap();
     let project = tmp.path().join("kern");
     let out = run(bin()
@@ -185,22 +193,35 @@ fn the_action_installs_kbuild_builds_checks_and_publishes_to_the_hub() {
         .arg(&project)
         .args(["--backends", "cpu"]));
     assert!(out.status.success());
-    let hub = Hub::start(&[]);
-    let wheel = release_wheel();
     let temp = tmp.path().join("runner-temp");
     std::fs::create_dir(&temp).unwrap();
     let action = action();
-    let mut runner = Runner::new(
-        &action,
-        &[
-            ("wheel", wheel.to_str().unwrap()),
-            ("working-directory", project.to_str().unwrap()),
-            ("backends", "cpu"),
-            ("python", python().to_str().unwrap()),
-            ("publish-repo", "kbuild-test/act"),
-        ],
-        &temp,
-    );
+    let (wheel, python) = (release_wheel(), python());
+    let mut inputs = vec![
+        ("wheel", wheel.to_str().unwrap()),
+        ("working-directory", project.to_str().unwrap()),
+        ("backends", "cpu"),
+        ("python", python.to_str().unwrap()),
+    ];
+    inputs.extend_from_slice(more);
+    let runner = Runner::new(&action, &inputs, &temp);
+    CpuProject {
+        _tmp: tmp,
+        project,
+        action,
+        runner,
+    }
+}
+
+#[test]
+fn the_action_installs_kbuild_builds_checks_and_publishes_to_the_hub() {
+    let hub = Hub::start(&[]);
+    let CpuProject {
+        _tmp,
+        project,
+        action,
+        mut runner,
+    } = cpu_project(&[("publish-repo", "kbuild-test/act")]);
     runner.env = vec![
         ("HF_ENDPOINT".into(), hub.url.clone()),
         ("HF_TOKEN".into(), TOKEN.into()),
@@ -239,43 +260,20 @@ fn the_action_installs_kbuild_builds_checks_and_publishes_to_the_hub() {
     let (status, body) = hub.request("GET", "/api/kernels/kbuild-test/act/revision/v1", b"");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(&revision), "v1 is not at {revision}: {body}");
-    let loaded = hub.python(
-        "import kernels, torch\n\
-         k = kernels.get_kernel('kbuild-test/act', version=1, backend='cpu', trust_remote_code=True)\n\
-         print(k.scale(torch.ones(3), 4.0).tolist())",
-    );
     assert_eq!(
-        String::from_utf8_lossy(&loaded.stdout).trim(),
+        hub.published_init_scale("kbuild-test/act", "torch.ones(3)", 4.0),
         "[4.0, 4.0, 4.0]"
     );
 }
 
 #[test]
 fn the_action_without_a_publish_repo_builds_and_checks_only() {
-    let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("kern");
-    assert!(
-        run(bin()
-            .args(["init"])
-            .arg(&project)
-            .args(["--backends", "cpu"]))
-        .status
-        .success()
-    );
-    let temp = tmp.path().join("runner-temp");
-    std::fs::create_dir(&temp).unwrap();
-    let action = action();
-    let wheel = release_wheel();
-    let mut runner = Runner::new(
-        &action,
-        &[
-            ("wheel", wheel.to_str().unwrap()),
-            ("working-directory", project.to_str().unwrap()),
-            ("backends", "cpu"),
-            ("python", python().to_str().unwrap()),
-        ],
-        &temp,
-    );
+    let CpuProject {
+        _tmp,
+        action,
+        mut runner,
+        ..
+    } = cpu_project(&[]);
     assert!(runner.run_all(&action, &plain_path(&[])), "{}", runner.log);
     assert!(runner.skipped.iter().any(|s| s.starts_with("Publish (if:")));
     assert_eq!(runner.action_output(&action, "revision"), "");

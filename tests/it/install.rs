@@ -64,13 +64,8 @@ fn pip_installed_kbuild_inits_builds_checks_and_publishes_without_cargo() {
     assert!(out.status.success(), "publish");
     assert!(!String::from_utf8_lossy(&out.stderr).contains(TOKEN));
     // What the Hub now holds loads through `kernels` in another Python and computes.
-    let loaded = hub.python(
-        "import kernels, torch\n\
-         k = kernels.get_kernel('kbuild-test/kern', version=1, backend='cpu', trust_remote_code=True)\n\
-         print(k.scale(torch.arange(4.0), 2.5).tolist())",
-    );
     assert_eq!(
-        String::from_utf8_lossy(&loaded.stdout).trim(),
+        hub.published_init_scale("kbuild-test/kern", "torch.arange(4.0)", 2.5),
         "[0.0, 2.5, 5.0, 7.5]"
     );
 }

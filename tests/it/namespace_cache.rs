@@ -490,3 +490,78 @@ fn switching_between_dirty_and_clean_recompiles_the_binding_only_until_each_leng
     assert!(run(kbuild(root).arg("clean")).status.success());
     assert_eq!(kept_copies(root), Vec::<String>::new());
 }
+
+/// relu-v5 whose bindings also register `id_digits() -> int`: how many characters of the op
+/// namespace are digits, folded at compile time (no byte of the id in its code, only the
+/// count).
+fn relu_counting_id_digits() -> tempfile::TempDir {
+    let project = fixture("relu-v5");
+    let binding = project.path().join("torch-ext/torch_binding.cpp");
+    let text = std::fs::read_to_string(&binding).unwrap();
+    let counted = "#define KBUILD_STR_(x) #x\n\
+                   #define KBUILD_STR(x) KBUILD_STR_(x)\n\
+                   constexpr int64_t digits_in(const char *s) {\n  \
+                   return *s == 0 ? 0 : (*s >= '0' && *s <= '9') + digits_in(s + 1);\n}\n\
+                   int64_t id_digits() {\n  \
+                   constexpr int64_t n = digits_in(KBUILD_STR(TORCH_EXTENSION_NAME));\n  \
+                   return n;\n}\n\n";
+    let registered = text.replace(
+        "  ops.def(\"relu(Tensor! out, Tensor input) -> ()\");\n",
+        "  ops.def(\"relu(Tensor! out, Tensor input) -> ()\");\n  \
+         ops.def(\"id_digits() -> int\", &id_digits);\n",
+    );
+    assert_ne!(text, registered, "the fixture's bindings changed");
+    let at = registered.find("TORCH_LIBRARY_EXPAND").unwrap();
+    let source = format!("{}{counted}{}", &registered[..at], &registered[at..]);
+    std::fs::write(&binding, source).unwrap();
+    project
+}
+
+/// `kbuild -v build --backend cpu --unique-id <id>`: what it said.
+fn build_unique_verbose(root: &Path, id: &str) -> String {
+    let out = run(kbuild(root).args(["-v", "build", "--backend", "cpu", "--unique-id", id]));
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    said
+}
+
+/// What `torch.ops.<id>.id_digits()` returns once the built kernel is loaded.
+fn id_digits_loaded(root: &Path, id: &str) -> i64 {
+    let code = format!(
+        "import pathlib, torch, kernels\n\
+         kernels.get_local_kernel(pathlib.Path({:?}), backend='cpu')\n\
+         print(getattr(torch.ops, {id:?}).id_digits())",
+        root.display().to_string()
+    );
+    python_ok(&code, &[]).trim().parse().unwrap()
+}
+
+/// An id of digits, then one of letters of the same length: the count of its digits (a value
+/// computed from the id, folded by the compiler) is no character of the id, and the probe
+/// (which changes each character's class) finds it, so the bindings compile under the new id.
+#[test]
+fn a_value_folded_from_the_ids_characters_is_never_carried_over_to_a_new_id() {
+    let project = relu_counting_id_digits();
+    let root = project.path();
+    build_unique_verbose(root, "1234567");
+    assert_eq!(id_digits_loaded(root, "_relu_cpu_1234567"), 7);
+
+    let said = build_unique_verbose(root, "abcdefg");
+    assert_eq!(
+        id_digits_loaded(root, "_relu_cpu_abcdefg"),
+        0,
+        "the bindings kept the old id's count\n{said}"
+    );
+    let probed = format!("compile `{BINDING}`: probed: ");
+    assert!(said.contains(&probed), "{probed}\n{said}");
+    assert!(!said.contains("op namespace re-applied"), "{said}");
+
+    // Recorded as not patchable: the next id of that length compiles without a probe.
+    let said = build_unique_verbose(root, "7654321");
+    assert!(!said.contains("probe compiled"), "{said}");
+    assert!(
+        said.contains("cannot be re-applied to the object"),
+        "{said}"
+    );
+    assert_eq!(id_digits_loaded(root, "_relu_cpu_7654321"), 7);
+}

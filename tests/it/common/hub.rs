@@ -128,6 +128,18 @@ impl Hub {
         self.python_with(script, &[])
     }
 
+    /// What `scale(x, factor)` returns (`x` a Python expression), as Python prints its list, of
+    /// the `kbuild init` kernel published here as `repo` (version 1), loaded back through
+    /// `kernels` on the cpu backend.
+    pub fn published_init_scale(&self, repo: &str, x: &str, factor: f64) -> String {
+        let loaded = self.python(&format!(
+            "import kernels, torch\n\
+             k = kernels.get_kernel({repo:?}, version=1, backend='cpu', trust_remote_code=True)\n\
+             print(k.scale({x}, {factor:?}).tolist())"
+        ));
+        String::from_utf8_lossy(&loaded.stdout).trim().to_string()
+    }
+
     pub fn python_with(&self, script: &str, env: &[(&str, &str)]) -> Output {
         let home = tempfile::tempdir().expect("HF_HOME");
         let out = Command::new(super::kbuild::python())
