@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::Capability;
 use crate::process::Cancel;
 
 /// What a compiler process never measured and not guessed reserves: one nvcc front end (cicc)
@@ -462,13 +463,10 @@ impl MemoryGate {
 fn capability_family(key: &str) -> Option<String> {
     let (object, step) = key.split_once('#')?;
     let (kind, capability) = step.rsplit_once(' ')?;
-    let number = capability
-        .strip_prefix("compute_")
-        .or_else(|| capability.strip_prefix("sm_"))
-        .unwrap_or(capability);
-    let digits = number.trim_end_matches(|c: char| c.is_ascii_lowercase());
-    (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
-        .then(|| format!("{object}#{kind} "))
+    let per_capability = Capability::from_nvcc_name(capability)
+        .or_else(|| Capability::from_cuda_arch(capability))
+        .is_some();
+    per_capability.then(|| format!("{object}#{kind} "))
 }
 
 /// Write `peaks` as a record file (atomically, its directory made if missing).

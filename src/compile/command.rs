@@ -43,13 +43,16 @@ fn nvcc_command(job: &CompileJob) -> CommandSpec {
     // two, nvcc runs the front end (cicc) twice for that capability, and the extra device pass
     // does not fit the `--threads` share sized by capabilities.
     for gencode in &job.gencodes {
-        let sm = gencode.capability.sm();
+        let (sm, compute) = (
+            gencode.capability.sm_name(),
+            gencode.capability.compute_name(),
+        );
         let code = if gencode.ptx {
-            format!("code=[sm_{sm},compute_{sm}]")
+            format!("code=[{sm},{compute}]")
         } else {
-            format!("code=sm_{sm}")
+            format!("code={sm}")
         };
-        cmd.arg("-gencode").arg(format!("arch=compute_{sm},{code}"));
+        cmd.arg("-gencode").arg(format!("arch={compute},{code}"));
     }
     cmd.arg("--threads").arg(job.nvcc_threads.to_string());
     if let Some(split) = &job.split {

@@ -178,16 +178,8 @@ fn parse_version(text: &str) -> Option<((u32, u32), String)> {
 fn parse_gpu_archs(text: &str) -> Vec<Capability> {
     let mut caps: Vec<Capability> = text
         .split_whitespace()
-        .filter_map(|w| w.strip_prefix("compute_").or_else(|| w.strip_prefix("sm_")))
-        .filter_map(|digits| {
-            let digits = digits.trim_end_matches(['a', 'f']);
-            let n: u32 = digits.parse().ok()?;
-            Some(Capability {
-                major: n / 10,
-                minor: n % 10,
-                suffix: None,
-            })
-        })
+        .filter_map(Capability::from_nvcc_name)
+        .map(|c| c.family())
         .collect();
     caps.sort();
     caps.dedup();
