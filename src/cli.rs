@@ -381,7 +381,7 @@ pub struct BuildOptions {
     /// unit's preprocessed size, else 3 GiB)
     /// [env: KBUILD_MEMORY] [default: the cgroup's
     /// limit or MemAvailable].
-    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
+    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::schedule::memory::parse_size)]
     pub memory: Option<u64>,
     /// Run every compiler under this program, e.g. `sccache` [env: KBUILD_COMPILER_LAUNCHER].
     #[arg(long, value_name = "PROGRAM", env = "KBUILD_COMPILER_LAUNCHER")]
@@ -416,7 +416,7 @@ pub struct DevelopArgs {
     pub jobs: Option<usize>,
     /// Memory the compilers may use at once, e.g. `8G` [env: KBUILD_MEMORY] [default: the
     /// cgroup's limit or MemAvailable].
-    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
+    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::schedule::memory::parse_size)]
     pub memory: Option<u64>,
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
@@ -439,7 +439,7 @@ pub struct TestArgs {
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
     /// Memory the compilers may use at once, e.g. `8G` [env: KBUILD_MEMORY].
-    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
+    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::schedule::memory::parse_size)]
     pub memory: Option<u64>,
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]

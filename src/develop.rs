@@ -240,8 +240,14 @@ pub fn keep_one_variant(
     };
     let variant = prepared.plans[i].variants[j].name.clone();
     let backend = prepared.plans[i].variants[j].backend;
+    let kept = |k: usize, v: &crate::plan::VariantPlan| k == i && v.name == variant;
+    let keep: Vec<bool> = (prepared.plans.iter().enumerate())
+        .flat_map(|(k, plan)| plan.variants.iter().map(move |v| (k, v)))
+        .flat_map(|(k, v)| std::iter::repeat_n(kept(k, v), v.compile.len()))
+        .collect();
+    prepared.schedule.retain(&keep);
     for (k, plan) in prepared.plans.iter_mut().enumerate() {
-        plan.variants.retain(|v| k == i && v.name == variant);
+        plan.variants.retain(|v| kept(k, v));
     }
     Ok(Choice {
         variant,

@@ -20,7 +20,6 @@ pub mod hint;
 pub mod jobserver;
 pub mod link;
 pub mod managed;
-pub mod memory;
 pub mod orchestrator;
 pub mod package;
 pub mod pep517;

@@ -9,7 +9,7 @@ use kernel_abi_check::{PythonAbiViolation, Version};
 use object::read::elf::{Dyn as _, FileHeader as _, SectionHeader as _};
 use object::{Object as _, elf};
 
-use super::{CheckOptions, Finding};
+use super::rules::{CheckOptions, Finding};
 use crate::config::Capability;
 use crate::package::BuiltVariant;
 

@@ -62,8 +62,9 @@ pub fn develop_here(
     );
     if args.dry_run {
         super::print_notes(&prepared, printer);
-        let plans = prepared.plans.iter().filter(|p| !p.variants.is_empty());
-        plans.map(dry_run_text).try_for_each(|text| print(&text))?;
+        let runs = prepared.schedule.per_plan(&prepared.plans);
+        let mut plans = (prepared.plans.iter().zip(runs)).filter(|(p, _)| !p.variants.is_empty());
+        plans.try_for_each(|(plan, runs)| print(&dry_run_text(plan, runs)))?;
         return Ok(None);
     }
     let report = builder.execute(&prepared, started)?;

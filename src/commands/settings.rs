@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::{BuildArgs, SelectArgs, ToolchainArgs};
 use crate::depends::DepsSettings;
-use crate::memory::MemoryBudget;
 use crate::orchestrator::{BuildSettings, Outputs};
+use crate::schedule::memory::MemoryBudget;
 use crate::schedule::{JobBudget, NvccMode, Order};
 use crate::toolchain::ToolchainSettings;
 
@@ -56,13 +56,7 @@ pub fn select_settings(
             "fifo" => Order::Fifo,
             _ => Order::LongestFirst,
         },
-        nvcc: if on("KBUILD_JOBSERVER") {
-            NvccMode::Jobserver
-        } else if off("KBUILD_NVCC_STEPS") {
-            NvccMode::Threads
-        } else {
-            NvccMode::Steps
-        },
+        nvcc: NvccMode::asked(on("KBUILD_JOBSERVER"), off("KBUILD_NVCC_STEPS")),
         ..JobBudget::for_machine(jobs, memory.map(MemoryBudget::given))
     };
     BuildSettings {

@@ -19,7 +19,7 @@ use kbuild::compile::{CompileSettings, compile_all};
 use kbuild::jobserver::Jobserver;
 use kbuild::plan::{CompileJob, Lang};
 use kbuild::report::Recorder;
-use kbuild::schedule::NvccMode;
+use kbuild::schedule::{NvccMode, RunChoice};
 
 /// Each fake compiler process: one "pass" (one per gencode for nvcc, one for c++) marks itself
 /// running in `running/` for a moment and logs how many passes it saw running, an upper bound
@@ -562,7 +562,7 @@ fn device_passes_under(root: &Path) -> usize {
         .count()
 }
 
-fn cuda_jobs(root: &Path, nvcc: &Path, jobserver: bool) -> Vec<CompileJob> {
+fn cuda_jobs(root: &Path, nvcc: &Path) -> Vec<CompileJob> {
     ["a.cu", "b.cu", "c.cu"]
         .iter()
         .map(|name| CompileJob {
@@ -572,11 +572,7 @@ fn cuda_jobs(root: &Path, nvcc: &Path, jobserver: bool) -> Vec<CompileJob> {
                 gencode(8, 6, false),
                 gencode(9, 0, false),
             ],
-            nvcc_threads: 3,
-            nvcc_jobserver: jobserver,
             compiler_id: "nvcc".to_string(),
-            split: None,
-            critical: false,
             ..job(root, nvcc, name)
         })
         .collect()
@@ -610,10 +606,7 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         write(root, "a.cu", kernel);
-        let jobs: Vec<CompileJob> = cuda_jobs(root, &nvcc, jobserver)
-            .into_iter()
-            .take(1)
-            .collect();
+        let jobs: Vec<CompileJob> = cuda_jobs(root, &nvcc).into_iter().take(1).collect();
         // One unit at -j1 of a 4-slot jobserver: 3 tokens stay free for its device passes.
         let nvcc = if jobserver {
             NvccMode::Jobserver
@@ -622,6 +615,8 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
         };
         let settings = CompileSettings {
             jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
+            // Three device-pass threads: one per capability.
+            runs: jobs.iter().map(|j| RunChoice::of(j, nvcc, 3)).collect(),
             ..CompileSettings::local(root.join("cache"), 1, nvcc)
         };
         let done = AtomicBool::new(false);

@@ -19,7 +19,7 @@ use kbuild::compile::{CompileError, CompileSettings, CompileSummary, compile_all
 use kbuild::jobserver::Jobserver;
 use kbuild::plan::{CompileJob, Lang};
 use kbuild::report::Recorder;
-use kbuild::schedule::NvccMode;
+use kbuild::schedule::{NvccMode, RunChoice};
 
 use crate::split_compile::cubins;
 
@@ -56,10 +56,7 @@ fn cuda_job(root: &Path, nvcc: &Path, name: &str) -> CompileJob {
     CompileJob {
         lang: Lang::Cuda,
         gencodes: vec![gencode(8, 0, false), gencode(9, 0, true)],
-        nvcc_threads: 2,
         compiler_id: "nvcc".to_string(),
-        split: None,
-        critical: false,
         ..job(root, nvcc, name)
     }
 }
@@ -80,8 +77,15 @@ fn compile(
     jobs: &[CompileJob],
     settings: &CompileSettings,
 ) -> (Result<CompileSummary, CompileError>, Vec<String>) {
+    // Two device-pass threads per unit, as the schedule gives a unit of two capabilities.
+    let settings = CompileSettings {
+        runs: (jobs.iter())
+            .map(|j| RunChoice::of(j, settings.nvcc, 2))
+            .collect(),
+        ..settings.clone()
+    };
     let recorder = Recorder::default();
-    let result = compile_all(jobs, settings, &recorder);
+    let result = compile_all(jobs, &settings, &recorder);
     (result, recorder.take())
 }
 

@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Capability;
+use crate::plan::CompileJob;
 use crate::process::Cancel;
 
 /// What a compiler process never measured and not guessed reserves: one nvcc front end (cicc)
@@ -497,6 +498,30 @@ pub fn record_path(work_dir: &Path) -> PathBuf {
 /// A poisoned lock only means another worker panicked; the panic propagates from its scope.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl MemoryGate {
+    /// The build's memory gate: the peaks learned in `work_dir`, and with kbuild's cache directory
+    /// those learned for the same sources in other work directories (each job's unit named as
+    /// `costs/v1.json` names it).
+    pub fn for_build(
+        budget: MemoryBudget,
+        work_dir: &Path,
+        cache_dir: Option<&Path>,
+        jobs: &[CompileJob],
+    ) -> MemoryGate {
+        let gate = MemoryGate::load(budget, work_dir);
+        let Some(dir) = cache_dir else {
+            return gate;
+        };
+        let gate = gate.shared(dir);
+        for job in jobs {
+            if let Some(unit) = super::costs::shared_key(job) {
+                gate.name_unit(&job.object, unit);
+            }
+        }
+        gate
+    }
 }
 
 #[cfg(test)]
