@@ -297,7 +297,7 @@ pub fn run_tests(run: &TestRun) -> Result<std::process::ExitStatus, DevelopError
     }
     spec.args(&run.pytest_args);
     let mut path = std::ffi::OsString::from(&dir);
-    if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+    if let Some(old) = crate::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
         path.push(":");
         path.push(old);
     }

@@ -362,10 +362,10 @@ fn beside_nvcc(project_dir: &Path) -> Option<PathBuf> {
 
 /// `cuobjdump` on PATH, else next to `nvcc` on PATH or under `CUDA_HOME`.
 fn on_path() -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+    let mut dirs: Vec<PathBuf> = crate::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
+    if let Some(home) = crate::env::var_os("CUDA_HOME") {
         dirs.push(PathBuf::from(home).join("bin"));
     }
     dirs.into_iter()

@@ -55,7 +55,7 @@ pub fn find_nvcc(
         candidates.push((p.to_path_buf(), "--nvcc".into()));
     }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(home) = std::env::var_os(var) {
+        if let Some(home) = crate::env::var_os(var) {
             candidates.push((PathBuf::from(home).join("bin/nvcc"), var.into()));
         }
     }
