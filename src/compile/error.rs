@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
+use crate::config::Capability;
 use crate::hint::Hint;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{CommandFailure, Interrupted, describe_status, diagnostics, on_new_line};
@@ -175,4 +176,37 @@ pub(crate) fn io_error(path: &Path, source: std::io::Error) -> CompileError {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// A `hint:` for a compiler failure, drawn from what the compiler printed: nvcc's
+/// `Unsupported gpu architecture 'compute_70'` names the capability (in build.toml's spelling)
+/// and the CUDA releases that build it; anything else as [`crate::hint::compiler_hint`] knows.
+pub fn compiler_hint(output: &str) -> Option<String> {
+    unsupported_arch_hint(output).or_else(|| crate::hint::compiler_hint(output))
+}
+
+/// The hint for nvcc's `Unsupported gpu architecture '<arch>'`.
+fn unsupported_arch_hint(output: &str) -> Option<String> {
+    let (_, rest) = output.split_once("nsupported gpu architecture '")?;
+    let (arch, _) = rest.split_once('\'')?;
+    let cap = Capability::from_nvcc_name(arch)?;
+    let version = |(major, minor): (u32, u32)| format!("{major}.{minor}");
+    let which = match cap.nvcc_releases() {
+        (_, Some(last)) => format!(
+            "CUDA {} is the last release whose nvcc builds it: build it with that CUDA \
+             toolkit or an older one",
+            version(last)
+        ),
+        (Some(first), None) => format!(
+            "nvcc builds it from CUDA {} on: build it with that CUDA toolkit or a newer one",
+            version(first)
+        ),
+        (None, None) => "build it with a CUDA toolkit whose nvcc lists it in \
+                         `nvcc --list-gpu-arch`"
+            .to_string(),
+    };
+    Some(format!(
+        "this nvcc cannot build CUDA capability {cap} (`{arch}`); {which}, or drop {cap} from \
+         the kernel's `cuda-capabilities` (`kbuild list-variants` shows what this nvcc builds)"
+    ))
 }

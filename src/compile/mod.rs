@@ -24,7 +24,7 @@ pub use crate::files::scan_includes;
 pub use cache::nvcc_env_flags;
 pub use command::{command_for, preprocess_command_for};
 pub use depfile::parse_depfile;
-pub use error::{CompileError, RemoteUrlError};
+pub use error::{CompileError, RemoteUrlError, compiler_hint};
 pub use redis::{check_url as check_remote_url, parse_reply as parse_redis_reply};
 use runner::launched;
 pub use settings::{CompileSettings, RemoteSettings};

@@ -182,6 +182,59 @@ impl Capability {
     }
 }
 
+/// A CUDA release, `(major, minor)`.
+pub type Release = (u32, u32);
+
+/// A capability's `(major, minor)`, the first CUDA release building it and the last one.
+type NvccReleases = ((u32, u32), Option<Release>, Option<Release>);
+
+/// The CUDA releases whose nvcc builds a capability: the first, and the last where a later one
+/// dropped it (CUDA 12.0 dropped Kepler, 13.0 Maxwell, Pascal and Volta, and renamed 10.1 to
+/// 11.0). `None` where kbuild does not know.
+const NVCC_RELEASES: &[NvccReleases] = &[
+    ((3, 5), None, Some((11, 8))),
+    ((3, 7), None, Some((11, 8))),
+    ((5, 0), None, Some((12, 9))),
+    ((5, 2), None, Some((12, 9))),
+    ((5, 3), None, Some((12, 9))),
+    ((6, 0), None, Some((12, 9))),
+    ((6, 1), None, Some((12, 9))),
+    ((6, 2), None, Some((12, 9))),
+    ((7, 0), None, Some((12, 9))),
+    ((7, 2), None, Some((12, 9))),
+    ((7, 5), Some((10, 0)), None),
+    ((8, 0), Some((11, 0)), None),
+    ((8, 6), Some((11, 1)), None),
+    ((8, 7), Some((11, 4)), None),
+    ((8, 9), Some((11, 8)), None),
+    ((9, 0), Some((11, 8)), None),
+    ((10, 0), Some((12, 8)), None),
+    ((10, 1), Some((12, 8)), Some((12, 9))),
+    ((10, 3), Some((12, 9)), None),
+    ((11, 0), Some((13, 0)), None),
+    ((12, 0), Some((12, 8)), None),
+    ((12, 1), Some((12, 9)), None),
+];
+
+impl Capability {
+    /// The CUDA releases whose nvcc builds this capability, as `(first, last)`: the suffix
+    /// `a` needs CUDA 12.0, `f` 12.9. `None` for a bound kbuild does not know (or none).
+    pub fn nvcc_releases(&self) -> (Option<Release>, Option<Release>) {
+        let Some(&(_, first, last)) = NVCC_RELEASES
+            .iter()
+            .find(|(c, _, _)| *c == (self.major, self.minor))
+        else {
+            return (None, None);
+        };
+        let needs = match self.suffix {
+            Some('a') => Some((12, 0)),
+            Some('f') => Some((12, 9)),
+            _ => None,
+        };
+        (first.max(needs), last)
+    }
+}
+
 impl serde::Serialize for Capability {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
