@@ -2,7 +2,7 @@
 //! its peak measured and learned.
 
 use crate::process::{Cancel, CommandFailure, CommandSpec, Measured, run_measured};
-use crate::schedule::memory::MemoryGate;
+use crate::schedule::memory::{MemoryGate, ProcessKey};
 
 /// Run `spec` once `gate` admits the process `key` (learned by that key; never measured, it
 /// reserves `guess`, else a conservative size), or at once without a gate. Cancelled while
@@ -10,7 +10,7 @@ use crate::schedule::memory::MemoryGate;
 pub(crate) fn run_gated(
     spec: &CommandSpec,
     gate: Option<&MemoryGate>,
-    key: Option<&str>,
+    key: Option<&ProcessKey>,
     guess: Option<u64>,
     cancel: &Cancel,
 ) -> Result<std::process::Output, CommandFailure> {

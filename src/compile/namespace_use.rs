@@ -120,7 +120,7 @@ pub(super) fn preprocessed_holds(
     let key = gate.map(|g| g.key(&job.object, Some("preprocess")));
     let guess = Some(StepKind::HostPreprocess.peak_guess(0));
     for (spec, out) in &passes {
-        let ran = run_gated(spec, gate, key.as_deref(), guess, cancel);
+        let ran = run_gated(spec, gate, key.as_ref(), guess, cancel);
         let held = ran.map(|_| crate::files::read_regular(out, u64::MAX));
         let _ = std::fs::remove_file(out);
         match held {

@@ -344,7 +344,7 @@ fn compile_probe(
     ));
     let memory = cx.settings.memory.as_deref();
     let key = memory.map(|g| g.key(&job.object, None));
-    if let Err(failure) = run_gated(&spec, memory, key.as_deref(), None, cx.cancel) {
+    if let Err(failure) = run_gated(&spec, memory, key.as_ref(), None, cx.cancel) {
         return match CompileError::from_failure(&job.label, job.lang, failure) {
             Some(e) => Ok(Err(format!(
                 "the probe compile under `{probe}` failed: {e}"

@@ -42,7 +42,7 @@ pub(crate) fn run_one(
     let guess = gate.and_then(|g| {
         guess::cxx_peak_guess(job, g, settings.jobs, &inputs.tmp.object, reporter, cancel)
     });
-    let output = run_gated(spec, gate, key.as_deref(), guess, cancel)
+    let output = run_gated(spec, gate, key.as_ref(), guess, cancel)
         .map_err(|f| job_error(job, inputs.shown, f))?;
     Ok(diagnostics(&output.stdout, &output.stderr))
 }
