@@ -224,7 +224,7 @@ impl Error {
             None => (label.as_str(), ""),
         };
         let plain = crate::report::strip_ansi(stderr);
-        let hint = crate::hint::compiler_hint(&plain).unwrap_or_else(|| {
+        let hint = crate::compile::compiler_hint(&plain).unwrap_or_else(|| {
             "fix the errors above; `-v` shows the compiler's command line, which reproduces them"
                 .to_string()
         });

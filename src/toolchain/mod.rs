@@ -287,7 +287,7 @@ pub(crate) fn resolve_program(program: &Path) -> Option<PathBuf> {
     if program.components().count() > 1 {
         return program.is_file().then(|| program.to_path_buf());
     }
-    let path = std::env::var_os("PATH")?;
+    let path = crate::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())
