@@ -347,18 +347,18 @@ fn location_prefix(version: &crate::config::Version) -> String {
 
 mod bounds;
 mod capabilities;
+mod identity;
 mod jobs;
 mod make;
 mod matrix;
 mod select;
-mod source;
 mod unique_id;
 
 pub use capabilities::{
     CapabilityArgError, CudaCapabilities, RunnableHere, native_capabilities, runnable_here,
 };
+pub use identity::{SourceIdentity, python_files, shipped_extensions, source_identity};
 pub use make::{make_plan, variant_name};
 pub use matrix::hf_default_capabilities;
 pub use select::{Selection, select_backends};
-pub use source::{SourceIdentity, python_files, shipped_extensions, source_identity};
 pub use unique_id::{MAX_UNIQUE_ID, parse_unique_id};

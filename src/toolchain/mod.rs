@@ -4,12 +4,12 @@
 //! `python3`; one Python call reads every torch fact the build needs. nvcc comes from `--nvcc`,
 //! `CUDA_HOME`, `PATH`, then the pip CUDA (`site-packages/nvidia/cu*/bin/nvcc`) next to torch.
 
-mod cache;
+mod facts;
 mod nvcc;
 mod python;
 mod torch;
 
-pub use cache::{FactCache, FileStamp, kbuild_stamp};
+pub use facts::{FactCache, FileStamp, kbuild_stamp};
 pub use nvcc::{Nvcc, find_nvcc};
 pub use python::{
     PROBE_IMPORT_ENV, Python, TORCH_PROBE, TorchCmakeDefines, TorchInfo, find_python,
@@ -186,7 +186,7 @@ pub fn find_cxx(facts: &FactCache) -> Result<Cxx, ToolchainError> {
     let steering: Vec<&str> = steering.iter().map(String::as_str).collect();
     let question = format!(
         "cc crate C++ compiler for {target} {}",
-        cache::env_part(&steering)
+        facts::env_part(&steering)
     );
     let chosen = facts.answer(&question, || {
         let compiler = cc::Build::new()
@@ -201,7 +201,7 @@ pub fn find_cxx(facts: &FactCache) -> Result<Cxx, ToolchainError> {
                 reason: e.to_string(),
             })?;
         let path = compiler.path().to_path_buf();
-        let mut watch = cache::path_dirs();
+        let mut watch = facts::path_dirs();
         watch.extend(resolve_program(&path));
         Ok((path.to_string_lossy().into_owned(), watch))
     })?;

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::cache::FactCache;
+use super::facts::FactCache;
 use super::python::parse_major_minor;
 use super::{ToolchainError, TorchInfo, capture_known, resolve_program};
 use crate::config::Capability;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use sha2::{Digest, Sha256};
 
-use super::cache::{FactCache, env_part};
+use super::facts::{FactCache, env_part};
 use super::{ToolchainError, resolve_program};
 use crate::process::{self, CommandSpec};
 
