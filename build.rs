@@ -3,6 +3,10 @@
 //! `.cargo_vcs_info.json` when building a packaged crate (`cargo install kbuild`), which cargo
 //! writes with the commit it was packaged from; nothing otherwise (an sdist outside git).
 //! `KBUILD_COMMIT` overrides it, for builds that know their commit another way.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a build script reads cargo's environment and asks git for the commit"
+)]
 
 use std::path::Path;
 use std::process::Command;

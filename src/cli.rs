@@ -366,9 +366,10 @@ pub struct BuildArgs {
     pub artifact: bool,
 }
 
-/// What `build` and `wheel` take alike.
-#[derive(Debug, Args)]
-pub struct BuildOptions {
+/// The flags of every verb that builds (`build`, `wheel`, `develop`, `test`), declared once:
+/// the toolchain, the selection, `-j`, `--memory` and `--out-dir`.
+#[derive(Debug, Clone, Args)]
+pub struct BuildFlags {
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
     #[command(flatten)]
@@ -381,14 +382,21 @@ pub struct BuildOptions {
     /// unit's preprocessed size, else 3 GiB)
     /// [env: KBUILD_MEMORY] [default: the cgroup's
     /// limit or MemAvailable].
-    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
+    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::schedule::memory::parse_size)]
     pub memory: Option<u64>,
-    /// Run every compiler under this program, e.g. `sccache` [env: KBUILD_COMPILER_LAUNCHER].
-    #[arg(long, value_name = "PROGRAM", env = "KBUILD_COMPILER_LAUNCHER")]
-    pub compiler_launcher: Option<PathBuf>,
     /// Output directory [default: <project>/build].
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+}
+
+/// What `build` and `wheel` take alike.
+#[derive(Debug, Args)]
+pub struct BuildOptions {
+    #[command(flatten)]
+    pub flags: BuildFlags,
+    /// Run every compiler under this program, e.g. `sccache` [env: KBUILD_COMPILER_LAUNCHER].
+    #[arg(long, value_name = "PROGRAM", env = "KBUILD_COMPILER_LAUNCHER")]
+    pub compiler_launcher: Option<PathBuf>,
     /// Op namespace suffix instead of the hash of the sources: ASCII letters, digits and `_`,
     /// at most 64.
     #[arg(long, value_name = "ID", value_parser = crate::plan::parse_unique_id)]
@@ -408,19 +416,7 @@ pub struct BuildOptions {
 #[derive(Debug, Args)]
 pub struct DevelopArgs {
     #[command(flatten)]
-    pub toolchain: ToolchainArgs,
-    #[command(flatten)]
-    pub select: SelectArgs,
-    /// Parallel compile jobs [default: one per core].
-    #[arg(short, long, value_name = "N")]
-    pub jobs: Option<usize>,
-    /// Memory the compilers may use at once, e.g. `8G` [env: KBUILD_MEMORY] [default: the
-    /// cgroup's limit or MemAvailable].
-    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
-    pub memory: Option<u64>,
-    /// Output directory [default: <project>/build].
-    #[arg(long, value_name = "DIR")]
-    pub out_dir: Option<PathBuf>,
+    pub flags: BuildFlags,
     /// Print the selected variant's plan without building or linking anything.
     #[arg(long)]
     pub dry_run: bool,
@@ -432,18 +428,7 @@ pub struct DevelopArgs {
 #[derive(Debug, Args)]
 pub struct TestArgs {
     #[command(flatten)]
-    pub toolchain: ToolchainArgs,
-    #[command(flatten)]
-    pub select: SelectArgs,
-    /// Parallel compile jobs [default: one per core].
-    #[arg(short, long, value_name = "N")]
-    pub jobs: Option<usize>,
-    /// Memory the compilers may use at once, e.g. `8G` [env: KBUILD_MEMORY].
-    #[arg(long, value_name = "SIZE", env = "KBUILD_MEMORY", hide_env = true, value_parser = crate::memory::parse_size)]
-    pub memory: Option<u64>,
-    /// Output directory [default: <project>/build].
-    #[arg(long, value_name = "DIR")]
-    pub out_dir: Option<PathBuf>,
+    pub flags: BuildFlags,
     /// Arguments for pytest, after `--` [default: `tests`].
     #[arg(last = true, value_name = "PYTEST_ARGS")]
     pub pytest_args: Vec<std::ffi::OsString>,

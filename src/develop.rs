@@ -240,8 +240,14 @@ pub fn keep_one_variant(
     };
     let variant = prepared.plans[i].variants[j].name.clone();
     let backend = prepared.plans[i].variants[j].backend;
+    let kept = |k: usize, v: &crate::plan::VariantPlan| k == i && v.name == variant;
+    let keep: Vec<bool> = (prepared.plans.iter().enumerate())
+        .flat_map(|(k, plan)| plan.variants.iter().map(move |v| (k, v)))
+        .flat_map(|(k, v)| std::iter::repeat_n(kept(k, v), v.compile.len()))
+        .collect();
+    prepared.schedule.retain(&keep);
     for (k, plan) in prepared.plans.iter_mut().enumerate() {
-        plan.variants.retain(|v| k == i && v.name == variant);
+        plan.variants.retain(|v| kept(k, v));
     }
     Ok(Choice {
         variant,
@@ -291,7 +297,7 @@ pub fn run_tests(run: &TestRun) -> Result<std::process::ExitStatus, DevelopError
     }
     spec.args(&run.pytest_args);
     let mut path = std::ffi::OsString::from(&dir);
-    if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+    if let Some(old) = crate::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
         path.push(":");
         path.push(old);
     }

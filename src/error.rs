@@ -9,12 +9,12 @@ use crate::compile::CompileError;
 use crate::config::ConfigError;
 use crate::develop::DevelopError;
 use crate::hint::Hint;
+use crate::init::InitError;
 use crate::managed::InstallError;
 use crate::orchestrator::BuildError;
 use crate::package::PackageError;
-use crate::pep517::Pep517Error;
 use crate::publish::PublishError;
-use crate::scaffold::ScaffoldError;
+use crate::pyproject::PyprojectError;
 use crate::sign::SignError;
 use crate::update_config::UpdateError;
 use crate::verify::VerifyError;
@@ -37,11 +37,11 @@ pub enum Error {
     #[error(transparent)]
     Toolchains(Box<InstallError>),
     #[error(transparent)]
-    Scaffold(Box<ScaffoldError>),
+    Scaffold(Box<InitError>),
     #[error(transparent)]
     Clean(Box<CleanError>),
     #[error(transparent)]
-    Pep517(Box<Pep517Error>),
+    Pep517(Box<PyprojectError>),
     #[error(transparent)]
     UpdateConfig(Box<UpdateError>),
     /// `kbuild update-config --check` found a v4 build.toml.
@@ -141,9 +141,9 @@ from_boxed! {
     Package => PackageError,
     Check => CheckError,
     Toolchains => InstallError,
-    Scaffold => ScaffoldError,
+    Scaffold => InitError,
     Clean => CleanError,
-    Pep517 => Pep517Error,
+    Pep517 => PyprojectError,
     UpdateConfig => UpdateError,
     Verify => VerifyError,
     Sign => SignError,
@@ -224,7 +224,7 @@ impl Error {
             None => (label.as_str(), ""),
         };
         let plain = crate::report::strip_ansi(stderr);
-        let hint = crate::hint::compiler_hint(&plain).unwrap_or_else(|| {
+        let hint = crate::compile::compiler_hint(&plain).unwrap_or_else(|| {
             "fix the errors above; `-v` shows the compiler's command line, which reproduces them"
                 .to_string()
         });

@@ -6,10 +6,11 @@
 //! A leaf module: it imports nothing from the crate. Links are followed (a project may link a
 //! shared header in); whether the target stays inside the project is the caller's check.
 
+use std::collections::BTreeSet;
 use std::fs::{File, FileType};
 use std::io::{self, Read, Write as _};
 use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What a path is, in words, when it is not a regular file: `FIFO`, `directory`, ….
 pub fn kind_of(file_type: FileType) -> Option<&'static str> {
@@ -150,6 +151,53 @@ fn process_alive(pid: libc::pid_t) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Files reachable from `source` through `#include "…"`, transitively: each name is looked up
+/// next to the including file, then in `include_dirs`. Files under `excluded` (toolchain
+/// directories) are neither reported nor scanned, and `<…>` includes are ignored: the
+/// compiler's dependency file covers those. Names that resolve nowhere are skipped (they may be
+/// behind an `#if` that is false here).
+pub fn scan_includes(
+    source: &Path,
+    include_dirs: &[PathBuf],
+    excluded: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut seen = BTreeSet::from([source.to_path_buf()]);
+    let mut queue = vec![source.to_path_buf()];
+    while let Some(file) = queue.pop() {
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let here = file.parent().unwrap_or(Path::new("."));
+        for name in quoted_includes(&text) {
+            let candidates =
+                std::iter::once(here.to_path_buf()).chain(include_dirs.iter().cloned());
+            let Some(hit) = candidates.map(|d| d.join(name)).find(|p| p.is_file()) else {
+                continue;
+            };
+            if excluded.iter().any(|dir| hit.starts_with(dir)) {
+                continue;
+            }
+            if seen.insert(hit.clone()) {
+                found.push(hit.clone());
+                queue.push(hit);
+            }
+        }
+    }
+    found
+}
+
+/// The names in `#include "name"` lines (with any spacing around `#`).
+fn quoted_includes(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter_map(|line| {
+        let rest = line.trim_start().strip_prefix('#')?.trim_start();
+        let rest = rest.strip_prefix("include")?.trim_start();
+        let rest = rest.strip_prefix('"')?;
+        rest.find('"').map(|end| &rest[..end])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +269,36 @@ mod tests {
         let mut seen = Vec::new();
         let n = stream_regular(&dir.path().join("link"), |b| seen.extend_from_slice(b)).unwrap();
         assert_eq!((n, seen.as_slice()), (1, b"x".as_slice()));
+    }
+
+    #[test]
+    fn quoted_includes_skip_system_includes_and_comments() {
+        let src = "#include \"a.h\"\n  #  include \"sub/b.cuh\" // x\n#include <torch/all.h>\n// #include \"c.h\"\n";
+        assert_eq!(
+            quoted_includes(src).collect::<Vec<_>>(),
+            ["a.h", "sub/b.cuh"]
+        );
+    }
+
+    #[test]
+    fn include_scan_follows_conditional_includes_but_not_toolchain_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("inc")).unwrap();
+        std::fs::create_dir_all(d.join("torch")).unwrap();
+        std::fs::write(
+            d.join("k.cu"),
+            "#if __CUDA_ARCH__ >= 800\n#include \"sm80.cuh\"\n#endif\n#include \"t.h\"\n#include \"missing.h\"\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("inc/sm80.cuh"), "#include \"common.h\"\n").unwrap();
+        std::fs::write(d.join("inc/common.h"), "#include \"k.cu\"\n").unwrap();
+        std::fs::write(d.join("torch/t.h"), "#include \"never.h\"\n").unwrap();
+        let found = scan_includes(
+            &d.join("k.cu"),
+            &[d.join("inc"), d.join("torch")],
+            &[d.join("torch")],
+        );
+        assert_eq!(found, vec![d.join("inc/sm80.cuh"), d.join("inc/common.h")]);
     }
 }

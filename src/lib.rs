@@ -6,6 +6,8 @@
 //! parallel, `managed` installs toolchains and keeps kbuild.lock, `report` is the one output
 //! seam, and `commands` turns resolved settings into one library call each. See ARCHITECTURE.md.
 
+#![warn(clippy::too_many_lines)]
+
 pub mod check;
 pub mod clean;
 pub mod cli;
@@ -14,24 +16,24 @@ pub mod compile;
 pub mod config;
 pub mod depends;
 pub mod develop;
+pub mod env;
 pub mod error;
 pub mod files;
 pub mod hint;
+pub mod init;
 pub mod jobserver;
 pub mod link;
 pub mod managed;
-pub mod memory;
 pub mod orchestrator;
 pub mod package;
-pub mod pep517;
 pub mod plan;
 pub mod portable;
 pub mod process;
 pub mod publish;
+pub mod pyproject;
 pub mod reaper;
 pub mod redact;
 pub mod report;
-pub mod scaffold;
 pub mod schedule;
 pub mod sign;
 pub mod toolchain;

@@ -1,5 +1,7 @@
 //! kbuild's binary: parse, dispatch, print the error chain and a hint, exit.
 
+#![warn(clippy::too_many_lines)]
+
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -46,6 +46,10 @@ pub fn group() -> Option<i32> {
     WATCHER.get_or_init(start).as_ref().map(|w| w.pgid)
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the watcher is kbuild itself, outside the process group the runner puts children in"
+)]
 fn start() -> Option<Watcher> {
     use std::os::unix::process::CommandExt as _;
     let exe = std::env::current_exe().ok()?;

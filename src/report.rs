@@ -31,7 +31,7 @@ pub fn is_closed_stdout(e: &std::io::Error) -> bool {
 pub fn stderr_color() -> bool {
     static COLOR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *COLOR.get_or_init(|| {
-        let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let set = |name: &str| crate::env::var_os(name).filter(|v| !v.is_empty());
         if set("NO_COLOR").is_some() {
             return false;
         }
@@ -39,7 +39,7 @@ pub fn stderr_color() -> bool {
             return true;
         }
         use std::io::IsTerminal as _;
-        std::io::stderr().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb")
+        std::io::stderr().is_terminal() && crate::env::var("TERM").map_or(true, |t| t != "dumb")
     })
 }
 

@@ -9,7 +9,8 @@ use kernel_abi_check::{PythonAbiViolation, Version};
 use object::read::elf::{Dyn as _, FileHeader as _, SectionHeader as _};
 use object::{Object as _, elf};
 
-use super::{CheckOptions, Finding};
+use super::rules::{CheckOptions, Finding};
+use crate::config::Capability;
 use crate::package::BuiltVariant;
 
 /// Libraries an extension may need: glibc's, the C++ runtime, torch's, and the CUDA libraries
@@ -213,52 +214,50 @@ fn check_archs(
     let Some(cuobjdump) = &opts.cuobjdump else {
         return Vec::new();
     };
-    let out = match crate::process::CommandSpec::new(cuobjdump)
-        .arg("--list-elf")
-        .arg(path)
-        .to_command()
-        .output()
-    {
-        Ok(out) if out.status.success() => out,
-        Ok(out) => {
-            return vec![finding(
-                format!(
-                    "`cuobjdump --list-elf` failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-                "rebuild the variant with `kbuild build`",
-            )];
-        }
+    let mut spec = crate::process::CommandSpec::new(cuobjdump);
+    spec.arg("--list-elf").arg(path);
+    let out = match crate::process::run(&spec) {
+        Ok(out) => out,
         Err(e) => {
-            return vec![finding(
-                format!("cannot run `{}`: {e}", cuobjdump.display()),
-                "check the CUDA toolkit",
-            )];
+            let output = e.diagnostics();
+            let why = if output.is_empty() {
+                e.to_string()
+            } else {
+                format!("{e}: {}", output.trim())
+            };
+            let fix = match e {
+                crate::process::CommandFailure::Exited { .. } => {
+                    "rebuild the variant with `kbuild build`"
+                }
+                _ => "check the CUDA toolkit",
+            };
+            return vec![finding(why, fix)];
         }
     };
-    let found: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+    // Cubins are named `<ext>.<n>.sm_90a.cubin`: the capability with its suffix.
+    let found: BTreeSet<Capability> = String::from_utf8_lossy(&out.stdout)
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter_map(|w| w.strip_prefix("sm_"))
-        .filter_map(|sm| {
-            let digits: String = sm.chars().take_while(char::is_ascii_digit).collect();
-            let (major, minor) = digits.split_at(digits.len().checked_sub(1)?);
-            Some(format!("{major}.{minor}"))
-        })
+        .filter(|w| w.starts_with("sm_"))
+        .filter_map(Capability::from_nvcc_name)
         .collect();
-    let declared: BTreeSet<String> = variant
-        .archs
-        .iter()
-        .map(|a| a.trim_end_matches("+PTX").to_string())
-        .collect();
+    let mut declared = BTreeSet::new();
+    for arch in &variant.archs {
+        match Capability::parse_arch(arch) {
+            Some((cap, _)) => declared.insert(cap),
+            None => {
+                return vec![finding(
+                    format!("metadata.json's archs entry `{arch}` is not a CUDA capability"),
+                    "rebuild the variant with `kbuild build`; do not edit metadata.json by hand",
+                )];
+            }
+        };
+    }
     if found == declared {
         return Vec::new();
     }
-    let list = |s: &BTreeSet<String>| {
-        let mut archs: Vec<&String> = s.iter().collect();
-        archs.sort_by_key(|a| capability_order(a));
-        archs
-            .iter()
-            .map(|a| a.as_str())
+    let list = |s: &BTreeSet<Capability>| {
+        s.iter()
+            .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -270,14 +269,4 @@ fn check_archs(
         ),
         "rebuild the variant with `kbuild build`; do not edit metadata.json by hand",
     )]
-}
-
-/// `9.0` before `10.0`: capabilities in order as numbers, not as text.
-fn capability_order(cap: &str) -> (u32, u32) {
-    let (major, minor) = cap.split_once('.').unwrap_or((cap, "0"));
-    let number = |s: &str| {
-        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().unwrap_or(0)
-    };
-    (number(major), number(minor))
 }

@@ -4,6 +4,7 @@
 
 mod elf;
 mod error;
+mod rules;
 
 use std::path::{Path, PathBuf};
 
@@ -13,16 +14,7 @@ use crate::package::{self, BuiltVariant, PackageError, name::VariantName};
 use crate::toolchain::{FactCache, find_nvcc, find_torch};
 
 pub use error::CheckError;
-
-/// One violation: the rule, the file, what is wrong and what to do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub rule: &'static str,
-    /// Path in the variant (or the variant directory itself).
-    pub file: String,
-    pub message: String,
-    pub fix: String,
-}
+pub use rules::{CheckOptions, Finding};
 
 /// The findings on one variant.
 #[derive(Debug, Clone, Serialize)]
@@ -104,20 +96,6 @@ pub fn rules_count(checks: &[VariantCheck]) -> usize {
     all.sort_unstable();
     all.dedup();
     all.len()
-}
-
-/// Which rules run and how.
-#[derive(Debug, Clone)]
-pub struct CheckOptions {
-    /// The manylinux policy for symbol versions (`manylinux_2_28`); `None` skips the rule.
-    pub manylinux: Option<String>,
-    /// Lists the cubins of a CUDA extension; `None` skips the `archs` rule.
-    pub cuobjdump: Option<PathBuf>,
-    /// Skip the extension rules for a `.so` that is not an ELF shared object (publish's
-    /// default: the ABI cannot be evaluated there, and the digest already pins the file).
-    pub lenient: bool,
-    /// The cap on what an artifact or wheel may unpack to.
-    pub unpack: package::UnpackLimits,
 }
 
 /// Check a build directory, a variant directory, an artifact (`.tar.gz`) or a wheel (`.whl`).
@@ -384,10 +362,10 @@ fn beside_nvcc(project_dir: &Path) -> Option<PathBuf> {
 
 /// `cuobjdump` on PATH, else next to `nvcc` on PATH or under `CUDA_HOME`.
 fn on_path() -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+    let mut dirs: Vec<PathBuf> = crate::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
-    if let Some(home) = std::env::var_os("CUDA_HOME") {
+    if let Some(home) = crate::env::var_os("CUDA_HOME") {
         dirs.push(PathBuf::from(home).join("bin"));
     }
     dirs.into_iter()

@@ -7,8 +7,7 @@ use super::settings::settings;
 use super::{print, print_json};
 use crate::cli::BuildArgs;
 use crate::error::Result;
-use crate::orchestrator::{Builder, dry_run_text, memory_line};
-use crate::plan::BuildPlan;
+use crate::orchestrator::{Builder, dry_run_json, dry_run_text, memory_line};
 use crate::report::{Printer, Reporter};
 
 /// Run `kbuild build`.
@@ -18,16 +17,23 @@ pub fn run(project_dir: &Path, args: BuildArgs, printer: &Printer) -> Result<()>
     if args.dry_run {
         let prepared = builder.prepare()?;
         super::print_notes(&prepared, printer);
-        let plans = prepared.plans;
         let budget = builder.budget();
         printer.stage(
             "Budget",
             &format!("-j{}, {}", budget.jobs, memory_line(budget.memory)),
         );
-        return match plans.as_slice() {
-            [plan] => print_plan(plan, args.options.json),
-            _ if args.options.json => print_json("the plans", &plans),
-            _ => plans.iter().try_for_each(|plan| print_plan(plan, false)),
+        let plans = &prepared.plans;
+        let runs = prepared.schedule.per_plan(plans);
+        return match (plans.as_slice(), args.options.json) {
+            ([plan], true) => print_json("the plan", &dry_run_json(plan, runs[0])),
+            (_, true) => {
+                let all: Vec<_> = (plans.iter().zip(&runs))
+                    .map(|(plan, runs)| dry_run_json(plan, runs))
+                    .collect();
+                print_json("the plans", &all)
+            }
+            _ => (plans.iter().zip(&runs))
+                .try_for_each(|(plan, runs)| print(&dry_run_text(plan, runs))),
         };
     }
     let report = builder.build()?;
@@ -46,11 +52,4 @@ pub fn run(project_dir: &Path, args: BuildArgs, printer: &Printer) -> Result<()>
         print_json("the build summary", &report)?;
     }
     Ok(())
-}
-
-fn print_plan(plan: &BuildPlan, json: bool) -> Result<()> {
-    if json {
-        return print_json("the plan", plan);
-    }
-    print(&dry_run_text(plan))
 }

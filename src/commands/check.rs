@@ -21,7 +21,7 @@ pub fn run(project_dir: &Path, args: &CheckArgs, printer: &Printer) -> Result<Ex
         manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
         cuobjdump,
         lenient: false,
-        unpack: UnpackLimits::from_env(|k| std::env::var(k).ok())?,
+        unpack: UnpackLimits::from_env(|k| crate::env::var(k).ok())?,
     };
     for restored in crate::package::restore_moved_aside(&path) {
         printer.warn(&crate::package::restored_note(&restored));

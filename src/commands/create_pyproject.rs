@@ -8,7 +8,7 @@ use crate::report::{Printer, Reporter};
 
 /// Run `kbuild create-pyproject`.
 pub fn run(project_dir: &Path, args: &CreatePyprojectArgs, printer: &Printer) -> Result<()> {
-    for path in crate::pep517::create_pyproject(project_dir, args.overwrite)? {
+    for path in crate::pyproject::create_pyproject(project_dir, args.overwrite)? {
         printer.stage("Wrote", &path.display().to_string());
     }
     Ok(())

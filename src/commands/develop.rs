@@ -32,29 +32,29 @@ pub fn develop_here(
     printer: &Printer,
 ) -> Result<Option<DevelopedHere>> {
     let started = Instant::now();
-    let select = match runnable_here(project_dir, &args.select) {
+    let select = match runnable_here(project_dir, &args.flags.select) {
         Some((narrowed, note)) => {
             printer.info(&note);
             narrowed
         }
-        None => args.select.clone(),
+        None => args.flags.select.clone(),
     };
     let settings = BuildSettings {
-        out_dir: args.out_dir.clone(),
+        out_dir: args.flags.out_dir.clone(),
         ..select_settings(
             project_dir,
-            &args.toolchain,
+            &args.flags.toolchain,
             &select,
-            args.jobs,
-            args.memory,
+            args.flags.jobs,
+            args.flags.memory,
         )
     };
     let builder = Builder::new(settings, printer);
     let mut prepared = builder.prepare()?;
     let choice = keep_one_variant(
         &mut prepared,
-        args.toolchain.python.as_deref(),
-        !args.select.backends.is_empty(),
+        args.flags.toolchain.python.as_deref(),
+        !args.flags.select.backends.is_empty(),
     )?;
     printer.stage(
         "Selected",
@@ -62,8 +62,9 @@ pub fn develop_here(
     );
     if args.dry_run {
         super::print_notes(&prepared, printer);
-        let plans = prepared.plans.iter().filter(|p| !p.variants.is_empty());
-        plans.map(dry_run_text).try_for_each(|text| print(&text))?;
+        let runs = prepared.schedule.per_plan(&prepared.plans);
+        let mut plans = (prepared.plans.iter().zip(runs)).filter(|(p, _)| !p.variants.is_empty());
+        plans.try_for_each(|(plan, runs)| print(&dry_run_text(plan, runs)))?;
         return Ok(None);
     }
     let report = builder.execute(&prepared, started)?;
@@ -96,10 +97,10 @@ pub fn develop_here(
 fn uninstall(project_dir: &Path, args: &DevelopArgs, printer: &Printer) -> Result<()> {
     let project = crate::config::load(project_dir)?;
     let package = project.general.python_name();
-    let python = find_python(args.toolchain.python.as_deref(), &project.root)
+    let python = find_python(args.flags.toolchain.python.as_deref(), &project.root)
         .map_err(DevelopError::from)?
         .path;
-    let out_dir = (args.out_dir.clone()).unwrap_or_else(|| project.root.join("build"));
+    let out_dir = (args.flags.out_dir.clone()).unwrap_or_else(|| project.root.join("build"));
     let done = crate::develop::uninstall(&out_dir, &package, &python)?;
     if done.removed.is_empty() {
         printer.info(&format!(

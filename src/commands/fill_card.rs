@@ -24,7 +24,7 @@ pub fn run(project_dir: &Path, args: &FillCardArgs, printer: &Printer) -> Result
     let build_dir = (args.build_dir.clone()).unwrap_or_else(|| project_dir.join("build"));
     crate::error::built(&build_dir, "pass `--build-dir`")?;
     let options = LocalOptions {
-        unpack: UnpackLimits::from_env(|k| std::env::var(k).ok())?,
+        unpack: UnpackLimits::from_env(|k| crate::env::var(k).ok())?,
         allow_mixed: true,
         allow_foreign: true,
     };

@@ -5,8 +5,8 @@ use std::path::Path;
 use super::print_json;
 use crate::cli::InitArgs;
 use crate::error::Result;
+use crate::init::{InitSettings, init};
 use crate::report::{Printer, Reporter};
-use crate::scaffold::{InitSettings, init};
 
 /// Run `kbuild init`; `base` is `-C` when given (DIR is relative to it), else empty.
 pub fn run(base: &Path, args: &InitArgs, printer: &Printer) -> Result<()> {

@@ -14,7 +14,7 @@ use crate::report::{Printer, Reporter};
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 pub fn run(global: &GlobalArgs, args: &PublishArgs, printer: &Printer) -> Result<ExitCode> {
-    let settings = resolve(global, args, |k| std::env::var_os(k))?;
+    let settings = resolve(global, args, |k| crate::env::var_os(k))?;
     super::sign::before_publish(args, &settings, printer)?;
     let result = publish_blocking(&settings, printer);
     printer.finish();

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::{BuildArgs, SelectArgs, ToolchainArgs};
 use crate::depends::DepsSettings;
-use crate::memory::MemoryBudget;
 use crate::orchestrator::{BuildSettings, Outputs};
+use crate::schedule::memory::MemoryBudget;
 use crate::schedule::{JobBudget, NvccMode, Order};
 use crate::toolchain::ToolchainSettings;
 
@@ -18,7 +18,7 @@ pub fn settings(project_dir: &Path, build: &BuildArgs) -> BuildSettings {
     let args = &build.options;
     let dist = || dist_dir(project_dir, args.dist_dir.as_deref());
     BuildSettings {
-        out_dir: args.out_dir.clone(),
+        out_dir: args.flags.out_dir.clone(),
         unique_id: args.unique_id.clone(),
         outputs: Outputs {
             wheel_dir: build.wheel.then(dist),
@@ -28,10 +28,10 @@ pub fn settings(project_dir: &Path, build: &BuildArgs) -> BuildSettings {
         manylinux: (args.manylinux != "none").then(|| args.manylinux.clone()),
         ..select_settings(
             project_dir,
-            &args.toolchain,
-            &args.select,
-            args.jobs,
-            args.memory,
+            &args.flags.toolchain,
+            &args.flags.select,
+            args.flags.jobs,
+            args.flags.memory,
         )
     }
 }
@@ -48,7 +48,7 @@ pub fn select_settings(
     jobs: Option<usize>,
     memory: Option<u64>,
 ) -> BuildSettings {
-    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let env = |name: &str| crate::env::var(name).unwrap_or_default();
     let on = |name: &str| matches!(env(name).as_str(), "1" | "on" | "true");
     let off = |name: &str| matches!(env(name).as_str(), "0" | "off" | "false");
     let budget = JobBudget {
@@ -56,13 +56,7 @@ pub fn select_settings(
             "fifo" => Order::Fifo,
             _ => Order::LongestFirst,
         },
-        nvcc: if on("KBUILD_JOBSERVER") {
-            NvccMode::Jobserver
-        } else if off("KBUILD_NVCC_STEPS") {
-            NvccMode::Threads
-        } else {
-            NvccMode::Steps
-        },
+        nvcc: NvccMode::asked(on("KBUILD_JOBSERVER"), off("KBUILD_NVCC_STEPS")),
         ..JobBudget::for_machine(jobs, memory.map(MemoryBudget::given))
     };
     BuildSettings {

@@ -13,11 +13,7 @@ use crate::report::Printer;
 /// Run `kbuild test`; exits as pytest exits.
 pub fn run(project_dir: &Path, args: TestArgs, printer: &Printer) -> Result<ExitCode> {
     let develop = DevelopArgs {
-        toolchain: args.toolchain,
-        select: args.select,
-        jobs: args.jobs,
-        memory: args.memory,
-        out_dir: args.out_dir,
+        flags: args.flags,
         dry_run: false,
         uninstall: false,
     };

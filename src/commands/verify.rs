@@ -35,7 +35,7 @@ pub fn run(project_dir: &Path, args: &VerifyArgs, printer: &Printer) -> Result<(
 }
 
 fn settings(project_dir: &Path, args: &VerifyArgs) -> Result<VerifySettings> {
-    let env = |k: &str| std::env::var(k).ok();
+    let env = |k: &str| crate::env::var(k).ok();
     let target = match &args.repo {
         Some(repo) => Target::Hub(HubSource {
             endpoint: env("HF_ENDPOINT")
@@ -44,7 +44,7 @@ fn settings(project_dir: &Path, args: &VerifyArgs) -> Result<VerifySettings> {
                 .trim_end_matches('/')
                 .to_string(),
             // A broken token file is no reason to refuse a public download: without a token.
-            token: auth::resolve_token(|k: &str| std::env::var_os(k))
+            token: auth::resolve_token(|k: &str| crate::env::var_os(k))
                 .ok()
                 .flatten()
                 .map(|(token, _)| token.expose().to_string()),

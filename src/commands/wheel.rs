@@ -9,9 +9,11 @@ use crate::report::{Printer, Reporter};
 
 /// Run `kbuild wheel`: build, then one wheel per variant.
 pub fn run(project_dir: &Path, mut options: BuildOptions, printer: &Printer) -> Result<()> {
-    if let Some((narrowed, note)) = super::dev_loop::runnable_here(project_dir, &options.select) {
+    if let Some((narrowed, note)) =
+        super::dev_loop::runnable_here(project_dir, &options.flags.select)
+    {
         printer.info(&note);
-        options.select = narrowed;
+        options.flags.select = narrowed;
     }
     let args = BuildArgs {
         options,

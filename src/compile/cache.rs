@@ -584,7 +584,9 @@ pub fn nvcc_env_flags() -> Vec<(String, String)> {
     ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"]
         .into_iter()
         .filter_map(|name| {
-            let value = std::env::var(name).ok().filter(|v| !v.trim().is_empty())?;
+            let value = crate::env::var(name)
+                .ok()
+                .filter(|v| !v.trim().is_empty())?;
             Some((name.to_string(), value))
         })
         .collect()

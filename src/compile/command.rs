@@ -5,16 +5,18 @@ use std::path::Path;
 
 use crate::plan::{CompileJob, Lang};
 use crate::process::CommandSpec;
+use crate::schedule::RunChoice;
 
-/// The command that compiles `job`. Pure: no file system access, no environment.
+/// The command that compiles `job` as `run` says (nvcc's `--threads`, `--jobserver`,
+/// `--split-compile`). Pure: no file system access, no environment.
 ///
 /// Defaults added here rather than by the planner: `-O3` (for nvcc that is the host-code level;
 /// device code is optimised by default) unless the job's flags already choose an `-O` level, and
 /// `-MD -MF <depfile>` so the object cache learns every header. The job's own `flags` come last
 /// so they can override what precedes them.
-pub fn command_for(job: &CompileJob) -> CommandSpec {
+pub fn command_for(job: &CompileJob, run: &RunChoice) -> CommandSpec {
     match job.lang {
-        Lang::Cuda => nvcc_command(job),
+        Lang::Cuda => nvcc_command(job, run),
         Lang::Cxx => cxx_command(job),
     }
 }
@@ -29,7 +31,7 @@ pub fn color_diagnostics(cmd: &mut CommandSpec, lang: Lang) {
     };
 }
 
-fn nvcc_command(job: &CompileJob) -> CommandSpec {
+fn nvcc_command(job: &CompileJob, run: &RunChoice) -> CommandSpec {
     let mut cmd = CommandSpec::new(&job.compiler);
     if let Some(host) = &job.host_compiler {
         cmd.arg("-ccbin").arg(host);
@@ -43,19 +45,22 @@ fn nvcc_command(job: &CompileJob) -> CommandSpec {
     // two, nvcc runs the front end (cicc) twice for that capability, and the extra device pass
     // does not fit the `--threads` share sized by capabilities.
     for gencode in &job.gencodes {
-        let sm = gencode.capability.sm();
+        let (sm, compute) = (
+            gencode.capability.sm_name(),
+            gencode.capability.compute_name(),
+        );
         let code = if gencode.ptx {
-            format!("code=[sm_{sm},compute_{sm}]")
+            format!("code=[{sm},{compute}]")
         } else {
-            format!("code=sm_{sm}")
+            format!("code={sm}")
         };
-        cmd.arg("-gencode").arg(format!("arch=compute_{sm},{code}"));
+        cmd.arg("-gencode").arg(format!("arch={compute},{code}"));
     }
-    cmd.arg("--threads").arg(job.nvcc_threads.to_string());
-    if let Some(split) = &job.split {
-        cmd.arg(super::split::cicc_split(split.threads));
+    cmd.arg("--threads").arg(run.nvcc_threads.to_string());
+    if let Some(split) = &run.split {
+        cmd.arg(super::nvcc::split::cicc_split(split.threads));
     }
-    if job.nvcc_jobserver {
+    if run.nvcc_jobserver {
         cmd.arg("--jobserver");
     }
     for flag in &job.host_flags {

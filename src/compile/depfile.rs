@@ -1,9 +1,9 @@
-//! What an object depends on: the compiler's Make-style dependency file, plus a scan of the
-//! project's own `#include "…"` lines (nvcc's `-MD` can miss headers included only under
-//! `#if __CUDA_ARCH__ >= …`).
+//! What an object depends on: the compiler's Make-style dependency file (the scan of the
+//! project's own `#include "…"` lines, which nvcc's `-MD` can miss under `#if __CUDA_ARCH__`,
+//! is `files::scan_includes`).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The prerequisites of every rule in a Make dependency file, in order, without duplicates.
 ///
@@ -78,53 +78,6 @@ fn split_words(line: &str) -> Vec<Word> {
     words
 }
 
-/// Files reachable from `source` through `#include "…"`, transitively: each name is looked up
-/// next to the including file, then in `include_dirs`. Files under `excluded` (toolchain
-/// directories) are neither reported nor scanned, and `<…>` includes are ignored: the
-/// compiler's dependency file covers those. Names that resolve nowhere are skipped (they may be
-/// behind an `#if` that is false here).
-pub fn scan_includes(
-    source: &Path,
-    include_dirs: &[PathBuf],
-    excluded: &[PathBuf],
-) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut seen = BTreeSet::from([source.to_path_buf()]);
-    let mut queue = vec![source.to_path_buf()];
-    while let Some(file) = queue.pop() {
-        let Ok(bytes) = std::fs::read(&file) else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&bytes);
-        let here = file.parent().unwrap_or(Path::new("."));
-        for name in quoted_includes(&text) {
-            let candidates =
-                std::iter::once(here.to_path_buf()).chain(include_dirs.iter().cloned());
-            let Some(hit) = candidates.map(|d| d.join(name)).find(|p| p.is_file()) else {
-                continue;
-            };
-            if excluded.iter().any(|dir| hit.starts_with(dir)) {
-                continue;
-            }
-            if seen.insert(hit.clone()) {
-                found.push(hit.clone());
-                queue.push(hit);
-            }
-        }
-    }
-    found
-}
-
-/// The names in `#include "name"` lines (with any spacing around `#`).
-fn quoted_includes(text: &str) -> impl Iterator<Item = &str> {
-    text.lines().filter_map(|line| {
-        let rest = line.trim_start().strip_prefix('#')?.trim_start();
-        let rest = rest.strip_prefix("include")?.trim_start();
-        let rest = rest.strip_prefix('"')?;
-        rest.find('"').map(|end| &rest[..end])
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,36 +111,5 @@ mod tests {
             parse_depfile("a.o: a.c\ngarbage here\n").unwrap_err(),
             "rule 2 has no `:`: `garbage here`"
         );
-    }
-
-    #[test]
-    fn quoted_includes_skip_system_includes_and_comments() {
-        let src = "#include \"a.h\"\n  #  include \"sub/b.cuh\" // x\n#include <torch/all.h>\n// #include \"c.h\"\n";
-        assert_eq!(
-            quoted_includes(src).collect::<Vec<_>>(),
-            ["a.h", "sub/b.cuh"]
-        );
-    }
-
-    #[test]
-    fn include_scan_follows_conditional_includes_but_not_toolchain_dirs() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        std::fs::create_dir_all(d.join("inc")).unwrap();
-        std::fs::create_dir_all(d.join("torch")).unwrap();
-        std::fs::write(
-            d.join("k.cu"),
-            "#if __CUDA_ARCH__ >= 800\n#include \"sm80.cuh\"\n#endif\n#include \"t.h\"\n#include \"missing.h\"\n",
-        )
-        .unwrap();
-        std::fs::write(d.join("inc/sm80.cuh"), "#include \"common.h\"\n").unwrap();
-        std::fs::write(d.join("inc/common.h"), "#include \"k.cu\"\n").unwrap();
-        std::fs::write(d.join("torch/t.h"), "#include \"never.h\"\n").unwrap();
-        let found = scan_includes(
-            &d.join("k.cu"),
-            &[d.join("inc"), d.join("torch")],
-            &[d.join("torch")],
-        );
-        assert_eq!(found, vec![d.join("inc/sm80.cuh"), d.join("inc/common.h")]);
     }
 }

@@ -1,5 +1,5 @@
 //! What a C++ unit never measured reserves at the memory gate when the conservative
-//! [`UNKNOWN_PEAK`](crate::memory::UNKNOWN_PEAK) would hold other compilers back. nvcc's steps
+//! [`UNKNOWN_PEAK`](crate::schedule::memory::UNKNOWN_PEAK) would hold other compilers back. nvcc's steps
 //! guess from the files they read (`nvcc_steps`); a C++ unit is one compiler process whose
 //! input (its source with every header, torch's included) exists only inside it. So its
 //! preprocessor runs first, and the guess is the host compile's factor over what it wrote:
@@ -12,12 +12,12 @@
 use std::path::Path;
 
 use super::command::preprocess_command_for;
-use super::nvcc_steps::StepKind;
-use super::run_gated;
-use crate::memory::{MemoryGate, format_size};
+use super::gate::run_gated;
+use super::nvcc::steps::StepKind;
 use crate::plan::{CompileJob, Lang};
 use crate::process::Cancel;
 use crate::report::Reporter;
+use crate::schedule::memory::{MemoryGate, format_size};
 
 /// The peak to reserve for compiling `job` when it is a C++ unit `gate` never measured and the
 /// conservative size could bind with `jobs` jobs: the host compile's guess over its
@@ -57,7 +57,7 @@ pub(super) fn cxx_peak_guess(
         job.label,
         format_size(size),
         format_size(guess),
-        format_size(crate::memory::UNKNOWN_PEAK),
+        format_size(crate::schedule::memory::UNKNOWN_PEAK),
         format_size(gate.budget().bytes),
     ));
     Some(guess)

@@ -18,12 +18,16 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::command::command_for;
 use super::command::preprocess_command_for;
-use super::nvcc_steps::{StepKind, StepPaths, plan_steps};
-use super::{CompileError, CompileSettings, TempOutputs, command_for, run_gated};
+use super::error::CompileError;
+use super::gate::run_gated;
+use super::nvcc::steps::{StepKind, StepPaths, plan_steps};
+use super::runner::TempOutputs;
+use super::settings::CompileSettings;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec};
-use crate::schedule::JobError;
+use crate::schedule::{JobError, RunChoice};
 
 /// The define that carries the op namespace, keyed without its value (`cache.rs`).
 pub(crate) const NAMESPACE_DEFINE: &str = "TORCH_EXTENSION_NAME";
@@ -95,6 +99,7 @@ impl NamespaceUse {
 /// then compiles as if it depended on the id.
 pub(super) fn preprocessed_holds(
     job: &CompileJob,
+    run: &RunChoice,
     id: &str,
     settings: &CompileSettings,
     cancel: &Cancel,
@@ -106,7 +111,7 @@ pub(super) fn preprocessed_holds(
             let out = tmp.object.with_extension("ii");
             vec![(preprocess_command_for(job, &out), out)]
         }
-        Some(keep) => match nvcc_preprocesses(job, &tmp, keep, cancel)? {
+        Some(keep) => match nvcc_preprocesses(job, run, &tmp, keep, cancel)? {
             Ok(passes) => passes,
             Err(why) => return Ok(Err(why)),
         },
@@ -115,7 +120,7 @@ pub(super) fn preprocessed_holds(
     let key = gate.map(|g| g.key(&job.object, Some("preprocess")));
     let guess = Some(StepKind::HostPreprocess.peak_guess(0));
     for (spec, out) in &passes {
-        let ran = run_gated(spec, gate, key.as_deref(), guess, cancel);
+        let ran = run_gated(spec, gate, key.as_ref(), guess, cancel);
         let held = ran.map(|_| crate::files::read_regular(out, u64::MAX));
         let _ = std::fs::remove_file(out);
         match held {
@@ -138,15 +143,19 @@ type Passes = Vec<(CommandSpec, PathBuf)>;
 /// file it writes: read from `nvcc --dryrun`, as `split.rs` reads the whole pipeline.
 fn nvcc_preprocesses(
     job: &CompileJob,
+    run: &RunChoice,
     tmp: &TempOutputs,
     keep: &StepsDir,
     cancel: &Cancel,
 ) -> Result<Result<Passes, String>, JobError<CompileError>> {
-    let mut dryrun = command_for(&CompileJob {
-        object: tmp.object.clone(),
-        depfile: tmp.depfile.clone(),
-        ..job.clone()
-    });
+    let mut dryrun = command_for(
+        &CompileJob {
+            object: tmp.object.clone(),
+            depfile: tmp.depfile.clone(),
+            ..job.clone()
+        },
+        run,
+    );
     let mut args = vec!["--dryrun".into(), "--keep".into(), "--keep-dir".into()];
     args.push(keep.0.as_os_str().to_owned());
     args.append(&mut dryrun.args);

@@ -26,9 +26,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::cache::{self, Manifest};
+use super::error::RemoteUrlError;
 use super::namespace::Patchability;
 use super::namespace_use::NamespaceUse;
 use super::redis::{Address, Client, RedisError};
+use super::settings::RemoteSettings;
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 use crate::report::Reporter;
@@ -36,38 +38,6 @@ use crate::report::Reporter;
 /// Bump when an entry's format or the key's meaning changes. v2: an entry serves any op
 /// namespace only when the preprocessor said so (v1 went by the spelling of the files).
 const PREFIX: &str = "kbuild:v2";
-
-/// Where the remote cache is and what the paths it stores are relative to. `Debug` hides the
-/// URL's login.
-#[derive(Clone)]
-pub struct RemoteSettings {
-    /// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` (from `KBUILD_REMOTE_CACHE`).
-    pub url: String,
-    /// Named directories that differ between checkouts and machines (`project`, `work`,
-    /// `cache`): a path below one is stored as `<name>/rest`.
-    pub roots: Vec<(String, PathBuf)>,
-    /// The team's secret (`KBUILD_REMOTE_CACHE_SECRET`): entries are signed with it, and only
-    /// entries signed with it are used.
-    pub secret: Option<String>,
-}
-
-impl std::fmt::Debug for RemoteSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteSettings")
-            .field("url", &crate::redact::url(&self.url))
-            .field("roots", &self.roots)
-            .field("secret", &self.secret.as_ref().map(|_| "***"))
-            .finish()
-    }
-}
-
-/// The remote's address is not a URL kbuild can use. The URL is not shown: where its login
-/// ends is not known in a URL kbuild cannot read, and the reason names the part that is wrong.
-#[derive(Debug, thiserror::Error)]
-#[error("`KBUILD_REMOTE_CACHE` is not a usable remote cache: {why}")]
-pub struct RemoteUrlError {
-    pub why: String,
-}
 
 /// What the remote knows about one compile (paths normalized).
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -6,21 +6,36 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use super::cache::{self, Argv, Freshness, Manifest};
+use super::cache::{self, Argv, Cache, Freshness, Manifest};
+use super::command::command_for;
+use super::error::{CompileError, io_error};
+use super::gate::run_gated;
 use super::namespace::{self, Patchability};
 use super::namespace_use::preprocessed_holds;
+use super::nvcc::StepCache;
 use super::remote::{Lookup, RemoteCache, RemoteKey};
-use super::{
-    Caches, CompileError, CompileSettings, TempOutputs, command_for, io_error, launched, run_gated,
-};
+use super::runner::{TempOutputs, launched};
+use super::settings::CompileSettings;
 use crate::plan::CompileJob;
 use crate::process::Cancel;
 use crate::report::Reporter;
-use crate::schedule::JobError;
+use crate::schedule::{JobError, RunChoice};
+
+/// What serves the compiles of one build beside the compiler: this work directory's object
+/// cache, the shared remote one, and sccache when units go to sccache-dist's servers.
+pub(super) struct Caches<'a> {
+    pub(super) local: &'a Cache,
+    /// nvcc's device passes (when CUDA units run as nvcc's steps).
+    pub(super) steps: Option<&'a StepCache>,
+    pub(super) remote: Option<&'a RemoteCache>,
+    pub(super) dist: Option<&'a Path>,
+}
 
 /// One unit as the caches see it, and how its compilers run.
 pub(super) struct Serving<'s, 'a> {
     pub(super) job: &'s CompileJob,
+    /// How the unit runs, as the schedule chose.
+    pub(super) run: &'s RunChoice,
     pub(super) caches: &'s Caches<'a>,
     pub(super) argv: &'s Argv,
     pub(super) launcher: Option<&'s Path>,
@@ -148,7 +163,7 @@ fn check_use(cx: &Serving, from: &str, to: &str) -> Result<Freshness, JobError<C
     let (job, local, reporter) = (cx.job, cx.caches.local, cx.reporter);
     let changed = format!("the op namespace changed (`{from}` -> `{to}`)");
     let started = SystemTime::now();
-    let holds = match preprocessed_holds(job, to, cx.settings, cx.cancel)? {
+    let holds = match preprocessed_holds(job, cx.run, to, cx.settings, cx.cancel)? {
         Ok(holds) => holds,
         Err(why) => {
             let why = format!("{changed} and whether the object depends on it is not known: {why}");
@@ -195,7 +210,7 @@ pub(super) fn checked_for_sharing(
         return Ok(Some(m));
     };
     let (job, reporter) = (cx.job, cx.reporter);
-    match preprocessed_holds(job, &id, cx.settings, cx.cancel)? {
+    match preprocessed_holds(job, cx.run, &id, cx.settings, cx.cancel)? {
         // A file changed while it ran: the object may be of either version; the next build
         // compiles it again anyway.
         Ok(_) if cx.caches.local.changed_since(&m, started).is_some() => {}
@@ -228,14 +243,14 @@ pub(super) fn with_known(
 /// The remote cache and the unit's key there, when there is one.
 fn remote_key<'a>(cx: &Serving<'_, 'a>) -> Option<(&'a RemoteCache, RemoteKey)> {
     let remote = cx.caches.remote?;
-    Some((remote, remote.key(cx.job, &command_for(cx.job))?))
+    Some((remote, remote.key(cx.job, &command_for(cx.job, cx.run))?))
 }
 
 /// Share an object whose op namespace was re-applied: it now carries the namespace the remote
 /// key names, like a compiled one.
 fn share(cx: &Serving, manifest: &Manifest) {
     if let Some(r) = cx.caches.remote
-        && let Some(key) = r.key(cx.job, &command_for(cx.job))
+        && let Some(key) = r.key(cx.job, &command_for(cx.job, cx.run))
     {
         r.store(cx.job, &key, manifest, cx.reporter);
     }
@@ -313,12 +328,15 @@ fn compile_probe(
         .collect();
     let spec = launched(
         cx.launcher,
-        command_for(&CompileJob {
-            object: tmp.object.clone(),
-            depfile: tmp.depfile.clone(),
-            defines,
-            ..job.clone()
-        }),
+        command_for(
+            &CompileJob {
+                object: tmp.object.clone(),
+                depfile: tmp.depfile.clone(),
+                defines,
+                ..job.clone()
+            },
+            cx.run,
+        ),
     );
     cx.reporter.verbose(&format!(
         "probe `{}`: probe compiled under `{probe}` to learn where the op namespace lies in the \
@@ -327,7 +345,7 @@ fn compile_probe(
     ));
     let memory = cx.settings.memory.as_deref();
     let key = memory.map(|g| g.key(&job.object, None));
-    if let Err(failure) = run_gated(&spec, memory, key.as_deref(), None, cx.cancel) {
+    if let Err(failure) = run_gated(&spec, memory, key.as_ref(), None, cx.cancel) {
         return match CompileError::from_failure(&job.label, job.lang, failure) {
             Some(e) => Ok(Err(format!(
                 "the probe compile under `{probe}` failed: {e}"

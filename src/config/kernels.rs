@@ -4,9 +4,10 @@ use std::ops::Range;
 
 use toml::de::DeValue;
 
+use super::capability::Capability;
 use super::error::{ConfigError, ErrorKind};
 use super::location::Location;
-use super::model::{Backend, Capability, DType, Dependency, Kernel};
+use super::model::{Backend, DType, Dependency, Kernel};
 use super::paths::{PathKind, PathRef, include_dirs, path_list};
 use super::reader::{self, KeySpec, Sp, Table, article, key};
 use super::suggest;

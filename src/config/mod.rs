@@ -26,7 +26,7 @@
 //!   not an error: kernel-builder ignores such kernels, and its docs recommend commenting a
 //!   backend out of `backends` for testing. Such kernels stay in `Project::kernels`; consumers
 //!   build only the backends listed in `general.backends`.
-//! - A kernel's capabilities are kept when some GPU has them (`values::KNOWN_CAPABILITIES`,
+//! - A kernel's capabilities are kept when some GPU has them (`capability::KNOWN_CAPABILITIES`,
 //!   suffixes `a` from 9.0 and `f` from 10.0), dropped with a warning otherwise (HF drops them
 //!   when intersecting with nvcc); a list with none left is an error. Whether the installed nvcc
 //!   supports them is the planner's question. `[kbuild.cuda-capabilities]` takes real ones only.
@@ -37,6 +37,7 @@
 //!
 //! Errors stop at the first problem and point at it as `build.toml:line:column`.
 
+mod capability;
 mod discover;
 mod error;
 mod general;
@@ -51,15 +52,15 @@ mod validate;
 mod values;
 mod version;
 
+pub use capability::{
+    Capability, CapabilityProblem, KNOWN_CAPABILITIES, ParseCapabilityError, Spelling,
+};
 pub use discover::find_project_root;
 pub use error::{ConfigError, ErrorKind};
 pub use location::Location;
 pub use model::*;
 pub use suggest::{closest, edit_distance};
-pub use values::{
-    CapabilityProblem, DEPENDENCY_NAMES, KNOWN_CAPABILITIES, ParseBackendError,
-    ParseCapabilityError, ParseDTypeError, ParseDependencyError,
-};
+pub use values::{DEPENDENCY_NAMES, ParseBackendError, ParseDTypeError, ParseDependencyError};
 pub use version::{ParseVersionError, Version};
 
 use std::path::{Path, PathBuf};

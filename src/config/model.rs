@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::capability::Capability;
 use super::location::Location;
 use super::version::Version;
 
@@ -345,40 +346,6 @@ impl Backend {
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// A CUDA compute capability such as `9.0` or `9.0a`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Capability {
-    pub major: u32,
-    pub minor: u32,
-    /// Architecture-specific suffix (`a` or `f`), as in `9.0a`.
-    pub suffix: Option<char>,
-}
-
-impl Capability {
-    /// `sm_90a`-style digits: `90a`.
-    pub fn sm(&self) -> String {
-        match self.suffix {
-            Some(s) => format!("{}{}{}", self.major, self.minor, s),
-            None => format!("{}{}", self.major, self.minor),
-        }
-    }
-}
-
-impl serde::Serialize for Capability {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl fmt::Display for Capability {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.suffix {
-            Some(s) => write!(f, "{}.{}{}", self.major, self.minor, s),
-            None => write!(f, "{}.{}", self.major, self.minor),
-        }
     }
 }
 

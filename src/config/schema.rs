@@ -5,10 +5,11 @@ use std::ops::Range;
 
 use toml::de::{DeTable, DeValue};
 
+use super::capability::Capability;
 use super::error::{ConfigError, ErrorKind, Source};
 use super::general::{read_edition, read_general};
 use super::kernels::{self, RawKernel, RawMatrix};
-use super::model::{Backend, Capability, Edition, General, StableAbi, Torch, TorchNoarch, TvmFfi};
+use super::model::{Backend, Edition, General, StableAbi, Torch, TorchNoarch, TvmFfi};
 use super::paths::{PathKind, PathRef, include_dirs, path_list};
 use super::reader::{KeySpec, Table, key, parse_version, spec, strings, version};
 use super::suggest;

@@ -5,9 +5,10 @@ use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use super::capability::Capability;
 use super::error::{ConfigError, ErrorKind, Source};
 use super::kernels::{RawKernel, RawMatrix};
-use super::model::{Backend, Capability, ConfigWarning, Framework, KbuildExt, Kernel, Project};
+use super::model::{Backend, ConfigWarning, Framework, KbuildExt, Kernel, Project};
 use super::paths::{PathKind, PathRef};
 use super::schema::{Raw, RawFramework};
 use super::suggest;

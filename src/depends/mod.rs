@@ -56,7 +56,7 @@ impl DepsSettings {
     /// `CUTLASS_HOME`, `KBUILD_OFFLINE`, and `KBUILD_CUTLASS_GIT` (the repository CUTLASS
     /// releases PyPI lacks are cloned from: a URL, a path, or `file://`).
     pub fn from_env() -> Self {
-        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let var = |name: &str| crate::env::var_os(name).filter(|v| !v.is_empty());
         let cache_dir = var("KBUILD_CACHE_DIR")
             .map(PathBuf::from)
             .or_else(|| var("XDG_CACHE_HOME").map(|x| PathBuf::from(x).join("kbuild")))

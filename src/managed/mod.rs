@@ -141,7 +141,7 @@ impl Hint for InstallError {
 /// `$XDG_CACHE_HOME/kbuild/toolchains`, else `~/.cache/kbuild/toolchains`.
 pub fn toolchains_dir() -> Result<PathBuf, InstallError> {
     let var = |name| {
-        std::env::var_os(name)
+        crate::env::var_os(name)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };

@@ -42,15 +42,9 @@ pub(super) fn key(project: &Project, plans: &[BuildPlan]) -> String {
     field(&RECORD_VERSION.to_le_bytes());
     field(&serde_json::to_vec(&kbuild_stamp()).unwrap_or_default());
     for plan in plans {
-        let mut plan = plan.clone();
-        for job in plan.variants.iter_mut().flat_map(|v| v.compile.iter_mut()) {
-            job.nvcc_threads = 0;
-            job.nvcc_jobserver = false;
-            job.split = None;
-        }
         field(&serde_json::to_vec(&plan).unwrap_or_default());
         for variant in &plan.variants {
-            let metadata = package::metadata_for(project, variant, kernel_git(&plan));
+            let metadata = package::metadata_for(project, variant, kernel_git(plan));
             field(metadata.to_json().as_bytes());
         }
     }

@@ -6,7 +6,6 @@
 //! directory's lock and runs the stages on it; a build for several toolchains (one per torch)
 //! compiles every plan's jobs in one run under one budget.
 
-mod costs;
 mod error;
 mod fresh;
 mod lock;
@@ -19,11 +18,12 @@ pub use error::BuildError;
 pub use lock::BuildLock;
 pub use prepare::{Prepared, prepare};
 pub use report::{
-    BuildReport, ScheduleReport, VariantReport, dry_run_text, memory_line, skipped_once,
+    BuildReport, ScheduleReport, VariantReport, dry_run_json, dry_run_text, memory_line,
+    skipped_once,
 };
 pub use settings::{BuildSettings, Outputs};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -32,12 +32,13 @@ use crate::config::Project;
 use crate::depends;
 use crate::jobserver::Jobserver;
 use crate::link;
-use crate::memory::{self, MemoryGate, format_size};
 use crate::package::{self, Installed};
 use crate::plan::{BuildPlan, CompileJob};
 use crate::process::{catch_interrupts, check_interrupted};
 use crate::report::Reporter;
-use crate::schedule::{NvccMode, Order};
+use crate::schedule::costs::Costs;
+use crate::schedule::memory::{self, MemoryGate, format_size};
+use crate::schedule::{Order, Scheduled};
 use report::variant_report;
 
 /// Runs builds with one set of settings, reporting progress to `reporter`.
@@ -164,18 +165,18 @@ impl<'r> Builder<'r> {
         }
         let budget = self.settings.budget;
         let cache_dir = self.settings.toolchain.deps.cache_dir.as_deref();
-        let mut costs = costs::Costs::load(&first.work_dir, cache_dir);
+        let mut costs = Costs::load(&first.work_dir, cache_dir);
         let cuda = jobs.iter().any(|j| j.lang == crate::plan::Lang::Cuda);
         let schedule = ScheduleReport {
             jobs: budget.jobs,
             order: budget.order,
             nvcc: cuda.then_some(prepared.nvcc),
             memory: budget.memory,
-            split: report::splits(&jobs),
+            split: report::splits(&jobs, &prepared.schedule.runs),
         };
         let memory = budget
             .memory
-            .map(|b| Arc::new(memory_gate(b, &first.work_dir, cache_dir, &jobs)));
+            .map(|b| Arc::new(MemoryGate::for_build(b, &first.work_dir, cache_dir, &jobs)));
         if !jobs.is_empty() {
             self.report_compiling(&prepared.project, &jobs, &schedule);
         }
@@ -185,8 +186,9 @@ impl<'r> Builder<'r> {
             kbuild_cache: self.settings.toolchain.deps.cache_dir.clone(),
             nvcc_env: compile::nvcc_env_flags(),
             launcher: self.settings.compiler_launcher.clone(),
-            jobserver: self.jobserver(&jobs, prepared.nvcc),
-            order: prepared.order.clone(),
+            jobserver: self.jobserver(&prepared.schedule),
+            order: prepared.schedule.order.clone(),
+            runs: prepared.schedule.runs.clone(),
             nvcc: prepared.nvcc,
             memory: memory.clone(),
             remote: self.remote_settings(prepared, first),
@@ -271,13 +273,8 @@ impl<'r> Builder<'r> {
     /// The jobserver the build's job slots come from, when kbuild runs nvcc's steps or nvcc's
     /// device passes share it and a CUDA unit is to be compiled. If none can be made, each
     /// unit runs its device passes in its own slot (each nvcc up to its `--threads`).
-    fn jobserver(&self, jobs: &[CompileJob], nvcc: NvccMode) -> Option<Arc<Jobserver>> {
-        let shares = match nvcc {
-            NvccMode::Steps => jobs.iter().any(|j| j.lang == crate::plan::Lang::Cuda),
-            NvccMode::Jobserver => jobs.iter().any(|j| j.nvcc_jobserver),
-            NvccMode::Threads => false,
-        };
-        if !shares {
+    fn jobserver(&self, schedule: &Scheduled) -> Option<Arc<Jobserver>> {
+        if !schedule.shares_slots() {
             return None;
         }
         match Jobserver::new(self.settings.budget.jobs) {
@@ -368,26 +365,4 @@ impl<'r> Builder<'r> {
             )),
         }
     }
-}
-
-/// The build's memory gate: the peaks learned in `work_dir`, and with kbuild's cache directory
-/// those learned for the same sources in other work directories (each job's unit named as
-/// `costs/v1.json` names it).
-fn memory_gate(
-    budget: memory::MemoryBudget,
-    work_dir: &Path,
-    cache_dir: Option<&Path>,
-    jobs: &[CompileJob],
-) -> MemoryGate {
-    let gate = MemoryGate::load(budget, work_dir);
-    let Some(dir) = cache_dir else {
-        return gate;
-    };
-    let gate = gate.shared(dir);
-    for job in jobs {
-        if let Some(unit) = costs::shared_key(job) {
-            gate.name_unit(&job.object, unit);
-        }
-    }
-    gate
 }

@@ -13,7 +13,7 @@ use crate::depends;
 use crate::managed::{self, InstallError, LockFile, major_minor, toolchains_dir};
 use crate::plan::{self, BuildPlan, PlanSettings, select_backends};
 use crate::report::Reporter;
-use crate::schedule::NvccMode;
+use crate::schedule::{JobBudget, NvccMode, Scheduled};
 use crate::toolchain::{
     FactCache, Nvcc, Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch,
 };
@@ -28,10 +28,10 @@ pub struct Prepared {
     pub toolchains: Vec<Toolchain>,
     /// How CUDA units run nvcc in this build, decided once for every toolchain.
     pub nvcc: NvccMode,
-    /// The order the compile jobs start in: indices into every plan's jobs (plan, variant,
-    /// job), longest first by the costs known or predicted (`costs.rs`), which also set each
-    /// job's `--split-compile`.
-    pub order: Vec<usize>,
+    /// How every plan's compile jobs (plan, variant, job) run: the order they start in,
+    /// longest first by the costs known or predicted, and each job's run choice
+    /// (`schedule::choose`).
+    pub schedule: Scheduled,
     /// The toolchain facts of the output directory, with what this run had to ask anew.
     pub facts: FactCache,
 }
@@ -62,10 +62,6 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
         out_dir,
         backends: settings.backends.clone(),
         unique_id: settings.unique_id.clone(),
-        budget: crate::schedule::JobBudget {
-            nvcc,
-            ..settings.budget
-        },
         manylinux: settings.manylinux.clone(),
         cuda_capabilities: cuda_capabilities(settings, &toolchains)?,
         cxx_flags: settings.cxx_flags.clone(),
@@ -76,13 +72,14 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
     }
     select_variants(&mut plans, &settings.variants)?;
     label_with_torch(&mut plans);
-    let order = super::costs::schedule(
-        &mut plans,
-        &plan_settings.budget,
-        settings.toolchain.deps.cache_dir.as_deref(),
-    );
+    let budget = JobBudget {
+        nvcc,
+        ..settings.budget
+    };
+    let cache_dir = settings.toolchain.deps.cache_dir.as_deref();
+    let schedule = crate::schedule::choose(&plans, &budget, cache_dir);
     Ok(Prepared {
-        order,
+        schedule,
         project,
         plans,
         toolchains,

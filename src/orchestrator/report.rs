@@ -8,10 +8,10 @@ use serde::Serialize;
 use crate::compile::command_for;
 use crate::config::Backend;
 use crate::link::link_command;
-use crate::memory::{MemoryBudget, UNKNOWN_PEAK, format_size};
 use crate::plan::{BuildPlan, CompileJob, Skipped, VariantPlan};
 use crate::report::Reporter;
-use crate::schedule::{NvccMode, Order};
+use crate::schedule::memory::{MemoryBudget, UNKNOWN_PEAK, format_size};
+use crate::schedule::{NvccMode, Order, RunChoice};
 
 /// One variant a build wrote (or found unchanged).
 #[derive(Debug, Clone, Serialize)]
@@ -81,11 +81,12 @@ pub struct SplitReport {
     pub why: String,
 }
 
-/// The split units among `jobs`.
-pub fn splits(jobs: &[CompileJob]) -> Vec<SplitReport> {
+/// The split units among `jobs` (run as `runs` say).
+pub fn splits(jobs: &[CompileJob], runs: &[RunChoice]) -> Vec<SplitReport> {
     jobs.iter()
-        .filter_map(|j| {
-            j.split.as_ref().map(|s| SplitReport {
+        .zip(runs)
+        .filter_map(|(j, run)| {
+            run.split.as_ref().map(|s| SplitReport {
                 label: j.label.clone(),
                 threads: s.threads,
                 why: s.why.clone(),
@@ -197,10 +198,11 @@ pub fn skipped_once(plans: &[BuildPlan]) -> Vec<Skipped> {
 
 /// The plan as `kbuild build --dry-run` prints it: the output directory, what is skipped and
 /// fetched, and per variant its capabilities' dtypes and every command it would run.
-pub fn dry_run_text(plan: &BuildPlan) -> String {
+pub fn dry_run_text(plan: &BuildPlan, runs: &[RunChoice]) -> String {
     use std::fmt::Write as _;
     // Writing to a String cannot fail.
     let mut t = String::new();
+    let mut runs = runs.iter();
     let _ = writeln!(t, "output: {}", plan.out_dir.display());
     for s in &plan.skipped {
         let _ = writeln!(t, "skipped backend {}: {}", s.backend, s.reason);
@@ -215,8 +217,12 @@ pub fn dry_run_text(plan: &BuildPlan) -> String {
             let _ = writeln!(t, "  capability {cap}: {}", names.join(", "));
         }
         for job in &variant.compile {
-            let _ = writeln!(t, "  compile {}\n    {}", job.label, command_for(job));
-            if let Some(split) = &job.split {
+            let run = runs
+                .next()
+                .cloned()
+                .unwrap_or_else(|| RunChoice::plain(job));
+            let _ = writeln!(t, "  compile {}\n    {}", job.label, command_for(job, &run));
+            if let Some(split) = &run.split {
                 let _ = writeln!(
                     t,
                     "    split --split-compile={}: {}",
@@ -229,4 +235,24 @@ pub fn dry_run_text(plan: &BuildPlan) -> String {
         }
     }
     t
+}
+
+/// The plan as `kbuild build --dry-run --json` prints it: the plan's data, each compile job
+/// with how it runs (`nvcc_threads`, `nvcc_jobserver`, `split`) beside what it compiles.
+pub fn dry_run_json(plan: &BuildPlan, runs: &[RunChoice]) -> serde_json::Value {
+    let mut value = serde_json::to_value(plan).unwrap_or_default();
+    let mut runs = runs.iter();
+    let variants = value.get_mut("variants").and_then(|v| v.as_array_mut());
+    for variant in variants.into_iter().flatten() {
+        let jobs = variant.get_mut("compile").and_then(|c| c.as_array_mut());
+        for job in jobs.into_iter().flatten() {
+            let (Some(job), Some(run)) = (job.as_object_mut(), runs.next()) else {
+                continue;
+            };
+            if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(run) {
+                job.extend(fields);
+            }
+        }
+    }
+    value
 }

@@ -6,11 +6,11 @@ mod artifact;
 mod digest;
 mod error;
 mod generate;
+mod hash;
 mod inspect;
 mod metadata;
 pub mod name;
 mod partial;
-mod rehash;
 mod stage;
 pub mod tree;
 pub mod unpack;
@@ -22,12 +22,12 @@ pub use artifact::{Packed, artifact_name, pack, unpack_artifact, write_artifact}
 pub use digest::{VariantDigest, open_regular};
 pub use error::PackageError;
 pub use generate::{capabilities_py, capability_table, dtypes_h, ops_py, registration_h};
+pub use hash::{HashCheck, HashStatus, hash_variants};
 pub use metadata::{
     BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, KernelDependencyEntry,
     Metadata, Provenance,
 };
 pub use partial::{NarrowVariants, PartialVariant, check_partial, record_partial};
-pub use rehash::{HashCheck, HashStatus, hash_variants};
 pub use stage::{
     Stage, Swept, restore_moved_aside, restored_note, sweep_stale, sweep_stale_temps,
     write_if_changed,

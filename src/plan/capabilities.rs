@@ -60,7 +60,9 @@ impl CapabilityArgError {
         let meant = match &e.reason {
             CapabilityProblem::NvccName(c) | CapabilityProblem::Ptx(c) => Some(c.clone()),
             // `80`, `90a`, `100`: nvcc's digits without `sm_`.
-            CapabilityProblem::Syntax => from_digits(e.input.trim()),
+            CapabilityProblem::Syntax => {
+                Capability::from_digits(e.input.trim()).map(|c| c.to_string())
+            }
             CapabilityProblem::Unknown | CapabilityProblem::Suffix => None,
         };
         let meant = meant.filter(|c| c.parse::<Capability>().is_ok());
@@ -69,19 +71,6 @@ impl CapabilityArgError {
             meant,
         }
     }
-}
-
-/// `80` → `8.0`, `90a` → `9.0a`, `100` → `10.0` (the last digit is the minor, as in `sm_80`).
-fn from_digits(s: &str) -> Option<String> {
-    let (digits, suffix) = match s.strip_suffix(['a', 'f']) {
-        Some(d) => (d, &s[d.len()..]),
-        None => (s, ""),
-    };
-    if digits.len() < 2 || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let (major, minor) = digits.split_at(digits.len() - 1);
-    Some(format!("{major}.{minor}{suffix}"))
 }
 
 impl fmt::Display for CapabilityArgError {

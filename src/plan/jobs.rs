@@ -6,7 +6,6 @@ use super::bounds;
 use super::matrix::{VariantArchs, cuda_archs};
 use super::{CompileJob, Gencode, Lang, LinkJob, PlanError, PlanSettings, VariantPlan};
 use crate::config::{Backend, Dependency, Project, Torch as Bindings, Version};
-use crate::schedule::NvccMode;
 use crate::toolchain::{Nvcc, Toolchain, TorchEnv, TorchInfo, target_version_define};
 
 /// One source file to compile, with the settings of the table (`[torch]` or `[kernel.*]`) that
@@ -91,7 +90,7 @@ pub(super) fn fill_compiled_variant(
         narrowed: archs.matrix_archs.is_some(),
         env_cxx_flags: &settings.cxx_flags,
     };
-    let compile = compile_jobs(&shared, &units, nvcc, settings);
+    let compile = compile_jobs(&shared, &units, nvcc);
     let mut link = link_job(&shared, &compile, nvcc, work);
     link.manylinux = settings.manylinux.clone();
 
@@ -216,33 +215,13 @@ fn extension_include_dirs(project: &Project) -> Vec<PathBuf> {
     }
 }
 
-/// One compile job per unit. How nvcc runs was decided once for the build
-/// (`settings.budget.nvcc`): under nvcc's jobserver each nvcc may run every device pass at
-/// once, as slots allow (the slots are what is shared, not the threads); otherwise the cores
-/// are split between the CUDA units that run at once.
-fn compile_jobs(
-    shared: &Shared,
-    units: &[Unit],
-    nvcc: Option<&Nvcc>,
-    settings: &PlanSettings,
-) -> Vec<CompileJob> {
-    let budget = &settings.budget;
-    let jobserver = budget.nvcc == NvccMode::Jobserver;
-    let cuda_units = units.iter().filter(|u| u.lang == Lang::Cuda).count();
-    let threads_per_job = if jobserver {
-        budget.nvcc_threads.max(1) as u32
-    } else {
-        budget.nvcc_threads_per_job(cuda_units)
-    };
+/// One compile job per unit (how each runs is the schedule's: `schedule::choose`).
+fn compile_jobs(shared: &Shared, units: &[Unit], nvcc: Option<&Nvcc>) -> Vec<CompileJob> {
     let mut compile = Vec::new();
     for unit in units {
         match (unit.lang, nvcc) {
             (Lang::Cxx, _) => compile.push(cxx_job(shared, unit)),
-            (Lang::Cuda, Some(nvcc)) => {
-                let mut job = cuda_job(shared, unit, nvcc, threads_per_job);
-                job.nvcc_jobserver = jobserver && job.gencodes.len() > 1;
-                compile.push(job);
-            }
+            (Lang::Cuda, Some(nvcc)) => compile.push(cuda_job(shared, unit, nvcc)),
             (Lang::Cuda, None) => {} // .cu in a non-CUDA variant is not compiled
         }
     }
@@ -352,17 +331,13 @@ fn cxx_job(shared: &Shared, unit: &Unit) -> CompileJob {
         flags,
         host_flags: Vec::new(),
         gencodes: Vec::new(),
-        nvcc_threads: 1,
-        nvcc_jobserver: false,
         compiler_id: shared.cxx_id.clone(),
-        split: None,
-        critical: false,
     }
 }
 
 /// nvcc drives the host compiler: its flags go through `-Xcompiler`, and every capability of
 /// the unit gets a `-gencode` (with PTX where the capability rules embed it).
-fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> CompileJob {
+fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc) -> CompileJob {
     let mut job = cxx_job(shared, unit);
     let flags = &shared.torch.flags;
     job.defines.extend(flags.cuda_defines.iter().cloned());
@@ -402,7 +377,6 @@ fn cuda_job(shared: &Shared, unit: &Unit, nvcc: &Nvcc, threads_per_job: u32) -> 
             .with_extension(format!("{}.o", gencode_tag(&job.gencodes)));
         job.depfile = job.object.with_extension("d");
     }
-    job.nvcc_threads = threads_per_job.min(job.gencodes.len().max(1) as u32);
     job.compiler = nvcc.path.clone();
     job.host_compiler = Some(shared.cxx_path.clone());
     job.compiler_id = format!("{} | host {}", nvcc.id, shared.cxx_id);

@@ -231,11 +231,7 @@ fn archs_in_order<'a>(gencodes: impl Iterator<Item = &'a Gencode>) -> Vec<String
 
 /// `9.0`, or `12.1+PTX` when the PTX is embedded too (kernel-builder's notation).
 fn arch_string(gencode: &Gencode) -> String {
-    if gencode.ptx {
-        format!("{}+PTX", gencode.capability)
-    } else {
-        gencode.capability.to_string()
-    }
+    gencode.capability.arch_name(gencode.ptx)
 }
 
 fn version_of((major, minor): (u32, u32)) -> crate::config::Version {

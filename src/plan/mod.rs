@@ -12,7 +12,6 @@ use serde::Serialize;
 use crate::config::{Backend, Capability, DType};
 use crate::depends::Fetch;
 use crate::hint::Hint;
-use crate::schedule::{JobBudget, SplitCompile};
 
 /// Everything one `kbuild build` does.
 #[derive(Debug, Clone, Serialize)]
@@ -129,24 +128,8 @@ pub struct CompileJob {
     pub host_flags: Vec<String>,
     /// CUDA targets (empty for `Lang::Cxx`).
     pub gencodes: Vec<Gencode>,
-    /// nvcc `--threads` (parallel device passes inside one job).
-    pub nvcc_threads: u32,
-    /// nvcc takes a slot from the build's jobserver for each device pass beside its first
-    /// (`--jobserver`); `nvcc_threads` then only caps how many it runs at once.
-    pub nvcc_jobserver: bool,
     /// Identifies the compiler build (its `--version` output); part of the cache key.
     pub compiler_id: String,
-    /// nvcc `--split-compile` for a unit the schedule would otherwise leave the tail to (set
-    /// by the orchestrator's schedule, not by planning). Not part of the object cache's key:
-    /// the object's code is the same (the ELF notes record the command line).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub split: Option<SplitCompile>,
-    /// The unit is the longest of the build, or timed about as long (set by the orchestrator's
-    /// schedule): its `cicc` starts beside `cudafe++` instead of after it (a shorter chain, the
-    /// memory of both front ends at once). Every other unit keeps them apart, as one nvcc does,
-    /// unless it is the last unit compiling (`compile::split`).
-    #[serde(skip)]
-    pub critical: bool,
 }
 
 /// Link the extension shared object.
@@ -175,8 +158,6 @@ pub struct PlanSettings {
     pub backends: Vec<String>,
     /// Op namespace suffix instead of the source identity's hash.
     pub unique_id: Option<String>,
-    /// Parallelism: the nvcc `--threads` of each CUDA job come from it.
-    pub budget: JobBudget,
     /// The manylinux policy extensions are linked to meet (`None`: as linked).
     pub manylinux: Option<String>,
     /// `--cuda-capabilities`, resolved (`native` looked up): the capabilities to build; `None`
@@ -366,18 +347,18 @@ fn location_prefix(version: &crate::config::Version) -> String {
 
 mod bounds;
 mod capabilities;
+mod identity;
 mod jobs;
 mod make;
 mod matrix;
 mod select;
-mod source;
 mod unique_id;
 
 pub use capabilities::{
     CapabilityArgError, CudaCapabilities, RunnableHere, native_capabilities, runnable_here,
 };
+pub use identity::{SourceIdentity, python_files, shipped_extensions, source_identity};
 pub use make::{make_plan, variant_name};
 pub use matrix::hf_default_capabilities;
 pub use select::{Selection, select_backends};
-pub use source::{SourceIdentity, python_files, shipped_extensions, source_identity};
 pub use unique_id::{MAX_UNIQUE_ID, parse_unique_id};

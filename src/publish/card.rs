@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::error::PublishError;
+use crate::config::Capability;
 use crate::package::BuiltVariant;
 
 const TEMPLATE: &str = include_str!("../../templates/CARD.md");
@@ -168,17 +169,9 @@ fn layer_classes(init: &Path) -> Vec<String> {
         .collect()
 }
 
-/// `9.0a` → (9, 0): newest first means numerically, not as strings (`10.0` after `9.0`).
-fn version_key(cap: &str) -> (u32, u32) {
-    let (major, minor) = cap.split_once('.').unwrap_or((cap, "0"));
-    let digits = |s: &str| {
-        s.chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-            .parse()
-            .unwrap_or(0)
-    };
-    (digits(major), digits(minor))
+/// `9.0a` → 9.0a: newest first means numerically, not as strings (`10.0` after `9.0`).
+fn version_key(cap: &str) -> Option<Capability> {
+    Capability::parse_arch(cap).map(|(c, _)| c)
 }
 
 #[cfg(test)]

@@ -4,12 +4,12 @@
 //! `python3`; one Python call reads every torch fact the build needs. nvcc comes from `--nvcc`,
 //! `CUDA_HOME`, `PATH`, then the pip CUDA (`site-packages/nvidia/cu*/bin/nvcc`) next to torch.
 
-mod cache;
+mod facts;
 mod nvcc;
 mod python;
 mod torch;
 
-pub use cache::{FactCache, FileStamp, kbuild_stamp};
+pub use facts::{FactCache, FileStamp, kbuild_stamp};
 pub use nvcc::{Nvcc, find_nvcc};
 pub use python::{
     PROBE_IMPORT_ENV, Python, TORCH_PROBE, TorchCmakeDefines, TorchInfo, find_python,
@@ -186,7 +186,7 @@ pub fn find_cxx(facts: &FactCache) -> Result<Cxx, ToolchainError> {
     let steering: Vec<&str> = steering.iter().map(String::as_str).collect();
     let question = format!(
         "cc crate C++ compiler for {target} {}",
-        cache::env_part(&steering)
+        facts::env_part(&steering)
     );
     let chosen = facts.answer(&question, || {
         let compiler = cc::Build::new()
@@ -201,7 +201,7 @@ pub fn find_cxx(facts: &FactCache) -> Result<Cxx, ToolchainError> {
                 reason: e.to_string(),
             })?;
         let path = compiler.path().to_path_buf();
-        let mut watch = cache::path_dirs();
+        let mut watch = facts::path_dirs();
         watch.extend(resolve_program(&path));
         Ok((path.to_string_lossy().into_owned(), watch))
     })?;
@@ -287,7 +287,7 @@ pub(crate) fn resolve_program(program: &Path) -> Option<PathBuf> {
     if program.components().count() > 1 {
         return program.is_file().then(|| program.to_path_buf());
     }
-    let path = std::env::var_os("PATH")?;
+    let path = crate::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::cache::FactCache;
+use super::facts::FactCache;
 use super::python::parse_major_minor;
 use super::{ToolchainError, TorchInfo, capture_known, resolve_program};
 use crate::config::Capability;
@@ -55,7 +55,7 @@ pub fn find_nvcc(
         candidates.push((p.to_path_buf(), "--nvcc".into()));
     }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(home) = std::env::var_os(var) {
+        if let Some(home) = crate::env::var_os(var) {
             candidates.push((PathBuf::from(home).join("bin/nvcc"), var.into()));
         }
     }
@@ -178,16 +178,8 @@ fn parse_version(text: &str) -> Option<((u32, u32), String)> {
 fn parse_gpu_archs(text: &str) -> Vec<Capability> {
     let mut caps: Vec<Capability> = text
         .split_whitespace()
-        .filter_map(|w| w.strip_prefix("compute_").or_else(|| w.strip_prefix("sm_")))
-        .filter_map(|digits| {
-            let digits = digits.trim_end_matches(['a', 'f']);
-            let n: u32 = digits.parse().ok()?;
-            Some(Capability {
-                major: n / 10,
-                minor: n % 10,
-                suffix: None,
-            })
-        })
+        .filter_map(Capability::from_nvcc_name)
+        .map(|c| c.family())
         .collect();
     caps.sort();
     caps.dedup();

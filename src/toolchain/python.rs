@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use sha2::{Digest, Sha256};
 
-use super::cache::{FactCache, env_part};
+use super::facts::{FactCache, env_part};
 use super::{ToolchainError, resolve_program};
 use crate::process::{self, CommandSpec};
 
@@ -95,10 +95,10 @@ pub fn find_python(explicit: Option<&Path>, project_root: &Path) -> Result<Pytho
     if let Some(p) = explicit {
         candidates.push((p.to_path_buf(), "--python"));
     }
-    if let Some(p) = std::env::var_os("KBUILD_PYTHON") {
+    if let Some(p) = crate::env::var_os("KBUILD_PYTHON") {
         candidates.push((PathBuf::from(p), "KBUILD_PYTHON"));
     }
-    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
+    if let Some(venv) = crate::env::var_os("VIRTUAL_ENV") {
         candidates.push((PathBuf::from(venv).join("bin/python"), "VIRTUAL_ENV"));
     }
     candidates.push((project_root.join(".venv/bin/python"), "project .venv"));

@@ -226,10 +226,10 @@ fn a_build_under_a_memory_limit_runs_fewer_units_at_once_instead_of_being_killed
 #[test]
 fn a_first_build_reserves_for_nvccs_steps_by_what_they_read_and_fits_a_small_budget() {
     use kbuild::compile::{CompileSettings, compile_all};
-    use kbuild::memory::{MemoryBudget, MemoryGate};
     use kbuild::plan::{CompileJob, Lang};
     use kbuild::report::Recorder;
-    use kbuild::schedule::NvccMode;
+    use kbuild::schedule::memory::{MemoryBudget, MemoryGate};
+    use kbuild::schedule::{NvccMode, RunChoice};
     use std::sync::Arc;
 
     use crate::common::fake_cc::{gencode, job, write};
@@ -245,15 +245,17 @@ fn a_first_build_reserves_for_nvccs_steps_by_what_they_read_and_fits_a_small_bud
     let unit = CompileJob {
         lang: Lang::Cuda,
         gencodes: vec![gencode(8, 0, false), gencode(9, 0, false)],
-        nvcc_threads: 2,
         compiler_id: "nvcc".to_string(),
-        split: None,
-        critical: true,
         ..job(root, &nvcc, "k.cu")
+    };
+    let run = RunChoice {
+        critical: true,
+        ..RunChoice::of(&unit, NvccMode::Steps, 2)
     };
     let gate = Arc::new(MemoryGate::load(MemoryBudget::given(1 << 30), root));
     let settings = CompileSettings {
         memory: Some(Arc::clone(&gate)),
+        runs: vec![run],
         ..CompileSettings::local(root.join("cache"), 2, NvccMode::Steps)
     };
     let recorder = Recorder::default();
@@ -262,8 +264,10 @@ fn a_first_build_reserves_for_nvccs_steps_by_what_they_read_and_fits_a_small_bud
     assert_eq!(result.unwrap().compiled, ["k.cu"], "{said:?}");
     assert_eq!(gate.ran_alone(), Vec::<(String, u64)>::new());
     gate.save().unwrap();
-    let record: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(kbuild::memory::record_path(root)).unwrap()).unwrap();
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(kbuild::schedule::memory::record_path(root)).unwrap(),
+    )
+    .unwrap();
     let steps: Vec<&String> = record["peak_bytes"].as_object().unwrap().keys().collect();
     for step in [
         "cicc compute_80",

@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use crate::common::fake_cc::{gencode, job, write};
 use crate::common::kbuild::{bin, fixture, run};
+use crate::common::redact::Redact;
 use kbuild::compile::{CompileSettings, compile_all};
 use kbuild::jobserver::Jobserver;
 use kbuild::plan::{CompileJob, Lang};
 use kbuild::report::Recorder;
-use kbuild::schedule::NvccMode;
+use kbuild::schedule::{NvccMode, RunChoice};
 
 /// Each fake compiler process: one "pass" (one per gencode for nvcc, one for c++) marks itself
 /// running in `running/` for a moment and logs how many passes it saw running, an upper bound
@@ -470,13 +471,13 @@ fn a_unit_left_to_the_tail_gets_split_compile_and_the_dry_run_and_v_say_why() {
         .split("  compile ")
         .find(|unit| unit.starts_with("relu_cuda/relu.cu"))
         .unwrap_or_else(|| panic!("{text}"));
-    // Split for cicc only: ptxas writes its options into the cubin (issue #38).
-    assert!(cuda.contains(" -Xcicc=-split-compile=2"), "{cuda}");
-    assert!(
-        cuda.contains("split --split-compile=2: in the tail: 7 of 8 job slots"),
-        "{cuda}"
-    );
-    assert!(cuda.contains("(predicted from its source)"), "{cuda}");
+    // Split for cicc only (`-Xcicc=-split-compile=2`: ptxas writes its options into the cubin,
+    // issue #38), and why: in the tail, predicted from its source.
+    let redact = Redact::new()
+        .path(root, "[project]")
+        .path(tools.root(), "[tools]");
+    let compile = cuda.split("\n  link").next().unwrap_or(cuda);
+    insta::assert_snapshot!(redact.text(compile));
     // Nothing else is split, and the C++ units never are.
     assert_eq!(text.matches("split-compile=").count(), 2, "{text}");
 
@@ -493,10 +494,8 @@ fn a_unit_left_to_the_tail_gets_split_compile_and_the_dry_run_and_v_say_why() {
 
     let out = tools.build(root, &["-v", "-j", "8"], &[]);
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        said.contains("split `relu_cuda/relu.cu [cuda]` (--split-compile=2): in the tail"),
-        "{said}"
-    );
+    let split: Vec<&str> = said.lines().filter(|l| l.contains("split `")).collect();
+    insta::assert_snapshot!(split.join("\n"));
     // The fake nvcc cannot say its steps: it runs as one nvcc, with the threads it has slots
     // for (at most the two asked for).
     let (calls, _) = tools.take_log();
@@ -562,7 +561,7 @@ fn device_passes_under(root: &Path) -> usize {
         .count()
 }
 
-fn cuda_jobs(root: &Path, nvcc: &Path, jobserver: bool) -> Vec<CompileJob> {
+fn cuda_jobs(root: &Path, nvcc: &Path) -> Vec<CompileJob> {
     ["a.cu", "b.cu", "c.cu"]
         .iter()
         .map(|name| CompileJob {
@@ -572,11 +571,7 @@ fn cuda_jobs(root: &Path, nvcc: &Path, jobserver: bool) -> Vec<CompileJob> {
                 gencode(8, 6, false),
                 gencode(9, 0, false),
             ],
-            nvcc_threads: 3,
-            nvcc_jobserver: jobserver,
             compiler_id: "nvcc".to_string(),
-            split: None,
-            critical: false,
             ..job(root, nvcc, name)
         })
         .collect()
@@ -610,10 +605,7 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         write(root, "a.cu", kernel);
-        let jobs: Vec<CompileJob> = cuda_jobs(root, &nvcc, jobserver)
-            .into_iter()
-            .take(1)
-            .collect();
+        let jobs: Vec<CompileJob> = cuda_jobs(root, &nvcc).into_iter().take(1).collect();
         // One unit at -j1 of a 4-slot jobserver: 3 tokens stay free for its device passes.
         let nvcc = if jobserver {
             NvccMode::Jobserver
@@ -622,6 +614,8 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
         };
         let settings = CompileSettings {
             jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
+            // Three device-pass threads: one per capability.
+            runs: jobs.iter().map(|j| RunChoice::of(j, nvcc, 3)).collect(),
             ..CompileSettings::local(root.join("cache"), 1, nvcc)
         };
         let done = AtomicBool::new(false);

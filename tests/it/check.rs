@@ -276,3 +276,42 @@ fn check_reads_a_wheel_and_names_its_foreign_library() {
     assert_eq!(found[0]["rule"], "needed");
     assert_eq!(found[0]["file"], "_relu_cpu_abc1234.abi3.so");
 }
+
+/// An arch-specific variant (`9.0a`: wgmma, setmaxnreg…) holds an `sm_90a` cubin; the real nvcc
+/// builds one into a shared object and the real cuobjdump lists it: `archs = ["9.0a"]` matches.
+#[test]
+fn check_passes_an_arch_specific_cubin_declared_with_its_suffix() {
+    let project = tempfile::tempdir().unwrap();
+    let bin_dir = crate::common::kbuild::cuda_bin();
+    let src = project.path().join("k.cu");
+    std::fs::write(
+        &src,
+        "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n",
+    )
+    .unwrap();
+    let so = project.path().join("k.so");
+    let out = run(Command::new(bin_dir.join("nvcc"))
+        .args(["-shared", "-Xcompiler", "-fPIC", "-cudart", "none"])
+        .args(["-gencode", "arch=compute_90a,code=sm_90a", "-o"])
+        .arg(&so)
+        .arg(&src));
+    assert!(out.status.success(), "nvcc failed: {out:?}");
+    let build = project.path().join("build");
+    write_variant(
+        &build,
+        &VariantSpec {
+            dir_name: "torch215-cxx11-cu130-x86_64-linux",
+            backend: "cuda",
+            so: Some(std::fs::read(&so).unwrap()),
+            extra_metadata: json!({"backend": {"type": "cuda", "archs": ["9.0a"]}}),
+            ..VariantSpec::default()
+        },
+    );
+    let cuobjdump = bin_dir.join("cuobjdump");
+    let out = check(
+        &build,
+        &["--json", "--cuobjdump", cuobjdump.to_str().unwrap()],
+    );
+    assert_eq!(findings(&out), Vec::<Value>::new());
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::common::fake_cc::gencode;
 use kbuild::compile::{command_for, preprocess_command_for};
 use kbuild::plan::{CompileJob, Lang};
+use kbuild::schedule::RunChoice;
 
 fn flagship_cuda_job() -> CompileJob {
     let site = Path::new("/venv/lib/python3.11/site-packages");
@@ -50,11 +51,7 @@ fn flagship_cuda_job() -> CompileJob {
             gencode(8, 0, false),
             gencode(9, 0, true),
         ],
-        nvcc_threads: 2,
-        nvcc_jobserver: false,
         compiler_id: "nvcc 13.2.86".to_string(),
-        split: None,
-        critical: false,
     }
 }
 
@@ -80,22 +77,26 @@ fn binding_cxx_job() -> CompileJob {
         flags: vec!["-Wall".to_string(), "-DMSG=\"two words\"".to_string()],
         host_flags: vec!["-fPIC".to_string()],
         gencodes: vec![],
-        nvcc_threads: 1,
-        nvcc_jobserver: false,
         compiler_id: "g++ 12.2".to_string(),
-        split: None,
-        critical: false,
+    }
+}
+
+/// How the schedule runs these jobs: nvcc with two device-pass threads, no split.
+fn two_threads() -> RunChoice {
+    RunChoice {
+        nvcc_threads: 2,
+        ..RunChoice::plain(&binding_cxx_job())
     }
 }
 
 #[test]
 fn nvcc_command_has_one_gencode_per_capability_and_ptx_for_the_newest() {
-    insta::assert_snapshot!(command_for(&flagship_cuda_job()).to_string());
+    insta::assert_snapshot!(command_for(&flagship_cuda_job(), &two_threads()).to_string());
 }
 
 #[test]
 fn host_compiler_command_passes_pic_and_quotes_flags_with_spaces() {
-    insta::assert_snapshot!(command_for(&binding_cxx_job()).to_string());
+    insta::assert_snapshot!(command_for(&binding_cxx_job(), &two_threads()).to_string());
 }
 
 /// What the memory gate preprocesses to size a C++ unit never measured: the compile's
@@ -110,7 +111,7 @@ fn a_cxx_units_preprocessor_command_sees_what_its_compile_sees_and_writes_only_i
 fn user_optimisation_level_replaces_the_default() {
     let mut job = flagship_cuda_job();
     job.host_flags.push("-O2".to_string());
-    let args: Vec<String> = command_for(&job)
+    let args: Vec<String> = command_for(&job, &two_threads())
         .args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
@@ -123,7 +124,7 @@ fn user_optimisation_level_replaces_the_default() {
 
     let mut job = binding_cxx_job();
     job.flags.push("-Os".to_string());
-    let args = command_for(&job).args;
+    let args = command_for(&job, &two_threads()).args;
     assert!(!args.iter().any(|a| a == "-O3"), "{args:?}");
 }
 
@@ -133,7 +134,7 @@ fn architecture_specific_capability_keeps_its_suffix() {
     let mut cap = gencode(9, 0, false);
     cap.capability.suffix = Some('a');
     job.gencodes = vec![cap];
-    let line = command_for(&job).to_string();
+    let line = command_for(&job, &two_threads()).to_string();
     assert!(
         line.contains(" -gencode arch=compute_90a,code=sm_90a --threads"),
         "{line}"

@@ -54,8 +54,6 @@ fn gxx_header_change_recompiles_only_the_dependent_unit() {
         .iter()
         .map(|name| CompileJob {
             compiler_id: id.clone(),
-            split: None,
-            critical: false,
             ..job(root, &gxx, name)
         })
         .collect();
@@ -128,10 +126,7 @@ fn nvcc_builds_a_cubin_per_capability_and_ptx_for_the_newest() {
             gencode(8, 0, false),
             gencode(9, 0, true),
         ],
-        nvcc_threads: 2,
         compiler_id: version_of(&nvcc),
-        split: None,
-        critical: false,
         defines: vec![("CUDA_KERNEL".to_string(), None)],
         ..job(root, &nvcc, "k.cu")
     };

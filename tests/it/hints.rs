@@ -175,3 +175,25 @@ fn clean_says_it_removed_a_develop_link_and_develop_uninstall_removes_it_for_goo
     assert!(again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to uninstall"));
 }
+
+/// nvcc's own `Unsupported gpu architecture` (the real nvcc 13.2 asked for 7.0, which CUDA 13
+/// dropped): the hint names the capability as build.toml writes it and the last CUDA that
+/// builds it.
+#[test]
+fn nvcc_unsupported_architecture_hint_names_the_capability_and_the_cuda_that_builds_it() {
+    let nvcc = cuda_bin().join("nvcc");
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("k.cu");
+    std::fs::write(&src, "__global__ void k() {}\n").unwrap();
+    let out = run(std::process::Command::new(&nvcc)
+        .args(["-c", "-gencode", "arch=compute_70,code=sm_70", "-o"])
+        .arg(dir.path().join("k.o"))
+        .arg(&src));
+    assert!(!out.status.success(), "nvcc 13 builds sm_70: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains("Unsupported gpu architecture 'compute_70'"),
+        "{stderr}"
+    );
+    insta::assert_snapshot!(kbuild::compile::compiler_hint(&stderr).unwrap());
+}

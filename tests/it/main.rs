@@ -1,5 +1,10 @@
 //! kbuild's integration tests: one crate, one binary; `common` holds what they share.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start the real binary and tools, and read the environment they run in"
+)]
+
 mod action;
 mod archive_limits;
 mod artifacts;

@@ -205,7 +205,8 @@ fn folder_graph(module: &str, files: &[(String, String)]) -> Graph {
     graph
 }
 
-/// The file-level import graph of every folder of `src/`, keyed by the folder.
+/// The file-level import graph of every folder of `src/`, keyed by the folder. A subfolder
+/// (`compile/nvcc/`) is a node of its parent's graph, as the file it stands for.
 fn folder_graphs() -> BTreeMap<PathBuf, Graph> {
     let mut folders: BTreeMap<PathBuf, Vec<(String, String)>> = BTreeMap::new();
     for (path, text) in sources() {
@@ -213,6 +214,13 @@ fn folder_graphs() -> BTreeMap<PathBuf, Graph> {
             continue;
         };
         let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if stem == "mod"
+            && let Some(parent) = folder.parent().filter(|p| !p.as_os_str().is_empty())
+        {
+            let name = folder.file_name().unwrap().to_string_lossy().into_owned();
+            let files = folders.entry(parent.to_path_buf()).or_default();
+            files.push((name, String::new()));
+        }
         folders
             .entry(folder.to_path_buf())
             .or_default()
@@ -513,6 +521,64 @@ fn no_file_imports_a_sibling_that_imports_it_back() {
         "import cycles between the files of a folder (move what they share into a file that \
          imports neither):\n{}",
         cycles.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// Folders whose files share what they need through a file of its own (`compile/error.rs`),
+/// never through the folder's `mod.rs`: a child importing its parent's items back is how a
+/// folder grows one file that everything leans on.
+const ONE_SEAM_FOLDERS: [&str; 5] = ["check", "compile", "compile/nvcc", "config", "schedule"];
+
+#[test]
+fn no_child_imports_from_its_own_mod_rs_in_the_one_seam_folders() {
+    let graphs = folder_graphs();
+    let mut offenders = Vec::new();
+    for folder in ONE_SEAM_FOLDERS {
+        let graph = graphs
+            .get(Path::new(folder))
+            .unwrap_or_else(|| panic!("no folder src/{folder}"));
+        for (file, edges) in graph {
+            if file != "mod" && edges.contains("mod") {
+                offenders.push(format!("src/{folder}/{file}.rs"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "these files import items of their folder's mod.rs (move the item into a file of its \
+         own, as compile/error.rs):\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn the_plan_says_what_to_compile_and_never_imports_the_schedule() {
+    let graph = module_graph();
+    assert!(graph["compile"].contains("plan"), "{graph:?}");
+    assert!(
+        !graph["plan"].contains("schedule"),
+        "plan/ imports schedule: how jobs run is the schedule's, decided after the plan"
+    );
+}
+
+/// `NvccMode`'s variants are named (matched, compared, made) only where the mode is decided:
+/// the budget that narrows it and the schedule that turns it into each job's run choice.
+#[test]
+fn nvcc_mode_is_matched_in_at_most_two_files() {
+    let matching: Vec<String> = sources()
+        .into_iter()
+        .filter(|(_, text)| {
+            let code = code(&non_test_text(text));
+            ["Steps", "Threads", "Jobserver"]
+                .iter()
+                .any(|v| code.contains(&format!("NvccMode::{v}")))
+        })
+        .map(|(path, _)| format!("src/{}", path.display()))
+        .collect();
+    assert!(
+        matching.len() <= 2,
+        "`NvccMode` is matched in {} files (compile reads the job's `RunChoice`): {matching:?}",
+        matching.len()
     );
 }
 

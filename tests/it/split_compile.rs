@@ -16,7 +16,7 @@ use kbuild::compile::{CompileSettings, compile_all};
 use kbuild::jobserver::Jobserver;
 use kbuild::plan::{CompileJob, Lang};
 use kbuild::report::Recorder;
-use kbuild::schedule::{NvccMode, SplitCompile};
+use kbuild::schedule::{NvccMode, RunChoice, SplitCompile};
 
 /// Several kernels, so that a split front end has modules to split.
 fn source() -> String {
@@ -79,15 +79,17 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
         let jobs = [CompileJob {
             lang: Lang::Cuda,
             gencodes: vec![gencode(8, 0, false), gencode(9, 0, true)],
-            nvcc_threads: 1,
             compiler_id: "nvcc".to_string(),
+            ..job(root, &nvcc, "k.cu")
+        }];
+        let run = RunChoice {
             split: split.map(|threads| SplitCompile {
                 threads,
                 why: "test".into(),
             }),
-            ..job(root, &nvcc, "k.cu")
-        }];
-        let shown = kbuild::compile::command_for(&jobs[0]).to_string();
+            ..RunChoice::of(&jobs[0], NvccMode::Steps, 1)
+        };
+        let shown = kbuild::compile::command_for(&jobs[0], &run).to_string();
         assert_eq!(
             shown.contains("-Xcicc=-split-compile=4"),
             split.is_some(),
@@ -96,6 +98,7 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
         // The unsplit one without a jobserver: with free slots a unit splits late (below).
         let settings = CompileSettings {
             jobserver: split.map(|_| Arc::new(Jobserver::new(4).unwrap())),
+            runs: vec![run],
             ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
         };
         let recorder = Recorder::default();
@@ -122,19 +125,16 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
 
 /// `k.cu` under `root`, for capability 9.0, with no `--split-compile` from the schedule.
 fn unsplit_job(root: &Path, nvcc: &Path) -> CompileJob {
-    cuda_unit(root, nvcc, "k.cu", &source(), false)
+    cuda_unit(root, nvcc, "k.cu", &source())
 }
 
-/// `name` (holding `text`) under `root`, for capability 9.0, unsplit, critical or not.
-fn cuda_unit(root: &Path, nvcc: &Path, name: &str, text: &str, critical: bool) -> CompileJob {
+/// `name` (holding `text`) under `root`, for capability 9.0.
+fn cuda_unit(root: &Path, nvcc: &Path, name: &str, text: &str) -> CompileJob {
     write(root, name, text);
     CompileJob {
         lang: Lang::Cuda,
         gencodes: vec![gencode(9, 0, false)],
-        nvcc_threads: 1,
         compiler_id: "nvcc".to_string(),
-        split: None,
-        critical,
         ..job(root, nvcc, name)
     }
 }
@@ -160,7 +160,8 @@ fn a_unit_the_schedule_left_unsplit_splits_its_passes_over_slots_no_unit_waits_f
     let cuobjdump = cuobjdump(&nvcc);
     let dir = tempfile::tempdir().unwrap();
     let job = unsplit_job(dir.path(), &nvcc);
-    let shown = kbuild::compile::command_for(&job).to_string();
+    let shown =
+        kbuild::compile::command_for(&job, &RunChoice::of(&job, NvccMode::Steps, 1)).to_string();
     assert!(!shown.contains("--split-compile"), "{shown}");
     let said = compile_steps(&job, dir.path(), true);
     assert!(
@@ -194,16 +195,22 @@ fn units_other_than_the_longest_start_cicc_after_cudafe_and_v_says_so() {
     let nvcc = nvcc();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let unit =
-        |name: &str, text: &str, critical: bool| cuda_unit(root, &nvcc, name, text, critical);
+    let unit = |name: &str, text: &str| cuda_unit(root, &nvcc, name, text);
     let light = "__global__ void k(float* o) { o[threadIdx.x] *= 2.0f; }\n";
     let jobs = [
-        unit("heavy.cu", &source(), true),
-        unit("light_a.cu", light, false),
-        unit("light_b.cu", light, false),
+        unit("heavy.cu", &source()),
+        unit("light_a.cu", light),
+        unit("light_b.cu", light),
     ];
+    let runs = (jobs.iter().zip([true, false, false]))
+        .map(|(job, critical)| RunChoice {
+            critical,
+            ..RunChoice::of(job, NvccMode::Steps, 1)
+        })
+        .collect();
     let settings = CompileSettings {
         jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
+        runs,
         ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
     };
     let recorder = Recorder::default();

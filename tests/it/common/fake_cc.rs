@@ -108,11 +108,7 @@ pub fn job(root: &Path, compiler: &Path, name: &str) -> CompileJob {
         flags: vec![],
         host_flags: vec!["-fPIC".to_string()],
         gencodes: vec![],
-        nvcc_threads: 1,
-        nvcc_jobserver: false,
         compiler_id: "fake 1.0".to_string(),
-        split: None,
-        critical: false,
     }
 }
 

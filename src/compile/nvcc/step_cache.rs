@@ -27,14 +27,14 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::nvcc_steps::{Step, StepKind, outputs};
+use super::steps::{Step, StepKind, outputs};
 
 /// The first line of every entry; bump the number when the format or the key's meaning changes.
 /// 2: a `cicc` output is stored in the canonical order (`ptx.rs`), whatever split made it.
 const MAGIC: &[u8] = b"kbuild device step 2\n";
 
 /// How much the step cache of one work directory holds at most.
-pub(super) const LIMIT_BYTES: u64 = 1 << 30;
+pub(crate) const LIMIT_BYTES: u64 = 1 << 30;
 
 /// How paths under kbuild's cache directory are written in the key (as the object cache does).
 const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";
@@ -43,7 +43,7 @@ const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";
 const MARK: char = '\u{1}';
 
 /// The device passes of one build's units, kept in `<cache_dir>/steps/`.
-pub(super) struct StepCache {
+pub(crate) struct StepCache {
     dir: PathBuf,
     /// kbuild's cache directory (`KBUILD_CACHE_DIR`), written as [`CACHE_DIR_ALIAS`] in keys.
     kbuild_cache: Option<String>,
@@ -54,7 +54,7 @@ pub(super) struct StepCache {
 }
 
 /// One device pass as the cache sees it.
-pub(super) struct Pass {
+pub(crate) struct Pass {
     key: String,
     /// The keep-dir files the pass names (inputs and outputs), in command-line order: the
     /// placeholders of its outputs' text.
@@ -66,7 +66,7 @@ pub(super) struct Pass {
 
 /// What the cache had for a pass.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Lookup {
+pub(crate) enum Lookup {
     /// Its outputs are in place: the pass need not run.
     Hit,
     Miss,
@@ -91,7 +91,7 @@ struct Blob {
 
 impl StepCache {
     /// The step cache beside the object cache's manifests in `cache_dir`.
-    pub(super) fn new(cache_dir: &Path, kbuild_cache: Option<&Path>) -> Self {
+    pub(crate) fn new(cache_dir: &Path, kbuild_cache: Option<&Path>) -> Self {
         let kbuild_cache = kbuild_cache
             .map(|d| std::path::absolute(d).unwrap_or(d.to_path_buf()))
             .and_then(|d| d.to_str().map(str::to_string))
@@ -118,7 +118,7 @@ impl StepCache {
 
     /// `step` as a pass the cache can keep: a device pass whose files in `keep_dir` (nvcc's
     /// `--keep-dir`) it can tell apart as inputs and outputs. `nvcc_id` names the toolkit.
-    pub(super) fn pass(&self, step: &Step, keep_dir: &Path, nvcc_id: &str) -> Option<Pass> {
+    pub(crate) fn pass(&self, step: &Step, keep_dir: &Path, nvcc_id: &str) -> Option<Pass> {
         if !matches!(step.kind, StepKind::Cicc | StepKind::Ptxas) {
             return None;
         }
@@ -201,7 +201,7 @@ impl StepCache {
     }
 
     /// Put the outputs of `pass` in place from its entry, checked against their hashes.
-    pub(super) fn restore(&self, pass: &Pass) -> Lookup {
+    pub(crate) fn restore(&self, pass: &Pass) -> Lookup {
         let path = self.entry_path(&pass.key);
         let Ok(bytes) = std::fs::read(&path) else {
             return Lookup::Miss;
@@ -229,7 +229,7 @@ impl StepCache {
 
     /// Keep what `pass` just wrote. `Ok(false)`: not kept, as a binary output names the keep
     /// dir (it cannot be rewritten for another compile).
-    pub(super) fn store(&self, pass: &Pass) -> std::io::Result<bool> {
+    pub(crate) fn store(&self, pass: &Pass) -> std::io::Result<bool> {
         let mut header = Header {
             key: pass.key.clone(),
             outputs: Vec::with_capacity(pass.outputs.len()),
@@ -264,14 +264,14 @@ impl StepCache {
     }
 
     /// Record that step `index` (`label`) of unit `unit` was reused.
-    pub(super) fn reused(&self, unit: &str, index: usize, label: &str) {
+    pub(crate) fn reused(&self, unit: &str, index: usize, label: &str) {
         let mut hits = self.hits.lock().unwrap_or_else(|e| e.into_inner());
         hits.push((unit.to_string(), index, label.to_string()));
     }
 
     /// The passes reused in this build, as `<unit>: <step>`, in the order of `units` and then
     /// of the unit's steps.
-    pub(super) fn hits(&self, units: &[&str]) -> Vec<String> {
+    pub(crate) fn hits(&self, units: &[&str]) -> Vec<String> {
         let mut hits = self.hits.lock().unwrap_or_else(|e| e.into_inner()).clone();
         hits.sort_by_key(|(unit, index, _)| {
             let at = units.iter().position(|u| u == unit).unwrap_or(units.len());
@@ -284,7 +284,7 @@ impl StepCache {
 
     /// When this build stored entries and the cache holds more than its limit: remove the
     /// entries unused longest until it holds three quarters of it.
-    pub(super) fn sweep(&self) -> std::io::Result<()> {
+    pub(crate) fn sweep(&self) -> std::io::Result<()> {
         if !self.stored.load(Ordering::Relaxed) {
             return Ok(());
         }

@@ -28,7 +28,7 @@ backend-path = [\".\"]\n";
 
 /// Why the files could not be written.
 #[derive(Debug, thiserror::Error)]
-pub enum Pep517Error {
+pub enum PyprojectError {
     #[error("`{}` exists already", path.display())]
     Exists { path: PathBuf },
     #[error("`{}` has no build.toml: not a kernel project", dir.display())]
@@ -41,35 +41,38 @@ pub enum Pep517Error {
     },
 }
 
-impl Hint for Pep517Error {
+impl Hint for PyprojectError {
     fn hint(&self) -> Option<String> {
         Some(match self {
-            Pep517Error::Exists { .. } => {
+            PyprojectError::Exists { .. } => {
                 "pass `--overwrite` to replace it (a `[project]` table there is lost)".into()
             }
-            Pep517Error::NotAProject { .. } => {
+            PyprojectError::NotAProject { .. } => {
                 "run it in the project's root, or pass `-C <project>`".into()
             }
-            Pep517Error::Io { .. } => "check the permissions of the project directory".into(),
+            PyprojectError::Io { .. } => "check the permissions of the project directory".into(),
         })
     }
 }
 
 /// Write `pyproject.toml` and `kbuild_backend.py` into `project_dir`; existing ones only when
 /// `overwrite`. Returns the paths written.
-pub fn create_pyproject(project_dir: &Path, overwrite: bool) -> Result<Vec<PathBuf>, Pep517Error> {
+pub fn create_pyproject(
+    project_dir: &Path,
+    overwrite: bool,
+) -> Result<Vec<PathBuf>, PyprojectError> {
     if !project_dir.join("build.toml").is_file() {
-        return Err(Pep517Error::NotAProject {
+        return Err(PyprojectError::NotAProject {
             dir: project_dir.to_path_buf(),
         });
     }
     let files = [("pyproject.toml", PYPROJECT), (BACKEND_FILE, BACKEND)];
     let paths: Vec<PathBuf> = files.iter().map(|(f, _)| project_dir.join(f)).collect();
     if let Some(path) = paths.iter().find(|p| !overwrite && p.exists()) {
-        return Err(Pep517Error::Exists { path: path.clone() });
+        return Err(PyprojectError::Exists { path: path.clone() });
     }
     for ((_, text), path) in files.iter().zip(&paths) {
-        let io = |source| Pep517Error::Io {
+        let io = |source| PyprojectError::Io {
             path: path.clone(),
             source,
         };

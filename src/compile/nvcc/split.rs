@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::nvcc_steps::{Step, StepPaths, Unsupported, plan_steps};
 use super::step_cache::{Lookup, StepCache};
-use super::{CompileError, io_error, job_error, run_gated};
+use super::steps::{Step, StepPaths, Unsupported, plan_steps};
+use crate::compile::error::{CompileError, io_error, job_error};
+use crate::compile::gate::run_gated;
 use crate::jobserver::Jobserver;
-use crate::memory::MemoryGate;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec, diagnostics, run_cancellable};
 use crate::report::Reporter;
-use crate::schedule::JobError;
+use crate::schedule::memory::MemoryGate;
+use crate::schedule::{JobError, RunChoice};
 
 /// How long an idle step worker sleeps before it looks at the cancel again.
 const IDLE: Duration = Duration::from_millis(20);
@@ -33,6 +34,8 @@ pub(super) enum Split {
 /// Where a split compile writes and which slots its steps may use.
 pub(super) struct SplitRun<'a> {
     pub job: &'a CompileJob,
+    /// How the unit runs, as the schedule chose (threads, split, critical).
+    pub choice: &'a RunChoice,
     /// The one-nvcc command writing the temporary object and depfile (`--dryrun` asks it for
     /// its steps).
     pub command: &'a CommandSpec,
@@ -71,7 +74,7 @@ pub(super) fn compile_split(
 ) -> Result<Split, JobError<CompileError>> {
     let job = run.job;
     let keep = KeepDir::new(run.object)?;
-    let late = late_split(job, run.jobserver);
+    let late = late_split(job, run.choice, run.jobserver);
     let printed = match run_cancellable(&dryrun_command(run.command, &keep.0, late), cancel) {
         Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
         Err(CommandFailure::Cancelled { .. } | CommandFailure::Interrupted { .. }) => {
@@ -100,13 +103,13 @@ pub(super) fn compile_split(
     }
     let width = match run.jobserver {
         Some(js) => js.slots(),
-        None => job.nvcc_threads as usize,
+        None => run.choice.nvcc_threads as usize,
     };
     let slots = Slots {
         jobserver: run.jobserver,
         late_split: late.map(|_| (job.label.as_str(), run.reporter)),
         width: width.max(1),
-        critical: job.critical,
+        critical: run.choice.critical,
         unit: (job.label.as_str(), run.reporter),
         memory: run
             .memory
@@ -147,8 +150,12 @@ pub(super) fn compile_split(
 /// priority, [`background_split`]) only once it is the last unit compiling (no other unit runs
 /// or waits to start: their steps would want those cores). `None` without a jobserver or with
 /// too few slots.
-fn late_split(job: &CompileJob, jobserver: Option<&Jobserver>) -> Option<usize> {
-    if job.split.is_some() {
+fn late_split(
+    job: &CompileJob,
+    choice: &RunChoice,
+    jobserver: Option<&Jobserver>,
+) -> Option<usize> {
+    if choice.split.is_some() {
         return None;
     }
     let threads = jobserver?.slots() / job.gencodes.len().max(1);
@@ -623,7 +630,7 @@ fn give_back(held: Held, board: &Mutex<Board>, wake: &Condvar) {
 /// after the source (`relu.cudafe1.cpp`) instead of `tmpxft_<pid>_…`, and the host object's
 /// file symbol and static-initializer function are named after that file, so two builds of
 /// the unit write the same object. Anything else (a C++ unit, a launcher) as it is.
-pub(super) fn with_stable_names(
+pub(crate) fn with_stable_names(
     job: &CompileJob,
     mut spec: CommandSpec,
     object: &Path,
@@ -638,7 +645,7 @@ pub(super) fn with_stable_names(
 }
 
 /// nvcc's `--keep-dir` for one unit: beside its object, removed when the compile ends.
-pub(super) struct KeepDir(PathBuf);
+pub(crate) struct KeepDir(PathBuf);
 
 impl KeepDir {
     /// `<temporary object>.steps`: pid-tagged like the object, so a killed build's is swept.
@@ -670,7 +677,7 @@ mod tests {
 
     #[test]
     fn a_unit_keeping_its_front_ends_apart_starts_cicc_only_after_cudafe() {
-        use super::super::nvcc_steps::StepKind;
+        use super::super::steps::StepKind;
         let step = |kind, deps: Vec<usize>, apart_from| Step {
             kind,
             label: format!("{kind:?}"),

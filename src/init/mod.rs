@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use minijinja::{Environment, context};
 
 use crate::config::Backend;
-pub use error::ScaffoldError;
+pub use error::InitError;
 
 /// What `kbuild init` was asked for, resolved.
 #[derive(Debug, Clone)]
@@ -69,12 +69,12 @@ const WORKFLOW: (&str, &str) = template!("workflow.yml.j2");
 
 /// Write a new project into `settings.dir`. Nothing is written when a file of the skeleton
 /// exists (unless `overwrite`), or when the name, a backend or the license is invalid.
-pub fn init(settings: &InitSettings) -> Result<Scaffolded, ScaffoldError> {
+pub fn init(settings: &InitSettings) -> Result<Scaffolded, InitError> {
     let (name, repo) = name_and_repo(settings)?;
     validate_name(&name)?;
     let backends = validate_backends(&settings.backends)?;
     if settings.license.trim().is_empty() || settings.license.contains(['"', '\\', '\n']) {
-        return Err(ScaffoldError::InvalidLicense {
+        return Err(InitError::InvalidLicense {
             license: settings.license.clone(),
         });
     }
@@ -83,7 +83,7 @@ pub fn init(settings: &InitSettings) -> Result<Scaffolded, ScaffoldError> {
     if !settings.overwrite
         && let Some(existing) = planned.iter().find(|p| settings.dir.join(&p.rel).exists())
     {
-        return Err(ScaffoldError::Exists {
+        return Err(InitError::Exists {
             path: settings.dir.join(&existing.rel),
         });
     }
@@ -99,7 +99,7 @@ pub fn init(settings: &InitSettings) -> Result<Scaffolded, ScaffoldError> {
         let text = render(file.template, file.source, &ctx)?;
         let path = settings.dir.join(&file.rel);
         crate::files::write_atomic(&path, text.as_bytes())
-            .map_err(|source| ScaffoldError::Write { path, source })?;
+            .map_err(|source| InitError::Write { path, source })?;
         files.push(file.rel.clone());
     }
     Ok(Scaffolded {
@@ -114,7 +114,7 @@ pub fn init(settings: &InitSettings) -> Result<Scaffolded, ScaffoldError> {
 /// The kernel's name and Hub repository: `--repo owner/name` names the repository (and the
 /// kernel, unless `--name` does); `--name owner/name`, as HF's `kernel-builder init` takes it,
 /// names both; else the directory names the kernel and no repository is set.
-fn name_and_repo(settings: &InitSettings) -> Result<(String, Option<String>), ScaffoldError> {
+fn name_and_repo(settings: &InitSettings) -> Result<(String, Option<String>), InitError> {
     let repo = settings.repo.as_deref().map(validate_repo).transpose()?;
     let hf_form = match settings.name.as_deref() {
         Some(name) if name.contains('/') => Some(validate_repo(name)?),
@@ -131,7 +131,7 @@ fn name_and_repo(settings: &InitSettings) -> Result<(String, Option<String>), Sc
 }
 
 /// `owner/name` as the Hub accepts it: the id and its name part.
-fn validate_repo(repo: &str) -> Result<(String, String), ScaffoldError> {
+fn validate_repo(repo: &str) -> Result<(String, String), InitError> {
     let part_ok = |p: &str| {
         !p.is_empty()
             && !p.starts_with(['.', '-'])
@@ -142,7 +142,7 @@ fn validate_repo(repo: &str) -> Result<(String, String), ScaffoldError> {
         Some((owner, name)) if part_ok(owner) && part_ok(name) => {
             Ok((repo.to_string(), name.to_string()))
         }
-        _ => Err(ScaffoldError::InvalidRepo {
+        _ => Err(InitError::InvalidRepo {
             repo: repo.to_string(),
         }),
     }
@@ -175,29 +175,29 @@ fn plan_files(python_name: &str, backends: &[Backend]) -> Vec<Planned> {
     out
 }
 
-fn render(name: &str, source: &str, ctx: &minijinja::Value) -> Result<String, ScaffoldError> {
+fn render(name: &str, source: &str, ctx: &minijinja::Value) -> Result<String, InitError> {
     let mut env = Environment::new();
     env.set_keep_trailing_newline(true);
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.add_template(name, source)
         .and_then(|_| env.get_template(name)?.render(ctx))
-        .map_err(|source| ScaffoldError::Template {
+        .map_err(|source| InitError::Template {
             name: name.to_string(),
             source,
         })
 }
 
 /// The directory's own name, as `cargo init` names a package.
-fn default_name(dir: &Path) -> Result<String, ScaffoldError> {
+fn default_name(dir: &Path) -> Result<String, InitError> {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     dir.file_name()
         .and_then(|n| n.to_str())
         .map(str::to_string)
-        .ok_or(ScaffoldError::NoName { dir })
+        .ok_or(InitError::NoName { dir })
 }
 
 /// A kernels-data `KernelName`: what build.toml's `[general] name` accepts.
-pub fn validate_name(name: &str) -> Result<(), ScaffoldError> {
+pub fn validate_name(name: &str) -> Result<(), InitError> {
     if kernels_data::config::KernelName::new(name.to_string()).is_ok() {
         return Ok(());
     }
@@ -209,28 +209,28 @@ pub fn validate_name(name: &str) -> Result<(), ScaffoldError> {
     let suggestion = kernels_data::config::KernelName::new(fixed.clone())
         .is_ok()
         .then_some(fixed);
-    Err(ScaffoldError::InvalidName {
+    Err(InitError::InvalidName {
         name: name.to_string(),
         suggestion,
     })
 }
 
 /// The backends asked for, in build.toml's order (cuda first), each once.
-fn validate_backends(asked: &[String]) -> Result<Vec<Backend>, ScaffoldError> {
+fn validate_backends(asked: &[String]) -> Result<Vec<Backend>, InitError> {
     let mut out = Vec::new();
     for name in asked {
         let backend: Option<Backend> = name.trim().parse().ok();
         match backend {
             Some(b) if b.is_supported() => out.push(b),
             _ => {
-                return Err(ScaffoldError::UnsupportedBackend {
+                return Err(InitError::UnsupportedBackend {
                     backend: name.clone(),
                 });
             }
         }
     }
     if out.is_empty() {
-        return Err(ScaffoldError::NoBackends);
+        return Err(InitError::NoBackends);
     }
     out.sort_by_key(|b| *b != Backend::Cuda);
     out.dedup();
@@ -267,9 +267,9 @@ mod tests {
         );
         assert!(matches!(
             b(&["rocm"]),
-            Err(ScaffoldError::UnsupportedBackend { .. })
+            Err(InitError::UnsupportedBackend { .. })
         ));
-        assert!(matches!(b(&[]), Err(ScaffoldError::NoBackends)));
+        assert!(matches!(b(&[]), Err(InitError::NoBackends)));
     }
 
     #[test]
@@ -298,7 +298,7 @@ mod tests {
         );
         assert!(matches!(
             name_and_repo(&settings(None, Some("no-slash"))),
-            Err(ScaffoldError::InvalidRepo { .. })
+            Err(InitError::InvalidRepo { .. })
         ));
     }
 }

@@ -6,7 +6,7 @@ use crate::hint::Hint;
 
 /// A failure of `kbuild init`; nothing is written for the argument errors.
 #[derive(Debug, thiserror::Error)]
-pub enum ScaffoldError {
+pub enum InitError {
     #[error("invalid kernel name `{name}`: use lowercase letters, digits and `-`")]
     InvalidName {
         name: String,
@@ -38,10 +38,10 @@ pub enum ScaffoldError {
     },
 }
 
-impl Hint for ScaffoldError {
+impl Hint for InitError {
     fn hint(&self) -> Option<String> {
         Some(match self {
-            ScaffoldError::InvalidName { suggestion, .. } => format!(
+            InitError::InvalidName { suggestion, .. } => format!(
                 "start with a letter, end with a letter or digit{}; the Python package is the name \
                  with `-` replaced by `_`",
                 suggestion
@@ -49,26 +49,24 @@ impl Hint for ScaffoldError {
                     .map(|s| format!(", e.g. `--name {s}`"))
                     .unwrap_or_default()
             ),
-            ScaffoldError::NoName { .. } => "pass `--name my-kernel`".into(),
-            ScaffoldError::InvalidRepo { .. } => {
+            InitError::NoName { .. } => "pass `--name my-kernel`".into(),
+            InitError::InvalidRepo { .. } => {
                 "pass `--repo owner/name` (letters, digits, `-`, `_`, `.`), e.g. \
                  `--repo my-org/my-kernel`"
                     .into()
             }
-            ScaffoldError::UnsupportedBackend { .. } | ScaffoldError::NoBackends => {
+            InitError::UnsupportedBackend { .. } | InitError::NoBackends => {
                 "kbuild builds `cuda` and `cpu`: pass `--backends cuda,cpu` or one of them".into()
             }
-            ScaffoldError::InvalidLicense { .. } => {
+            InitError::InvalidLicense { .. } => {
                 "pass a Hub license identifier, e.g. `--license apache-2.0`".into()
             }
-            ScaffoldError::Exists { .. } => {
+            InitError::Exists { .. } => {
                 "choose an empty directory, or pass `--overwrite` to replace the skeleton's files"
                     .into()
             }
-            ScaffoldError::Write { .. } => {
-                "check the directory's permissions and free space".into()
-            }
-            ScaffoldError::Template { .. } => "this is a kbuild bug: please report it".into(),
+            InitError::Write { .. } => "check the directory's permissions and free space".into(),
+            InitError::Template { .. } => "this is a kbuild bug: please report it".into(),
         })
     }
 }

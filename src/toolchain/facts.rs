@@ -176,7 +176,7 @@ impl FactCache {
 pub fn env_part(names: &[&str]) -> String {
     names
         .iter()
-        .map(|name| match std::env::var_os(name) {
+        .map(|name| match crate::env::var_os(name) {
             Some(v) => format!("{name}={}", v.to_string_lossy()),
             None => (*name).to_string(),
         })
@@ -187,7 +187,7 @@ pub fn env_part(names: &[&str]) -> String {
 /// The directories of `PATH`: a compiler found through it changes when one of them gains or
 /// loses an entry.
 pub fn path_dirs() -> Vec<PathBuf> {
-    std::env::var_os("PATH")
+    crate::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default()
 }

@@ -1,5 +1,5 @@
 //! What each compile job costs, known before it runs, so that the longest start first and the
-//! tail is split (`schedule::plan_splits`):
+//! tail is split (`splits::plan_splits`, chosen in `choice.rs`):
 //! - `<work_dir>/costs.json`: the wall time of every job a compiler ran for in this work
 //!   directory, keyed by its object (one per source and variant);
 //! - `<KBUILD_CACHE_DIR>/costs/v1.json`: the same times keyed by what the job compiles (its
@@ -15,9 +15,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::compile::scan_includes;
-use crate::plan::{BuildPlan, CompileJob, Lang};
-use crate::schedule::{JobBudget, NvccMode, Order, SplitCompile, plan_splits};
+use crate::files::scan_includes;
+use crate::plan::{CompileJob, Lang};
 
 /// Bump when the meaning of a recorded time changes: old records are then ignored.
 const COSTS_VERSION: u32 = 1;
@@ -68,7 +67,7 @@ pub(super) enum Known {
 
 /// The known costs of one work directory and kbuild's cache.
 #[derive(Debug)]
-pub(super) struct Costs {
+pub struct Costs {
     work_dir: PathBuf,
     seconds: BTreeMap<String, f64>,
     /// `<cache>/costs/v1.json`, when kbuild has a cache directory.
@@ -78,7 +77,7 @@ pub(super) struct Costs {
 
 impl Costs {
     /// The costs recorded in `work_dir` and in the cache directory `cache_dir`.
-    pub(super) fn load(work_dir: &Path, cache_dir: Option<&Path>) -> Self {
+    pub fn load(work_dir: &Path, cache_dir: Option<&Path>) -> Self {
         let shared_path = cache_dir.map(|dir| dir.join("costs").join("v1.json"));
         Costs {
             work_dir: work_dir.to_path_buf(),
@@ -132,7 +131,7 @@ impl Costs {
     /// Remember how long the jobs a compiler ran for took (`times[i]` for `jobs[i]`; `None`
     /// leaves a job's earlier record) and write the records: the work directory's, then the
     /// cache's (merged with what other builds wrote there since it was read).
-    pub(super) fn record(
+    pub fn record(
         &mut self,
         jobs: &[CompileJob],
         times: &[Option<Duration>],
@@ -162,13 +161,13 @@ impl Costs {
 /// ([`critical_units`]): delaying its device passes would lengthen the build.
 const CRITICAL_SHARE: f64 = 0.75;
 
-/// Which jobs are critical ([`CompileJob::critical`]): the CUDA unit with the longest estimate
+/// Which jobs are critical ([`RunChoice::critical`](super::RunChoice)): the CUDA unit with the longest estimate
 /// (the first of equals), and every CUDA unit whose time, like the longest one's, was measured
 /// by a build and is at least [`CRITICAL_SHARE`] of it. Predictions from the source are too
 /// rough to tell apart units of about the same size (paged-attention's three heavy units are
 /// predicted 23.5-24.6 s; they take 20-70 s of `cicc`), so a first build runs one unit's front
 /// ends side by side, not all of them at once.
-fn critical_units(jobs: &[CompileJob], estimates: &[(f64, Known)]) -> Vec<bool> {
+pub(super) fn critical_units(jobs: &[CompileJob], estimates: &[(f64, Known)]) -> Vec<bool> {
     let cuda = |i: &usize| jobs[*i].lang == Lang::Cuda;
     let longest = (0..jobs.len())
         .filter(cuda)
@@ -187,51 +186,6 @@ fn critical_units(jobs: &[CompileJob], estimates: &[(f64, Known)]) -> Vec<bool> 
                     && cost >= CRITICAL_SHARE * top)
         })
         .collect()
-}
-
-/// Every compile job of `plans` (flattened: plan, variant, job) in the order they should start
-/// (`budget.order`), and, when kbuild runs nvcc's steps, each job's `--split-compile`
-/// ([`plan_splits`]) and whether it is critical ([`critical_units`]): all from the costs known
-/// in `work_dir` and `cache_dir`, else predicted.
-pub(super) fn schedule(
-    plans: &mut [BuildPlan],
-    budget: &JobBudget,
-    cache_dir: Option<&Path>,
-) -> Vec<usize> {
-    let Some(first) = plans.first() else {
-        return Vec::new();
-    };
-    let costs = Costs::load(&first.work_dir, cache_dir);
-    let jobs: Vec<&mut CompileJob> = plans
-        .iter_mut()
-        .flat_map(|p| p.variants.iter_mut())
-        .flat_map(|v| v.compile.iter_mut())
-        .collect();
-    let owned: Vec<CompileJob> = jobs.iter().map(|j| (**j).clone()).collect();
-    let (order, estimates) = costs.longest_first(&owned);
-    let order = match budget.order {
-        Order::LongestFirst => order,
-        Order::Fifo => (0..owned.len()).collect(),
-    };
-    if budget.nvcc != NvccMode::Steps {
-        return order;
-    }
-    let seconds: Vec<f64> = estimates.iter().map(|e| e.0).collect();
-    let widths: Vec<usize> = owned.iter().map(|j| j.gencodes.len().max(1)).collect();
-    let splits = plan_splits(&seconds, &widths, &order, budget.jobs);
-    let critical = critical_units(&owned, &estimates);
-    for (((job, split), estimate), critical) in
-        jobs.into_iter().zip(splits).zip(&estimates).zip(critical)
-    {
-        job.critical = critical;
-        if job.lang == Lang::Cuda {
-            job.split = split.map(|s| SplitCompile {
-                why: format!("{} ({})", s.why, estimate.1.describe()),
-                ..s
-            });
-        }
-    }
-    order
 }
 
 impl Known {
@@ -358,11 +312,7 @@ mod tests {
             flags: Vec::new(),
             host_flags: Vec::new(),
             gencodes: Vec::new(),
-            nvcc_threads: 1,
-            nvcc_jobserver: false,
             compiler_id: String::new(),
-            split: None,
-            critical: false,
         }
     }
 

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::Capability;
+use crate::plan::CompileJob;
 use crate::process::Cancel;
 
 /// What a compiler process never measured and not guessed reserves: one nvcc front end (cicc)
@@ -208,6 +210,70 @@ struct Record {
     peak_bytes: BTreeMap<String, u64>,
 }
 
+/// A compiler process the gate admits, as its records name it: the object it works on and,
+/// for one step of nvcc's pipeline, the step and the capability it is for (read once, by the
+/// capability codec, when the key is made: `cicc compute_90`, `ptxas sm_90a`, `preprocess 900`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessKey {
+    /// The object, relative to the work directory where it lies below it; or the unit's key
+    /// in kbuild's cache.
+    object: String,
+    /// The step (`cicc compute_90`, `host compile`); `None`: the unit's one compiler.
+    step: Option<String>,
+    /// The step less its capability (`cicc`), for a step of one capability.
+    per_capability: Option<String>,
+}
+
+impl ProcessKey {
+    /// The key of `step` (none: the unit's one compiler) of the process compiling `object`.
+    pub fn new(object: String, step: Option<&str>) -> Self {
+        let per_capability = step.and_then(|step| {
+            let (kind, word) = step.rsplit_once(' ')?;
+            let capability =
+                Capability::from_nvcc_name(word).or_else(|| Capability::from_cuda_arch(word));
+            capability.map(|_| kind.to_string())
+        });
+        ProcessKey {
+            object,
+            step: step.map(str::to_string),
+            per_capability,
+        }
+    }
+
+    /// A key as a record file spells it (`obj/k.o#cicc compute_90`).
+    pub fn parse(text: &str) -> Self {
+        match text.split_once('#') {
+            Some((object, step)) => ProcessKey::new(object.to_string(), Some(step)),
+            None => ProcessKey::new(text.to_string(), None),
+        }
+    }
+
+    /// The same step of the process of another object (the unit's key in kbuild's cache).
+    fn of_object(&self, object: String) -> Self {
+        ProcessKey {
+            object,
+            ..self.clone()
+        }
+    }
+
+    /// Whether `other` is the same step of the same object for another (or the same)
+    /// capability.
+    fn same_family(&self, other: &ProcessKey) -> bool {
+        self.object == other.object
+            && self.per_capability.is_some()
+            && self.per_capability == other.per_capability
+    }
+}
+
+impl std::fmt::Display for ProcessKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.step {
+            Some(step) => write!(f, "{}#{step}", self.object),
+            None => f.write_str(&self.object),
+        }
+    }
+}
+
 /// The gate compiler processes pass before they start, and what they are learned to need.
 #[derive(Debug)]
 pub struct MemoryGate {
@@ -294,22 +360,15 @@ impl MemoryGate {
     /// Name what the unit compiling `object` compiles (its key in the cache's record).
     pub fn name_unit(&self, object: &Path, unit: String) {
         if let Some(shared) = &self.shared {
-            lock(&shared.units).insert(self.key(object, None), unit);
+            lock(&shared.units).insert(self.key(object, None).object, unit);
         }
     }
 
     /// The cache record's key for the process `key` of this work directory, if its unit is named.
-    fn shared_key(&self, key: &str) -> Option<(&Shared, String)> {
+    fn shared_key(&self, key: &ProcessKey) -> Option<(&Shared, ProcessKey)> {
         let shared = self.shared.as_ref()?;
-        let (object, step) = key
-            .split_once('#')
-            .map_or((key, None), |(o, s)| (o, Some(s)));
-        let unit = lock(&shared.units).get(object)?.clone();
-        let key = match step {
-            Some(step) => format!("{unit}#{step}"),
-            None => unit,
-        };
-        Some((shared, key))
+        let unit = lock(&shared.units).get(&key.object)?.clone();
+        Some((shared, key.of_object(unit)))
     }
 
     /// The budget this gate keeps to.
@@ -317,15 +376,11 @@ impl MemoryGate {
         self.budget
     }
 
-    /// The record's key for the process compiling `object` (`step`: one step of nvcc's
-    /// pipeline, e.g. `cicc compute_90`).
-    pub fn key(&self, object: &Path, step: Option<&str>) -> String {
+    /// The key of the process compiling `object` (`step`: one step of nvcc's pipeline, e.g.
+    /// `cicc compute_90`).
+    pub fn key(&self, object: &Path, step: Option<&str>) -> ProcessKey {
         let object = object.strip_prefix(&self.work_dir).unwrap_or(object);
-        let object = object.to_string_lossy();
-        match step {
-            Some(step) => format!("{object}#{step}"),
-            None => object.into_owned(),
-        }
+        ProcessKey::new(object.to_string_lossy().into_owned(), step)
     }
 
     /// What the process `key` is expected to need: its last peak with an eighth more (a
@@ -336,7 +391,7 @@ impl MemoryGate {
     /// compute_80` beside a measured `cicc compute_75`: the same source, peaks within 5% for
     /// `cicc`, 30% for the far smaller `ptxas`) needs at most that sibling's largest peak and a
     /// quarter more.
-    pub fn estimate(&self, key: &str, guess: Option<u64>) -> u64 {
+    pub fn estimate(&self, key: &ProcessKey, guess: Option<u64>) -> u64 {
         if let Some(peak) = self.recorded(key) {
             return peak + peak / 8;
         }
@@ -348,33 +403,37 @@ impl MemoryGate {
     }
 
     /// The largest peak recorded for the same step of the same unit for another capability.
-    fn sibling_peak(&self, key: &str) -> Option<u64> {
-        let largest = |peaks: &BTreeMap<String, u64>, family: &str| {
+    fn sibling_peak(&self, key: &ProcessKey) -> Option<u64> {
+        let kind = key.per_capability.as_ref()?;
+        let largest = |peaks: &BTreeMap<String, u64>, key: &ProcessKey| {
+            let prefix = format!("{}#{kind} ", key.object);
             peaks
-                .range(family.to_string()..)
-                .take_while(|(k, _)| k.starts_with(family))
-                .filter(|(k, _)| capability_family(k).as_deref() == Some(family))
+                .range(prefix.clone()..)
+                .take_while(|(k, _)| k.starts_with(&prefix))
+                .filter(|(k, _)| key.same_family(&ProcessKey::parse(k)))
                 .map(|(_, peak)| *peak)
                 .max()
         };
-        let family = capability_family(key)?;
-        largest(&lock(&self.peaks), &family).or_else(|| {
+        largest(&lock(&self.peaks), key).or_else(|| {
             let (shared, key) = self.shared_key(key)?;
-            largest(&lock(&shared.peaks), &capability_family(&key)?)
+            largest(&lock(&shared.peaks), &key)
         })
     }
 
     /// The peak the process `key` last reached: in this work directory, else in a build
     /// sharing kbuild's cache.
-    fn recorded(&self, key: &str) -> Option<u64> {
-        lock(&self.peaks).get(key).copied().or_else(|| {
-            let (shared, key) = self.shared_key(key)?;
-            lock(&shared.peaks).get(&key).copied()
-        })
+    fn recorded(&self, key: &ProcessKey) -> Option<u64> {
+        lock(&self.peaks)
+            .get(&key.to_string())
+            .copied()
+            .or_else(|| {
+                let (shared, key) = self.shared_key(key)?;
+                lock(&shared.peaks).get(&key.to_string()).copied()
+            })
     }
 
     /// Whether the process `key` was ever measured (here or by a build sharing kbuild's cache).
-    pub fn knows(&self, key: &str) -> bool {
+    pub fn knows(&self, key: &ProcessKey) -> bool {
         self.recorded(key).is_some()
     }
 
@@ -388,7 +447,12 @@ impl MemoryGate {
     /// running, and reserve its estimate ([`MemoryGate::estimate`] with `guess`). One that needs more than the whole budget is let in
     /// once nothing else runs (it is remembered for [`MemoryGate::ran_alone`]). `None` once
     /// `cancel` fires while waiting (its place in the queue goes to the next).
-    pub fn admit(&self, key: &str, guess: Option<u64>, cancel: &Cancel) -> Option<Reservation<'_>> {
+    pub fn admit(
+        &self,
+        key: &ProcessKey,
+        guess: Option<u64>,
+        cancel: &Cancel,
+    ) -> Option<Reservation<'_>> {
         let mut queue = lock(&self.queue);
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
@@ -424,12 +488,12 @@ impl MemoryGate {
     }
 
     /// Remember that the process `key` reached `peak` bytes.
-    pub fn observe(&self, key: &str, peak: u64) {
+    pub fn observe(&self, key: &ProcessKey, peak: u64) {
         if peak > 0 {
             lock(&self.peaks).insert(key.to_string(), peak);
             if let Some((shared, key)) = self.shared_key(key) {
-                lock(&shared.peaks).insert(key.clone(), peak);
-                lock(&shared.learned).insert(key, peak);
+                lock(&shared.peaks).insert(key.to_string(), peak);
+                lock(&shared.learned).insert(key.to_string(), peak);
             }
         }
     }
@@ -455,20 +519,6 @@ impl MemoryGate {
         peaks.extend(learned.iter().map(|(k, v)| (k.clone(), *v)));
         write_peaks(&shared.path, peaks)
     }
-}
-
-/// `obj#cicc ` for `obj#cicc compute_90` (also `sm_90a`, `preprocess 900`): the key of a
-/// step for one capability without the capability; `None` for a step of the whole unit.
-fn capability_family(key: &str) -> Option<String> {
-    let (object, step) = key.split_once('#')?;
-    let (kind, capability) = step.rsplit_once(' ')?;
-    let number = capability
-        .strip_prefix("compute_")
-        .or_else(|| capability.strip_prefix("sm_"))
-        .unwrap_or(capability);
-    let digits = number.trim_end_matches(|c: char| c.is_ascii_lowercase());
-    (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
-        .then(|| format!("{object}#{kind} "))
 }
 
 /// Write `peaks` as a record file (atomically, its directory made if missing).
@@ -499,6 +549,30 @@ pub fn record_path(work_dir: &Path) -> PathBuf {
 /// A poisoned lock only means another worker panicked; the panic propagates from its scope.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl MemoryGate {
+    /// The build's memory gate: the peaks learned in `work_dir`, and with kbuild's cache directory
+    /// those learned for the same sources in other work directories (each job's unit named as
+    /// `costs/v1.json` names it).
+    pub fn for_build(
+        budget: MemoryBudget,
+        work_dir: &Path,
+        cache_dir: Option<&Path>,
+        jobs: &[CompileJob],
+    ) -> MemoryGate {
+        let gate = MemoryGate::load(budget, work_dir);
+        let Some(dir) = cache_dir else {
+            return gate;
+        };
+        let gate = gate.shared(dir);
+        for job in jobs {
+            if let Some(unit) = super::costs::shared_key(job) {
+                gate.name_unit(&job.object, unit);
+            }
+        }
+        gate
+    }
 }
 
 #[cfg(test)]
@@ -556,16 +630,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gate = Arc::new(MemoryGate::load(budget(10 << 30), dir.path()));
         for (key, peak) in [("a", 4u64 << 30), ("b", 4 << 30), ("huge", 20 << 30)] {
-            gate.observe(key, peak);
+            gate.observe(&ProcessKey::parse(key), peak);
         }
         let cancel = Cancel::new();
-        let a = gate.admit("a", None, &cancel).unwrap();
+        let a = gate.admit(&ProcessKey::parse("a"), None, &cancel).unwrap();
         let b_admitted = Arc::new(AtomicU64::new(0));
         std::thread::scope(|s| {
             let (gate, flag) = (&gate, &b_admitted);
-            let _first_b = gate.admit("b", None, &Cancel::new()).unwrap();
+            let _first_b = gate
+                .admit(&ProcessKey::parse("b"), None, &Cancel::new())
+                .unwrap();
             s.spawn(move || {
-                let _second_b = gate.admit("b", None, &Cancel::new()).unwrap();
+                let _second_b = gate
+                    .admit(&ProcessKey::parse("b"), None, &Cancel::new())
+                    .unwrap();
                 flag.store(1, Ordering::SeqCst);
             });
             std::thread::sleep(Duration::from_millis(100));
@@ -573,12 +651,14 @@ mod tests {
             drop(a);
         });
         assert_eq!(b_admitted.load(Ordering::SeqCst), 1);
-        let huge = gate.admit("huge", None, &cancel).unwrap();
+        let huge = gate
+            .admit(&ProcessKey::parse("huge"), None, &cancel)
+            .unwrap();
         assert_eq!(gate.ran_alone(), [("huge".to_string(), (45u64 << 30) / 2)]);
         let stop = Cancel::new();
         stop.cancel();
         assert!(
-            gate.admit("a", None, &stop).is_none(),
+            gate.admit(&ProcessKey::parse("a"), None, &stop).is_none(),
             "a cancelled wait ends"
         );
         drop(huge);
@@ -589,14 +669,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gate = MemoryGate::load(budget(10 << 30), dir.path());
         for (key, peak) in [("a", 4u64 << 30), ("big", 8 << 30), ("small", 1 << 30)] {
-            gate.observe(key, peak);
+            gate.observe(&ProcessKey::parse(key), peak);
         }
         let order = Mutex::new(Vec::new());
-        let a = gate.admit("a", None, &Cancel::new()).unwrap();
+        let a = gate
+            .admit(&ProcessKey::parse("a"), None, &Cancel::new())
+            .unwrap();
         std::thread::scope(|s| {
             let (gate, order) = (&gate, &order);
             let admit = move |key: &'static str, hold: u64| {
-                let held = gate.admit(key, None, &Cancel::new()).unwrap();
+                let held = gate
+                    .admit(&ProcessKey::parse(key), None, &Cancel::new())
+                    .unwrap();
                 lock(order).push(key);
                 std::thread::sleep(Duration::from_millis(hold));
                 drop(held);
@@ -612,10 +696,12 @@ mod tests {
         assert_eq!(*lock(&order), ["big", "small"]);
 
         // A waiter that gives up leaves the queue: the one behind it is not stuck.
-        let held = gate.admit("a", None, &Cancel::new()).unwrap();
+        let held = gate
+            .admit(&ProcessKey::parse("a"), None, &Cancel::new())
+            .unwrap();
         let stop = Cancel::new();
         std::thread::scope(|s| {
-            s.spawn(|| assert!(gate.admit("big", None, &stop).is_none()));
+            s.spawn(|| assert!(gate.admit(&ProcessKey::parse("big"), None, &stop).is_none()));
             std::thread::sleep(Duration::from_millis(100));
             stop.cancel();
         });
@@ -631,7 +717,7 @@ mod tests {
                 }
                 watchdog.cancel();
             });
-            let small = gate.admit("small", None, &watchdog);
+            let small = gate.admit(&ProcessKey::parse("small"), None, &watchdog);
             done.store(true, Ordering::SeqCst);
             assert!(
                 small.is_some(),
@@ -695,28 +781,52 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gate = MemoryGate::load(budget(8 << 30), dir.path());
         let guess = Some(460 << 20);
-        gate.observe("obj/a.o#cicc compute_75", 160 << 20);
-        gate.observe("obj/a.o#cicc compute_80", 200 << 20);
-        assert_eq!(gate.estimate("obj/a.o#cicc compute_90", guess), 250 << 20);
-        assert_eq!(gate.estimate("obj/a.o#cicc compute_90a", guess), 250 << 20);
+        gate.observe(&ProcessKey::parse("obj/a.o#cicc compute_75"), 160 << 20);
+        gate.observe(&ProcessKey::parse("obj/a.o#cicc compute_80"), 200 << 20);
         assert_eq!(
-            gate.estimate("obj/a.o#cicc compute_90", Some(100 << 20)),
+            gate.estimate(&ProcessKey::parse("obj/a.o#cicc compute_90"), guess),
+            250 << 20
+        );
+        assert_eq!(
+            gate.estimate(&ProcessKey::parse("obj/a.o#cicc compute_90a"), guess),
+            250 << 20
+        );
+        assert_eq!(
+            gate.estimate(
+                &ProcessKey::parse("obj/a.o#cicc compute_90"),
+                Some(100 << 20)
+            ),
             100 << 20
         );
-        assert_eq!(gate.estimate("obj/b.o#cicc compute_90", guess), 460 << 20);
-        assert_eq!(gate.estimate("obj/a.o#ptxas sm_90", guess), 460 << 20);
-        gate.observe("obj/a.o#host preprocess", 50 << 20);
-        assert_eq!(gate.estimate("obj/a.o#host compile", guess), 460 << 20);
         assert_eq!(
-            capability_family("obj/a.o#preprocess 900").unwrap(),
-            "obj/a.o#preprocess "
+            gate.estimate(&ProcessKey::parse("obj/b.o#cicc compute_90"), guess),
+            460 << 20
         );
         assert_eq!(
-            capability_family("obj/a.o#ptxas sm_90a").unwrap(),
-            "obj/a.o#ptxas "
+            gate.estimate(&ProcessKey::parse("obj/a.o#ptxas sm_90"), guess),
+            460 << 20
         );
-        assert_eq!(capability_family("obj/a.o#host compile"), None);
-        assert_eq!(capability_family("obj/a.o"), None);
+        gate.observe(&ProcessKey::parse("obj/a.o#host preprocess"), 50 << 20);
+        assert_eq!(
+            gate.estimate(&ProcessKey::parse("obj/a.o#host compile"), guess),
+            460 << 20
+        );
+        let family = |text: &str| ProcessKey::parse(text).per_capability;
+        assert_eq!(
+            family("obj/a.o#preprocess 900").as_deref(),
+            Some("preprocess")
+        );
+        assert_eq!(
+            family("obj/a.o#preprocess 1000").as_deref(),
+            Some("preprocess")
+        );
+        assert_eq!(family("obj/a.o#ptxas sm_90a").as_deref(), Some("ptxas"));
+        assert_eq!(family("obj/a.o#host compile"), None);
+        assert_eq!(family("obj/a.o"), None);
+        assert_eq!(
+            ProcessKey::parse("obj/a.o#cicc compute_90").to_string(),
+            "obj/a.o#cicc compute_90"
+        );
     }
 
     #[test]
@@ -725,20 +835,28 @@ mod tests {
         let gate = MemoryGate::load(budget(1 << 30), dir.path());
         let guess = Some(600 << 20);
         let first = gate
-            .admit("u#cicc compute_75", guess, &Cancel::new())
+            .admit(
+                &ProcessKey::parse("u#cicc compute_75"),
+                guess,
+                &Cancel::new(),
+            )
             .unwrap();
         let admitted = AtomicU64::new(0);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let _second = gate
-                    .admit("u#cicc compute_90", guess, &Cancel::new())
+                    .admit(
+                        &ProcessKey::parse("u#cicc compute_90"),
+                        guess,
+                        &Cancel::new(),
+                    )
                     .unwrap();
                 admitted.store(1, Ordering::SeqCst);
             });
             std::thread::sleep(Duration::from_millis(100));
             assert_eq!(admitted.load(Ordering::SeqCst), 0, "600 + 600 MiB > 1 GiB");
             // The first ran at 300 MiB: the second now needs 375 MiB and fits beside it.
-            gate.observe("u#cicc compute_75", 300 << 20);
+            gate.observe(&ProcessKey::parse("u#cicc compute_75"), 300 << 20);
             std::thread::sleep(Duration::from_millis(200));
             assert_eq!(
                 admitted.load(Ordering::SeqCst),
@@ -764,7 +882,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gate = MemoryGate::load(budget(1 << 30), dir.path());
         let key = gate.key(&dir.path().join("obj/a.cu.o"), Some("cicc compute_90"));
-        assert_eq!(key, "obj/a.cu.o#cicc compute_90");
+        assert_eq!(key.to_string(), "obj/a.cu.o#cicc compute_90");
         assert_eq!(gate.estimate(&key, None), UNKNOWN_PEAK);
         assert_eq!(gate.estimate(&key, Some(500 << 20)), 500 << 20);
         assert!(!gate.knows(&key));

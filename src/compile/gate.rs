@@ -1,0 +1,34 @@
+//! The one way a compiler process waits for memory: admitted by the build's memory gate,
+//! its peak measured and learned.
+
+use crate::process::{Cancel, CommandFailure, CommandSpec, Measured, run_measured};
+use crate::schedule::memory::{MemoryGate, ProcessKey};
+
+/// Run `spec` once `gate` admits the process `key` (learned by that key; never measured, it
+/// reserves `guess`, else a conservative size), or at once without a gate. Cancelled while
+/// waiting: as if cancelled while running.
+pub(crate) fn run_gated(
+    spec: &CommandSpec,
+    gate: Option<&MemoryGate>,
+    key: Option<&ProcessKey>,
+    guess: Option<u64>,
+    cancel: &Cancel,
+) -> Result<std::process::Output, CommandFailure> {
+    let (Some(gate), Some(key)) = (gate, key) else {
+        return run_measured(spec, cancel).map(|m| m.output);
+    };
+    let Some(_reserved) = gate.admit(key, guess, cancel) else {
+        return Err(match crate::process::interrupted() {
+            Some(interrupted) => CommandFailure::Interrupted {
+                command: spec.to_string(),
+                interrupted,
+            },
+            None => CommandFailure::Cancelled {
+                command: spec.to_string(),
+            },
+        });
+    };
+    let Measured { output, peak_bytes } = run_measured(spec, cancel)?;
+    gate.observe(key, peak_bytes);
+    Ok(output)
+}

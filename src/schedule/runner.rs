@@ -1,0 +1,226 @@
+//! Units of work run in parallel under one budget: at most `jobs` at a time (or as many as a
+//! [`Jobserver`] gives slots for), in the order asked for, and on the first failure (or
+//! SIGINT/SIGTERM, see `process::catch_interrupts`) the running siblings are cancelled (their
+//! process trees killed) and nothing new starts.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::jobserver::{Jobserver, Slot};
+use crate::process::Cancel;
+use crate::report::{Reporter, UnitOutcome};
+
+/// Something the runner can schedule: it only needs a label for progress and errors.
+pub trait Unit: Sync {
+    fn label(&self) -> &str;
+}
+
+/// How one unit of work did not finish.
+#[derive(Debug)]
+pub enum JobError<E> {
+    /// Stopped because another unit failed; not itself an error.
+    Cancelled,
+    Failed(E),
+}
+
+impl<E> From<E> for JobError<E> {
+    fn from(err: E) -> Self {
+        JobError::Failed(err)
+    }
+}
+
+/// How a run hands out its units: how many at once, through which jobserver, in which order.
+#[derive(Debug, Clone, Default)]
+pub struct Schedule<'a> {
+    /// Units running at once (at least 1).
+    pub jobs: usize,
+    /// When set, every unit holds one of its slots while it runs, and the slots the runner
+    /// does not hold go to the compilers that share it.
+    pub jobserver: Option<&'a Jobserver>,
+    /// Indices into the units, in the order they start; empty: as given.
+    pub order: Vec<usize>,
+}
+
+/// How a unit ended and how long it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    pub outcome: UnitOutcome,
+    pub elapsed: Duration,
+}
+
+/// Run `work` for every unit, at most `jobs` at a time, reporting each unit's start and end.
+/// See [`run_scheduled`].
+pub fn run_jobs<T, E, F>(
+    units: &[T],
+    jobs: usize,
+    reporter: &dyn Reporter,
+    work: F,
+) -> Result<Vec<UnitOutcome>, E>
+where
+    T: Unit,
+    E: Send,
+    F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError<E>> + Sync,
+{
+    let schedule = Schedule {
+        jobs,
+        ..Schedule::default()
+    };
+    let finished = run_scheduled(units, &schedule, reporter, work)?;
+    Ok(finished.iter().map(|f| f.outcome).collect())
+}
+
+/// Run `work` for every unit as `schedule` says, reporting each unit's start and end.
+///
+/// On the first failure the shared `Cancel` fires: running commands are killed, no new unit
+/// starts, and that first error is returned. After SIGINT/SIGTERM the `Cancel` reads as fired
+/// too: units stop, and the caller asks `process::interrupted` why. Results come back in the
+/// order of `units`; a unit that never ran counts as `Failed`. A jobserver that cannot be
+/// read is warned about once and bypassed (the workers still bound the run to `jobs`).
+pub fn run_scheduled<T, E, F>(
+    units: &[T],
+    schedule: &Schedule,
+    reporter: &dyn Reporter,
+    work: F,
+) -> Result<Vec<Finished>, E>
+where
+    T: Unit,
+    E: Send,
+    F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError<E>> + Sync,
+{
+    reporter.begin_units(units.len());
+    if let Some(js) = schedule.jobserver {
+        js.start_run(units.len());
+    }
+    let run = Run {
+        units,
+        schedule,
+        reporter,
+        work,
+        cancel: Cancel::new(),
+        next: AtomicUsize::new(0),
+        order: if schedule.order.len() == units.len() {
+            schedule.order.clone()
+        } else {
+            (0..units.len()).collect()
+        },
+        results: Mutex::new(vec![None; units.len()]),
+        first_error: Mutex::new(None),
+        jobserver_broken: std::sync::Once::new(),
+    };
+    let workers = schedule.jobs.max(1).min(units.len());
+    thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| run.worker());
+        }
+    });
+    if let Some(err) = lock(&run.first_error).take() {
+        return Err(err);
+    }
+    // Without an error every unit ran to an outcome.
+    Ok(lock(&run.results)
+        .iter()
+        .map(|r| {
+            r.unwrap_or(Finished {
+                outcome: UnitOutcome::Failed,
+                elapsed: Duration::ZERO,
+            })
+        })
+        .collect())
+}
+
+/// What the workers of one [`run_scheduled`] share.
+struct Run<'a, T, E, F> {
+    units: &'a [T],
+    schedule: &'a Schedule<'a>,
+    reporter: &'a dyn Reporter,
+    work: F,
+    cancel: Cancel,
+    /// Index into `order` of the next unit to start.
+    next: AtomicUsize,
+    order: Vec<usize>,
+    results: Mutex<Vec<Option<Finished>>>,
+    first_error: Mutex<Option<E>>,
+    jobserver_broken: std::sync::Once,
+}
+
+impl<T, E, F> Run<'_, T, E, F>
+where
+    T: Unit,
+    E: Send,
+    F: Fn(&T, &Cancel) -> Result<UnitOutcome, JobError<E>> + Sync,
+{
+    /// One worker: take a slot, then the next unit, run it; until none is left or one failed.
+    fn worker(&self) {
+        while !self.cancel.is_cancelled() {
+            // The slot is taken before the unit: a unit waits for a slot, never the other way
+            // round, so the order holds.
+            let Some(slot) = self.slot() else { break };
+            let i = self.next.fetch_add(1, Ordering::SeqCst);
+            let Some(&i) = self.order.get(i) else {
+                drop(slot);
+                if let Some(js) = self.schedule.jobserver {
+                    js.donate_implicit();
+                }
+                break;
+            };
+            self.run_unit(i, slot);
+        }
+    }
+
+    /// A jobserver slot (`Some(None)` without a jobserver, or once it cannot be read: still
+    /// at most `jobs` units, one per worker); `None` when the run is over.
+    fn slot(&self) -> Option<Option<Slot<'_>>> {
+        let Some(js) = self.schedule.jobserver else {
+            return Some(None);
+        };
+        match js.acquire(&self.cancel) {
+            Ok(Some(slot)) => Some(Some(slot)),
+            Ok(None) => None,
+            Err(e) => {
+                self.jobserver_broken.call_once(|| {
+                    self.reporter.warn(&format!(
+                        "the build's jobserver cannot be read ({e}): units run without it"
+                    ))
+                });
+                Some(None)
+            }
+        }
+    }
+
+    /// Run unit `i` holding `slot`, and record how it ended.
+    fn run_unit(&self, i: usize, slot: Option<Slot<'_>>) {
+        let unit = &self.units[i];
+        let label = unit.label();
+        self.reporter.unit_started(label);
+        let started = Instant::now();
+        let result = (self.work)(unit, &self.cancel);
+        if let Some(js) = self.schedule.jobserver {
+            js.unit_finished();
+        }
+        drop(slot);
+        let elapsed = started.elapsed();
+        match result {
+            Ok(outcome) => {
+                self.reporter.unit_finished(label, outcome, elapsed);
+                lock(&self.results)[i] = Some(Finished { outcome, elapsed });
+            }
+            Err(JobError::Cancelled) => {
+                self.reporter
+                    .verbose(&format!("stopped `{label}`: another unit failed"));
+            }
+            Err(JobError::Failed(err)) => {
+                self.reporter
+                    .unit_finished(label, UnitOutcome::Failed, elapsed);
+                lock(&self.first_error).get_or_insert(err);
+                self.cancel.cancel();
+            }
+        }
+    }
+}
+
+/// A poisoned lock only means another worker panicked; the panic propagates from the scope.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
