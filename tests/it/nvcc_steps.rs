@@ -161,16 +161,15 @@ fn steps_embed_the_same_device_code_as_one_nvcc_through_a_hidden_symbol() {
         assert!(!dynamic.contains("kbuild_fatbin_"), "{dynamic}");
         // Nothing of the steps is left beside the object.
         assert_eq!(listing(&root.join("obj")), ["k.d", "k.o"]);
-        let sass = tool_output(&cuobjdump, &["-sass"], object);
-        dumps.push((code_lines(&sass), code_lines(&ptx)));
+        dumps.push((code_lines(&elf), code_lines(&ptx)));
     }
-    // The same machine code and PTX instructions; the steps put cicc's PTX in the canonical
+    // The same cubins and PTX instructions; the steps put cicc's PTX in the canonical
     // order (`compile/nvcc/ptx.rs`: its declarations and functions sorted, the `// .globl`
     // comments with the others), so the listings are compared line by line as sets.
     assert!(dumps[0] == dumps[1], "the device code differs");
 }
 
-/// The lines of a `cuobjdump` listing that are code, sorted: no blank or comment lines.
+/// The lines of a `cuobjdump` listing (`-elf`, `-ptx`), sorted, without blank or comment lines.
 fn code_lines(listing: &str) -> Vec<String> {
     let mut lines: Vec<String> = listing
         .lines()
