@@ -41,6 +41,8 @@ pub struct Jobserver {
     implicit_free: AtomicBool,
     /// Units of the current run not finished yet (queued or running).
     pending: AtomicUsize,
+    /// Units of the current run not started yet.
+    queued: AtomicUsize,
 }
 
 /// A job slot held by this process: the implicit one or a token from the pipe, given back
@@ -85,6 +87,7 @@ impl Jobserver {
             own_read,
             implicit_free: AtomicBool::new(true),
             pending: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
         };
         (&server.write).write_all(&vec![TOKEN; slots - 1])?;
         Ok(server)
@@ -142,6 +145,22 @@ impl Jobserver {
     /// A runner starts handing out `units` units.
     pub fn start_run(&self, units: usize) {
         self.pending.store(units, Ordering::SeqCst);
+        self.queued.store(units, Ordering::SeqCst);
+    }
+
+    /// One unit of the run started.
+    pub fn unit_started(&self) {
+        let _ = self
+            .queued
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// The units of the run running now when none waits to start (every one left started),
+    /// else `None`: only then may a running unit's passes take the slots the others leave.
+    pub fn running_with_none_waiting(&self) -> Option<usize> {
+        let queued = self.queued.load(Ordering::SeqCst);
+        let pending = self.pending.load(Ordering::SeqCst);
+        (queued == 0).then(|| pending.max(1))
     }
 
     /// One unit of the run finished (compiled, fresh or failed).
@@ -235,6 +254,23 @@ mod tests {
         assert!(js.last_unit(), "never below zero");
         js.start_run(2);
         assert!(!js.last_unit(), "a new run counts its own units");
+    }
+
+    #[test]
+    fn the_units_running_are_counted_once_none_waits_to_start() {
+        let js = Jobserver::new(4).unwrap();
+        js.start_run(3);
+        js.unit_started();
+        js.unit_started();
+        assert_eq!(js.running_with_none_waiting(), None, "one waits");
+        js.unit_started();
+        assert_eq!(js.running_with_none_waiting(), Some(3));
+        js.unit_finished();
+        assert_eq!(js.running_with_none_waiting(), Some(2));
+        js.unit_finished();
+        js.unit_finished();
+        js.unit_finished();
+        assert_eq!(js.running_with_none_waiting(), Some(1), "never below one");
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub use settings::{CompileSettings, RemoteSettings};
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, check_interrupted};
 use crate::report::{Reporter, UnitOutcome};
-use crate::schedule::{JobError, RunChoice, Schedule, Unit, run_scheduled};
+use crate::schedule::{JobError, RunChoice, Schedule, Siblings, Unit, run_scheduled};
 use cache::{Cache, Manifest};
 use error::io_error;
 use nvcc::StepCache;
@@ -82,10 +82,15 @@ pub fn compile_all(
         .then(|| StepCache::new(&settings.cache_dir, settings.kbuild_cache.as_deref()));
     let remote = settings.remote.as_ref().map(RemoteCache::new).transpose()?;
     let dist = (settings.dist.as_deref()).and_then(|sccache| dist::connect(sccache, reporter));
+    // Units alike but for their numbers: the first to compile re-rank the rest.
+    let siblings = Siblings::new(jobs);
     let schedule = Schedule {
         jobs: dist_jobs(settings, dist.as_ref(), reporter),
         jobserver: settings.jobserver.as_deref(),
         order: settings.order.clone(),
+        rerank: siblings
+            .any()
+            .then_some(&siblings as &dyn crate::schedule::Rerank),
     };
     let result = run_scheduled(&units, &schedule, reporter, |unit, cancel| {
         let caches = Caches {

@@ -4,7 +4,6 @@
 //! process trees killed) and nothing new starts.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -41,6 +40,23 @@ pub struct Schedule<'a> {
     pub jobserver: Option<&'a Jobserver>,
     /// Indices into the units, in the order they start; empty: as given.
     pub order: Vec<usize>,
+    /// Re-ranks the units not started yet as units finish, from what they measured
+    /// (`schedule::learn`); `None`: the order holds.
+    pub rerank: Option<&'a dyn Rerank>,
+}
+
+/// What reorders a run's waiting units once one has compiled: it learns from `elapsed`, the
+/// time unit `finished` took, and may reorder `waiting` (indices into the units, the next to
+/// start first). Returns what it did, for `-v`.
+pub trait Rerank: Sync {
+    fn finished(&self, finished: usize, elapsed: Duration, waiting: &mut [usize])
+    -> Option<String>;
+}
+
+impl std::fmt::Debug for dyn Rerank + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rerank")
+    }
 }
 
 /// How a unit ended and how long it ran.
@@ -99,12 +115,11 @@ where
         reporter,
         work,
         cancel: Cancel::new(),
-        next: AtomicUsize::new(0),
-        order: if schedule.order.len() == units.len() {
-            schedule.order.clone()
+        waiting: Mutex::new(if schedule.order.len() == units.len() {
+            schedule.order.iter().rev().copied().collect()
         } else {
-            (0..units.len()).collect()
-        },
+            (0..units.len()).rev().collect()
+        }),
         results: Mutex::new(vec![None; units.len()]),
         first_error: Mutex::new(None),
         jobserver_broken: std::sync::Once::new(),
@@ -137,9 +152,8 @@ struct Run<'a, T, E, F> {
     reporter: &'a dyn Reporter,
     work: F,
     cancel: Cancel,
-    /// Index into `order` of the next unit to start.
-    next: AtomicUsize,
-    order: Vec<usize>,
+    /// The units not started yet, the next to start last (popped).
+    waiting: Mutex<Vec<usize>>,
     results: Mutex<Vec<Option<Finished>>>,
     first_error: Mutex<Option<E>>,
     jobserver_broken: std::sync::Once,
@@ -157,8 +171,7 @@ where
             // The slot is taken before the unit: a unit waits for a slot, never the other way
             // round, so the order holds.
             let Some(slot) = self.slot() else { break };
-            let i = self.next.fetch_add(1, Ordering::SeqCst);
-            let Some(&i) = self.order.get(i) else {
+            let Some(i) = lock(&self.waiting).pop() else {
                 drop(slot);
                 if let Some(js) = self.schedule.jobserver {
                     js.donate_implicit();
@@ -194,13 +207,28 @@ where
         let unit = &self.units[i];
         let label = unit.label();
         self.reporter.unit_started(label);
+        if let Some(js) = self.schedule.jobserver {
+            js.unit_started();
+        }
         let started = Instant::now();
         let result = (self.work)(unit, &self.cancel);
+        let elapsed = started.elapsed();
+        if let (Ok(UnitOutcome::Compiled), Some(rerank)) = (&result, self.schedule.rerank) {
+            // Before the slot goes back: the worker that takes it starts the re-ranked next.
+            let mut waiting = lock(&self.waiting);
+            // `waiting` pops from its end: the next to start is last.
+            waiting.reverse();
+            let said = rerank.finished(i, elapsed, &mut waiting);
+            waiting.reverse();
+            drop(waiting);
+            if let Some(said) = said {
+                self.reporter.verbose(&said);
+            }
+        }
         if let Some(js) = self.schedule.jobserver {
             js.unit_finished();
         }
         drop(slot);
-        let elapsed = started.elapsed();
         match result {
             Ok(outcome) => {
                 self.reporter.unit_finished(label, outcome, elapsed);

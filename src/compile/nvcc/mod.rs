@@ -4,6 +4,7 @@
 //! device compiler (hipcc for ROCm) is a sibling of this folder, dispatched on by
 //! `compile::run_compiler`.
 
+mod cubin;
 mod ptx;
 pub(crate) mod split;
 mod step_cache;

@@ -1,7 +1,8 @@
 //! A CUDA unit compiled as nvcc's own steps (`nvcc_steps.rs`), run by kbuild: the unit's
 //! worker runs steps in its own job slot, and more steps run beside it, each in a slot taken
-//! from the build's jobserver (or, without one, up to the unit's `--threads` share). A split
-//! device pass's extra threads take no slot: they run at low priority ([`background_split`]).
+//! from the build's jobserver (or, without one, up to the unit's `--threads` share). How many
+//! threads a device pass splits over is decided as it starts (`schedule::pass_split`); its
+//! extra threads take no slot: they run at low priority ([`split_over`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
@@ -9,8 +10,9 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use super::cubin::{NVCC_PTXAS_UNSPLIT, canonical_count, cubin_output, with_ptxas_count};
 use super::step_cache::{Lookup, StepCache};
-use super::steps::{Step, StepPaths, Unsupported, plan_steps};
+use super::steps::{Step, StepKind, StepPaths, Unsupported, plan_steps};
 use crate::compile::error::{CompileError, io_error, job_error};
 use crate::compile::gate::run_gated;
 use crate::jobserver::Jobserver;
@@ -18,7 +20,7 @@ use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec, diagnostics, run_cancellable};
 use crate::report::Reporter;
 use crate::schedule::memory::MemoryGate;
-use crate::schedule::{JobError, RunChoice};
+use crate::schedule::{DevicePass, JobError, RunChoice, pass_split};
 
 /// How long an idle step worker sleeps before it looks at the cancel again.
 const IDLE: Duration = Duration::from_millis(20);
@@ -53,14 +55,16 @@ pub(super) struct SplitRun<'a> {
     pub reporter: &'a dyn Reporter,
 }
 
-/// `command` as `nvcc --dryrun --keep --keep-dir <keep_dir>`, with the late split if any.
-fn dryrun_command(command: &CommandSpec, keep_dir: &Path, late: Option<usize>) -> CommandSpec {
+/// `command` as `nvcc --dryrun --keep --keep-dir <keep_dir>`, its `cicc` given a thread count
+/// (1 unless the schedule split it): set again when the pass starts ([`split_over`]).
+fn dryrun_command(command: &CommandSpec, keep_dir: &Path) -> CommandSpec {
     let mut dryrun = command.clone();
     let mut args = vec!["--dryrun".into(), "--keep".into(), "--keep-dir".into()];
     args.push(keep_dir.as_os_str().to_owned());
+    let counted = split_threads(&dryrun).is_some();
     args.append(&mut dryrun.args);
-    if let Some(threads) = late {
-        args.push(cicc_split(threads).into());
+    if !counted {
+        args.push(cicc_split(1).into());
     }
     dryrun.args = args;
     dryrun
@@ -74,8 +78,7 @@ pub(super) fn compile_split(
 ) -> Result<Split, JobError<CompileError>> {
     let job = run.job;
     let keep = KeepDir::new(run.object)?;
-    let late = late_split(job, run.choice, run.jobserver);
-    let printed = match run_cancellable(&dryrun_command(run.command, &keep.0, late), cancel) {
+    let printed = match run_cancellable(&dryrun_command(run.command, &keep.0), cancel) {
         Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
         Err(CommandFailure::Cancelled { .. } | CommandFailure::Interrupted { .. }) => {
             return Err(JobError::Cancelled);
@@ -93,10 +96,11 @@ pub(super) fn compile_split(
         symbol: symbol_for(&job.label),
         module_id: module_id_for(&job.label, &job.source),
     };
-    let plan = match plan_steps(&printed, &paths) {
+    let mut plan = match plan_steps(&printed, &paths) {
         Ok(plan) => plan,
         Err(why) => return Ok(Split::NotSplit(why)),
     };
+    plan.steps = plan.steps.into_iter().map(with_ptxas_count).collect();
     let written = [&plan.fatbin_c, &plan.fatbin_asm].into_iter();
     for (path, text) in written.chain(&plan.module_id) {
         std::fs::write(path, text).map_err(|e| io_error(path, e))?;
@@ -107,7 +111,8 @@ pub(super) fn compile_split(
     };
     let slots = Slots {
         jobserver: run.jobserver,
-        late_split: late.map(|_| (job.label.as_str(), run.reporter)),
+        scheduled: run.choice.split.as_ref().map(|s| s.threads),
+        capabilities: job.gencodes.len().max(1),
         width: width.max(1),
         critical: run.choice.critical,
         unit: (job.label.as_str(), run.reporter),
@@ -142,24 +147,6 @@ pub(super) fn compile_split(
             })
         }
     }
-}
-
-/// `--split-compile` for a unit the schedule did not split (it predicted other units to fill
-/// the slots, or the build turned out to recompile fewer units than it planned for: one
-/// edited `.cu`): as many threads per device pass as the slots allow, which a pass runs (at low
-/// priority, [`background_split`]) only once it is the last unit compiling (no other unit runs
-/// or waits to start: their steps would want those cores). `None` without a jobserver or with
-/// too few slots.
-fn late_split(
-    job: &CompileJob,
-    choice: &RunChoice,
-    jobserver: Option<&Jobserver>,
-) -> Option<usize> {
-    if choice.split.is_some() {
-        return None;
-    }
-    let threads = jobserver?.slots() / job.gencodes.len().max(1);
-    (threads >= 2).then_some(threads)
 }
 
 /// nvcc's option that splits only `cicc`'s work over `threads` (`--split-compile` would split
@@ -254,9 +241,11 @@ enum Held<'a> {
 /// What the steps of one unit run under.
 struct Slots<'a> {
     jobserver: Option<&'a Jobserver>,
-    /// The device passes split only with slots the runner no longer wants ([`late_split`]);
-    /// `-v` says when one did, for the unit of this label.
-    late_split: Option<(&'a str, &'a dyn Reporter)>,
+    /// The threads the schedule split the unit's device passes over (`RunChoice::split`);
+    /// more once no unit waits to start (`schedule::pass_split`).
+    scheduled: Option<u32>,
+    /// The unit's capabilities: each runs its own device passes.
+    capabilities: usize,
     /// Steps at once at most.
     width: usize,
     /// The unit is critical ([`CompileJob::critical`]): its `cicc` starts beside `cudafe++`.
@@ -434,22 +423,11 @@ fn run_or_reuse(
             Lookup::Miss => {}
         }
     }
-    let jobserver = slots
-        .jobserver
-        .filter(|js| slots.late_split.is_none() || js.last_unit());
-    let spec = background_split(&step.spec, jobserver);
-    if let Some((label, reporter)) = slots.late_split
-        && let Some(threads) = split_threads(&spec).filter(|&n| n > 1)
-    {
-        reporter.verbose(&format!(
-            "`{label}`: `{}` split over {threads} threads (--split-compile): the last unit \
-             compiling; the threads beyond its job slot run at low priority",
-            step.label,
-        ));
-    }
+    let spec = split_at_start(step, slots);
     let result = run_step(&spec, step, slots, cancel);
     if result.is_ok() {
         canonical_ptx(step, slots.unit);
+        canonical_cubin(step, slots.unit);
     }
     if let (Ok(_), Some((d, pass))) = (&result, &pass)
         && let Err(e) = d.cache.store(pass)
@@ -546,19 +524,18 @@ fn finish_step(
 /// build's jobs leave idle, behind the host side (`cudafe++`, the host compile) beside them.
 const SPLIT_NICE: i32 = 10;
 
-/// `spec`, a device pass asking for `--split-compile`, with the threads it asks for, at most
-/// the build's job slots, at low priority ([`SPLIT_NICE`]) when that is more than one. The pass
-/// holds only the slot it runs in: its other threads take none, so the host compiles and the
-/// other units' steps never wait behind them, and the threads of two heavy units' passes share
-/// the idle cores instead of the first to start taking them all. (Taking free slots for its
-/// threads, paged-attention's first build on a 16-core GPU box ran one heavy unit's `cicc` on 11
-/// threads and the other's on 1, 136 s, and no host compile started until a `cicc` ended.)
-/// Without a jobserver nothing counts the slots: one thread.
-fn background_split(spec: &CommandSpec, jobserver: Option<&Jobserver>) -> CommandSpec {
-    let Some(wanted) = split_threads(spec) else {
+/// `spec`, a device pass with a `--split-compile` count, split over `threads`, at low priority
+/// ([`SPLIT_NICE`]) when that is more than one. The pass holds only the slot it runs in: its
+/// other threads take none, so the host compiles and the other units' steps never wait behind
+/// them, and the threads of two heavy units' passes share the idle cores instead of the first
+/// to start taking them all. (Taking free slots for its threads, paged-attention's first build
+/// on a 16-core GPU box ran one heavy unit's `cicc` on 11 threads and the other's on 1, 136 s,
+/// and no host compile started until a `cicc` ended.)
+fn split_over(spec: &CommandSpec, threads: usize) -> CommandSpec {
+    if split_threads(spec).is_none() {
         return spec.clone();
-    };
-    let threads = jobserver.map_or(1, |js| wanted.min(js.slots()).max(1));
+    }
+    let threads = threads.max(1);
     let mut out = with_split_threads(spec, threads);
     if threads > 1 {
         out.nice = SPLIT_NICE;
@@ -566,15 +543,57 @@ fn background_split(spec: &CommandSpec, jobserver: Option<&Jobserver>) -> Comman
     out
 }
 
+/// `step`'s command as it starts: a device pass split over the threads the schedule gives it
+/// now ([`pass_split`]), said with `-v` when more than planned.
+fn split_at_start(step: &Step, slots: &Slots) -> CommandSpec {
+    let pass = match step.kind {
+        StepKind::Cicc => DevicePass::Cicc,
+        StepKind::Ptxas => DevicePass::Ptxas,
+        _ => return step.spec.clone(),
+    };
+    let split = pass_split(pass, slots.scheduled, slots.capabilities, slots.jobserver);
+    if let Some(why) = &split.late {
+        let (label, reporter) = slots.unit;
+        reporter.verbose(&format!("`{label}`: `{}` {why}", step.label));
+    }
+    split_over(&step.spec, split.threads)
+}
+
+/// Write the thread count a `ptxas` step recorded in its cubin back as `1` ([`super::cubin`]),
+/// so that the bytes do not depend on the split.
+fn canonical_cubin(step: &Step, (label, reporter): (&str, &dyn Reporter)) {
+    let Some(cubin) = cubin_output(step) else {
+        return;
+    };
+    match canonical_count(&cubin) {
+        Ok(true) => {}
+        Ok(false) => reporter.verbose(&format!(
+            "`{label}`: `{}` wrote no thread count kbuild knows in `{}`; kept as written (a \
+             split of it may build other bytes)",
+            step.label,
+            cubin.display()
+        )),
+        Err(e) => reporter.warn(&format!(
+            "`{label}`: cannot write the thread count of `{}` ({}) back as 1: {e}; kept as \
+             written",
+            step.label,
+            cubin.display()
+        )),
+    }
+}
+
 /// `spec`, a unit compiled by one nvcc, with every `--split-compile` count set to 1: `cicc`
 /// split N ways writes its PTX in an order that depends on N (`ptx.rs`), which kbuild puts
 /// back in one order only when it runs the steps itself; one nvcc embeds what `cicc` wrote,
 /// so it runs unsplit and builds the same bytes at any `-j` on any machine.
 pub(super) fn unsplit(spec: &CommandSpec) -> CommandSpec {
-    match split_threads(spec) {
+    let mut out = match split_threads(spec) {
         Some(_) => with_split_threads(spec, 1),
         None => spec.clone(),
-    }
+    };
+    // Its `ptxas` records the count in the cubin as kbuild's steps do ([`super::cubin`]).
+    out.args.push(NVCC_PTXAS_UNSPLIT.into());
+    out
 }
 
 /// The threads `spec` asks for with `--split-compile=N`, `-split-compile=N` (ptxas, cicc),
@@ -763,10 +782,10 @@ mod tests {
             .map(|_| js.acquire_unless(|| false).unwrap())
             .collect();
         assert_eq!(js.tokens_available(), 0);
-        // Every slot is held (the pass's own among them): it still runs the threads it asks
-        // for, up to the build's slots, niced, and takes nothing from the pipe.
-        let cicc = spec(&["-arch", "compute_90", "-split-compile", "8", "x.cpp1.ii"]);
-        let split = background_split(&cicc, Some(&js));
+        // Every slot is held (the pass's own among them): it still runs the threads it is
+        // given, niced, and takes nothing from the pipe.
+        let cicc = spec(&["-arch", "compute_90", "-split-compile", "1", "x.cpp1.ii"]);
+        let split = split_over(&cicc, 4);
         assert_eq!(
             args(&split),
             ["-arch", "compute_90", "-split-compile", "4", "x.cpp1.ii"]
@@ -774,19 +793,16 @@ mod tests {
         assert_eq!(split.nice, SPLIT_NICE);
         assert_eq!(js.tokens_available(), 0);
         drop(held);
-        let ptxas = spec(&["-split-compile=3", "-arch=sm_90"]);
-        let split = background_split(&ptxas, Some(&js));
-        assert_eq!(args(&split), ["-split-compile=3", "-arch=sm_90"]);
-        // One thread, or no jobserver to size it by: as it was, at normal priority.
-        let one = background_split(&spec(&["-split-compile=1"]), Some(&js));
-        assert_eq!(one.nice, 0);
-        let alone = background_split(&ptxas, None);
+        let ptxas = spec(&["-arch=sm_90", "-split-compile=1"]);
         assert_eq!(
-            (args(&alone)[0].as_str(), alone.nice),
-            ("-split-compile=1", 0)
+            args(&split_over(&ptxas, 3)),
+            ["-arch=sm_90", "-split-compile=3"]
         );
+        // One thread: at normal priority.
+        let one = split_over(&ptxas, 1);
+        assert_eq!((args(&one)[1].as_str(), one.nice), ("-split-compile=1", 0));
         let plain = spec(&["-arch=sm_90", "x.ptx"]);
-        assert_eq!(background_split(&plain, Some(&js)), plain);
+        assert_eq!(split_over(&plain, 4), plain, "no count to set");
     }
 
     #[test]
@@ -794,14 +810,29 @@ mod tests {
         let cicc = spec(&["-arch", "compute_90", "-split-compile", "8", "x.cpp1.ii"]);
         assert_eq!(
             args(&unsplit(&cicc)),
-            ["-arch", "compute_90", "-split-compile", "1", "x.cpp1.ii"]
+            [
+                "-arch",
+                "compute_90",
+                "-split-compile",
+                "1",
+                "x.cpp1.ii",
+                NVCC_PTXAS_UNSPLIT
+            ]
         );
         let nvcc = spec(&["-c", "x.cu", "-Xcicc=-split-compile=3"]);
         assert_eq!(
             args(&unsplit(&nvcc)),
-            ["-c", "x.cu", "-Xcicc=-split-compile=1"]
+            ["-c", "x.cu", "-Xcicc=-split-compile=1", NVCC_PTXAS_UNSPLIT]
         );
         let plain = spec(&["-c", "x.cu", "--cmdline= -split-compile=4 "]);
-        assert_eq!(args(&unsplit(&plain)), args(&plain));
+        assert_eq!(
+            args(&unsplit(&plain)),
+            [
+                "-c",
+                "x.cu",
+                "--cmdline= -split-compile=4 ",
+                NVCC_PTXAS_UNSPLIT
+            ]
+        );
     }
 }

@@ -1,0 +1,124 @@
+//! How many threads a device pass (`cicc`, `ptxas`) splits its work over, decided when it
+//! starts, since only then is it known which units are still running: the schedule's split
+//! (`splits.rs`, from predicted costs), or more once no unit waits to start. From then on every
+//! slot a finished unit leaves would idle; the units still running share the slots, each pass
+//! taking its unit's share. A unit whose cost nothing predicted (its size in a constant) that
+//! starts last and long thus gets the cores the others leave, pass by pass.
+
+use crate::jobserver::Jobserver;
+
+/// A device pass that can split its work over threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DevicePass {
+    Cicc,
+    Ptxas,
+}
+
+/// `ptxas` threads at most: it writes its thread count into every cubin
+/// (`.note.nv.tkinfo`: `-split-compile 7`), which kbuild writes back as `1` in place
+/// (`compile/nvcc/cubin.rs`), so that the bytes do not depend on the split: one digit.
+pub const PTXAS_MAX_THREADS: usize = 9;
+
+/// The threads a device pass runs on, and why when more than the schedule chose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassSplit {
+    pub threads: usize,
+    /// Said with `-v` when the pass splits more than the schedule planned.
+    pub late: Option<String>,
+}
+
+/// The threads for `pass` of a unit as it starts: the `scheduled` split (`RunChoice::split`),
+/// or, once no unit of the run waits to start, the unit's share of the jobserver's slots
+/// (slots / units running / the unit's `capabilities`, each of which runs its own passes),
+/// whichever is more; at most the slots (and [`PTXAS_MAX_THREADS`] for `ptxas`). The threads
+/// beyond the pass's own slot take none: they run at low priority (`compile/nvcc/split.rs`).
+/// Without a jobserver nothing counts the slots: one thread.
+pub fn pass_split(
+    pass: DevicePass,
+    scheduled: Option<u32>,
+    capabilities: usize,
+    jobserver: Option<&Jobserver>,
+) -> PassSplit {
+    let Some(js) = jobserver else {
+        return PassSplit {
+            threads: 1,
+            late: None,
+        };
+    };
+    let cap = match pass {
+        DevicePass::Cicc => js.slots(),
+        DevicePass::Ptxas => js.slots().min(PTXAS_MAX_THREADS),
+    };
+    let planned = (scheduled.unwrap_or(1) as usize).clamp(1, cap.max(1));
+    let tail = js.running_with_none_waiting().map(|running| {
+        let share = js.slots() / running / capabilities.max(1);
+        (share.min(cap), running)
+    });
+    match tail {
+        Some((share, running)) if share > planned && share >= 2 => PassSplit {
+            threads: share,
+            late: Some(format!(
+                "split over {share} threads (--split-compile): no unit waits to start, {running} \
+                 running on {} slots; the threads beyond its slot run at low priority",
+                js.slots()
+            )),
+        },
+        _ => PassSplit {
+            threads: planned,
+            late: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn once_no_unit_waits_a_pass_takes_its_units_share_of_the_slots() {
+        let js = Jobserver::new(16).unwrap();
+        js.start_run(20);
+        for _ in 0..19 {
+            js.unit_started();
+        }
+        // One unit waits: the schedule's split holds.
+        let split = pass_split(DevicePass::Cicc, Some(3), 1, Some(&js));
+        assert_eq!((split.threads, split.late), (3, None));
+        js.unit_started();
+        for _ in 0..16 {
+            js.unit_finished();
+        }
+        // Four running, none waiting: 16 / 4.
+        let split = pass_split(DevicePass::Cicc, None, 1, Some(&js));
+        assert_eq!(split.threads, 4);
+        let why = split.late.expect("said with -v");
+        assert!(
+            why.contains("no unit waits to start, 4 running on 16 slots"),
+            "{why}"
+        );
+        // Two capabilities: each of its passes gets half the unit's share.
+        assert_eq!(pass_split(DevicePass::Cicc, None, 2, Some(&js)).threads, 2);
+        for _ in 0..3 {
+            js.unit_finished();
+        }
+        // The last unit: every slot, but ptxas at most 9 (its count is one digit).
+        assert_eq!(pass_split(DevicePass::Cicc, None, 1, Some(&js)).threads, 16);
+        assert_eq!(pass_split(DevicePass::Ptxas, None, 1, Some(&js)).threads, 9);
+        assert_eq!(pass_split(DevicePass::Ptxas, None, 1, None).threads, 1);
+    }
+
+    #[test]
+    fn a_planned_split_larger_than_the_share_is_kept_and_not_said() {
+        let js = Jobserver::new(4).unwrap();
+        js.start_run(2);
+        js.unit_started();
+        js.unit_started();
+        let split = pass_split(DevicePass::Ptxas, Some(4), 1, Some(&js));
+        assert_eq!((split.threads, split.late), (4, None));
+        let js = Jobserver::new(2).unwrap();
+        js.start_run(2);
+        js.unit_started();
+        js.unit_started();
+        assert_eq!(pass_split(DevicePass::Cicc, None, 1, Some(&js)).threads, 1);
+    }
+}
