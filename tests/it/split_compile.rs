@@ -118,7 +118,8 @@ fn a_split_unit_compiles_as_steps_to_the_same_cubin_sections_as_unsplit() {
         "one cubin per capability: {:?}",
         plain.keys()
     );
-    assert!(!plain_notes.contains("split-compile"), "{plain_notes}");
+    // Split or not, every ptxas records one thread (`compile/nvcc/cubin.rs`).
+    assert!(plain_notes.contains("-split-compile 1 "), "{plain_notes}");
     assert_eq!(plain_notes, split_notes, "ptxas's options differ");
     assert!(plain == split, "the split unit's cubin sections differ");
 }
@@ -153,7 +154,7 @@ fn compile_steps(job: &CompileJob, root: &Path, jobserver: bool) -> Vec<String> 
 }
 
 #[test]
-fn a_unit_the_schedule_left_unsplit_splits_its_passes_over_slots_no_unit_waits_for() {
+fn a_unit_the_schedule_left_unsplit_splits_cicc_and_ptxas_over_slots_no_unit_waits_for() {
     // As when one edited `.cu` recompiles and the units the schedule planned beside it turn out
     // fresh: the schedule gave it no `--split-compile`, and the slots would idle.
     let nvcc = nvcc();
@@ -164,27 +165,29 @@ fn a_unit_the_schedule_left_unsplit_splits_its_passes_over_slots_no_unit_waits_f
         kbuild::compile::command_for(&job, &RunChoice::of(&job, NvccMode::Steps, 1)).to_string();
     assert!(!shown.contains("--split-compile"), "{shown}");
     let said = compile_steps(&job, dir.path(), true);
-    assert!(
-        said.iter()
-            .any(|l| l.contains("`cicc compute_90` split over")
-                && l.contains("the last unit compiling")
-                && l.contains("beyond its job slot run at low priority")),
-        "{said:?}"
-    );
+    for pass in ["cicc compute_90", "ptxas sm_90"] {
+        assert!(
+            said.iter()
+                .any(|l| l.contains(&format!("`{pass}` split over 4 threads"))
+                    && l.contains("no unit waits to start, 1 running on 4 slots")
+                    && l.contains("beyond its slot run at low priority")),
+            "{said:?}"
+        );
+    }
     let (elves, notes) = cubins(&cuobjdump, &job.object);
     assert_eq!(elves.len(), 1, "{:?}", elves.keys());
-    assert!(
-        !notes.contains("-split-compile"),
-        "ptxas is never split: {notes}"
-    );
+    // ptxas ran on 4 threads; the cubin records 1, as unsplit (below).
+    assert!(notes.contains("-split-compile 1 "), "{notes}");
+    let split_elves = elves;
 
     // Without a jobserver nothing counts the slots: the passes run one thread each.
     let dir = tempfile::tempdir().unwrap();
     let job = unsplit_job(dir.path(), &nvcc);
     let said = compile_steps(&job, dir.path(), false);
     assert!(!said.iter().any(|l| l.contains("split over")), "{said:?}");
-    let (_, notes) = cubins(&cuobjdump, &job.object);
-    assert!(!notes.contains("-split-compile"), "{notes}");
+    let (elves, unsplit_notes) = cubins(&cuobjdump, &job.object);
+    assert_eq!(unsplit_notes, notes);
+    assert!(elves == split_elves, "the split cubin's sections differ");
 }
 
 #[test]

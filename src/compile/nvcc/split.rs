@@ -55,8 +55,10 @@ pub(super) struct SplitRun<'a> {
     pub reporter: &'a dyn Reporter,
 }
 
-/// `command` as `nvcc --dryrun --keep --keep-dir <keep_dir>`, its `cicc` given a thread count
-/// (1 unless the schedule split it): set again when the pass starts ([`split_over`]).
+/// `command` as `nvcc --dryrun --keep --keep-dir <keep_dir>`, its `cicc` and `ptxas` given a
+/// thread count (1 unless the schedule split `cicc`), set again when a pass starts
+/// ([`split_over`]). `ptxas`'s is also what `fatbinary` records of its options, as it does for
+/// one nvcc ([`unsplit`]).
 fn dryrun_command(command: &CommandSpec, keep_dir: &Path) -> CommandSpec {
     let mut dryrun = command.clone();
     let mut args = vec!["--dryrun".into(), "--keep".into(), "--keep-dir".into()];
@@ -66,6 +68,7 @@ fn dryrun_command(command: &CommandSpec, keep_dir: &Path) -> CommandSpec {
     if !counted {
         args.push(cicc_split(1).into());
     }
+    args.push(NVCC_PTXAS_UNSPLIT.into());
     dryrun.args = args;
     dryrun
 }
