@@ -82,16 +82,8 @@ pub fn compile_all(
         .then(|| StepCache::new(&settings.cache_dir, settings.kbuild_cache.as_deref()));
     let remote = settings.remote.as_ref().map(RemoteCache::new).transpose()?;
     let dist = (settings.dist.as_deref()).and_then(|sccache| dist::connect(sccache, reporter));
-    // Units alike but for their numbers: the first to compile re-rank the rest.
     let siblings = Siblings::new(jobs);
-    let schedule = Schedule {
-        jobs: dist_jobs(settings, dist.as_ref(), reporter),
-        jobserver: settings.jobserver.as_deref(),
-        order: settings.order.clone(),
-        rerank: siblings
-            .any()
-            .then_some(&siblings as &dyn crate::schedule::Rerank),
-    };
+    let schedule = schedule_of(settings, dist.as_ref(), &siblings, reporter);
     let result = run_scheduled(&units, &schedule, reporter, |unit, cancel| {
         let caches = Caches {
             local: &cache,
@@ -148,6 +140,25 @@ pub fn compile_all(
         }
     }
     Ok(summary)
+}
+
+/// How the runner hands out the units: `settings`' order and jobserver, as many at once as
+/// [`dist_jobs`] says, the waiting ones re-ranked by what their `siblings` (units alike but for
+/// their numbers) measured once they compile.
+fn schedule_of<'a>(
+    settings: &'a CompileSettings,
+    dist: Option<&dist::Dist>,
+    siblings: &'a Siblings,
+    reporter: &dyn Reporter,
+) -> Schedule<'a> {
+    Schedule {
+        jobs: dist_jobs(settings, dist, reporter),
+        jobserver: settings.jobserver.as_deref(),
+        order: settings.order.clone(),
+        rerank: siblings
+            .any()
+            .then_some(siblings as &dyn crate::schedule::Rerank),
+    }
 }
 
 /// How many units run at once: with sccache-dist's servers their cores on top of ours, unless

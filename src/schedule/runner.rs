@@ -252,3 +252,54 @@ where
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Recorder;
+
+    struct Named(String);
+
+    impl Unit for Named {
+        fn label(&self) -> &str {
+            &self.0
+        }
+    }
+
+    /// Starts the last waiting unit next.
+    struct LastFirst;
+
+    impl Rerank for LastFirst {
+        fn finished(&self, finished: usize, _: Duration, waiting: &mut [usize]) -> Option<String> {
+            if waiting.is_empty() {
+                return None;
+            }
+            waiting.rotate_right(1);
+            Some(format!("after {finished}: {waiting:?}"))
+        }
+    }
+
+    #[test]
+    fn units_waiting_start_in_the_order_a_rerank_gives_them_once_one_compiled() {
+        let units: Vec<Named> = (0..4).map(|i| Named(format!("u{i}"))).collect();
+        let started = Mutex::new(Vec::new());
+        let schedule = Schedule {
+            jobs: 1,
+            rerank: Some(&LastFirst),
+            ..Schedule::default()
+        };
+        let recorder = Recorder::default();
+        run_scheduled(&units, &schedule, &recorder, |unit, _| {
+            lock(&started).push(unit.0.clone());
+            Ok::<_, JobError<()>>(UnitOutcome::Compiled)
+        })
+        .unwrap();
+        // u0 first; then the last waiting each time: u3 of [1, 2, 3], u2 of [1, 2], u1.
+        assert_eq!(*lock(&started), ["u0", "u3", "u2", "u1"]);
+        let said = recorder.take();
+        assert!(
+            said.iter().any(|l| l.contains("after 0: [3, 1, 2]")),
+            "{said:?}"
+        );
+    }
+}

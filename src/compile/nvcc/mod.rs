@@ -6,9 +6,11 @@
 
 mod cubin;
 mod ptx;
+mod race;
 pub(crate) mod split;
 mod step_cache;
 pub(crate) mod steps;
+mod threads;
 
 pub(crate) use step_cache::StepCache;
 
