@@ -668,3 +668,63 @@ fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_j
     }
     assert_eq!(elf[0], elf[1]);
 }
+
+/// A C++ unit of a templated project: the same file but for `size`, how many functions it
+/// instantiates (which a source scan does not see), and the digits of its namespace.
+fn sized_unit(index: usize, size: usize) -> String {
+    format!(
+        "#include <utility>\nconstexpr int kSize = {size:4};\nnamespace unit_{index} {{\n\
+         template <int I> long f(long x) {{ for (int i = 0; i < 64; ++i) x = x * 31 + I * i; \
+         return x; }}\n\
+         template <int... I> long all(long x, std::integer_sequence<int, I...>) {{ \
+         return (f<I>(x) + ...); }}\n\
+         long run(long x) {{ return all(x, std::make_integer_sequence<int, kSize>{{}}); }}\n}}\n"
+    )
+}
+
+#[test]
+fn once_a_unit_compiled_its_waiting_siblings_start_by_the_constant_their_cost_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let gxx = PathBuf::from("g++");
+    let sizes = [4, 8, 64, 16, 32];
+    let jobs: Vec<CompileJob> = (sizes.iter().enumerate())
+        .map(|(i, &size)| {
+            let name = format!("unit_{i}.cpp");
+            write(root, &name, &sized_unit(i, size));
+            job(root, &gxx, &name)
+        })
+        .collect();
+    // One at a time, in source order as planned (every unit predicted alike).
+    let settings = CompileSettings::local(root.join("cache"), 1, NvccMode::Steps);
+    let recorder = Recorder::default();
+    let result = compile_all(&jobs, &settings, &recorder);
+    let said = recorder.take();
+    assert_eq!(result.unwrap().compiled.len(), 5, "{said:?}");
+    let started: Vec<&str> = said
+        .iter()
+        .filter_map(|l| l.strip_prefix("start "))
+        .collect();
+    assert_eq!(
+        started,
+        [
+            "unit_0.cpp",
+            "unit_2.cpp",
+            "unit_4.cpp",
+            "unit_3.cpp",
+            "unit_1.cpp"
+        ],
+        "{said:?}"
+    );
+    let reranked = said
+        .iter()
+        .find(|l| l.contains("re-ranked"))
+        .expect("-v says so");
+    assert!(
+        reranked.contains(
+            "re-ranked 4 waiting units like `unit_0.cpp` by a number their costs follow (1 of \
+             them measured): `unit_2.cpp` next"
+        ) && reranked.contains("(`constexpr int kSize =   64;`)"),
+        "{reranked}"
+    );
+}
