@@ -23,6 +23,11 @@ pub const PTXAS_MAX_THREADS: usize = 9;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PassSplit {
     pub threads: usize,
+    /// The threads beyond the pass's own slot take no slot and run at low priority (a split
+    /// the schedule planned while other units run beside it); `false` for the unit's share of
+    /// the slots once no unit waits, which only the units running share: at normal priority,
+    /// so that a loaded machine's other processes do not starve the pass the build waits for.
+    pub background: bool,
     /// Said with `-v` when the pass splits more than the schedule planned.
     pub late: Option<String>,
 }
@@ -31,7 +36,8 @@ pub struct PassSplit {
 /// or, once no unit of the run waits to start, the unit's share of the jobserver's slots
 /// (slots / units running / the unit's `capabilities`, each of which runs its own passes),
 /// whichever is more; at most the slots (and [`PTXAS_MAX_THREADS`] for `ptxas`). The threads
-/// beyond the pass's own slot take none: they run at low priority (`compile/nvcc/split.rs`).
+/// beyond the pass's own slot take none; a planned split's run at low priority
+/// ([`PassSplit::background`]).
 /// Without a jobserver nothing counts the slots: one thread.
 pub fn pass_split(
     pass: DevicePass,
@@ -43,6 +49,7 @@ pub fn pass_split(
         return PassSplit {
             threads: 1,
             late: None,
+            background: false,
         };
     };
     let cap = match pass {
@@ -59,13 +66,15 @@ pub fn pass_split(
             threads: share,
             late: Some(format!(
                 "split over {share} threads (--split-compile): no unit waits to start, {running} \
-                 running on {} slots; the threads beyond its slot run at low priority",
+                 running on {} slots, its share",
                 js.slots()
             )),
+            background: false,
         },
         _ => PassSplit {
             threads: planned,
             late: None,
+            background: planned > 1,
         },
     }
 }
@@ -90,7 +99,7 @@ mod tests {
         }
         // Four running, none waiting: 16 / 4.
         let split = pass_split(DevicePass::Cicc, None, 1, Some(&js));
-        assert_eq!(split.threads, 4);
+        assert_eq!((split.threads, split.background), (4, false));
         let why = split.late.expect("said with -v");
         assert!(
             why.contains("no unit waits to start, 4 running on 16 slots"),
@@ -114,7 +123,10 @@ mod tests {
         js.unit_started();
         js.unit_started();
         let split = pass_split(DevicePass::Ptxas, Some(4), 1, Some(&js));
-        assert_eq!((split.threads, split.late), (4, None));
+        assert_eq!(
+            (split.threads, split.late, split.background),
+            (4, None, true)
+        );
         let js = Jobserver::new(2).unwrap();
         js.start_run(2);
         js.unit_started();

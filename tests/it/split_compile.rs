@@ -170,7 +170,7 @@ fn a_unit_the_schedule_left_unsplit_splits_cicc_and_ptxas_over_slots_no_unit_wai
             said.iter()
                 .any(|l| l.contains(&format!("`{pass}` split over 4 threads"))
                     && l.contains("no unit waits to start, 1 running on 4 slots")
-                    && l.contains("beyond its slot run at low priority")),
+                    && l.contains("its share")),
             "{said:?}"
         );
     }

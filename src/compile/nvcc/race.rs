@@ -217,6 +217,7 @@ mod tests {
             PassSplit {
                 threads: threads_now,
                 late: Some(format!("split over {threads_now} threads")),
+                background: false,
             }
         };
         let run = |spec: &CommandSpec, cancel: &Cancel| run_cancellable(spec, cancel);

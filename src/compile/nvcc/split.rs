@@ -2,7 +2,7 @@
 //! worker runs steps in its own job slot, and more steps run beside it, each in a slot taken
 //! from the build's jobserver (or, without one, up to the unit's `--threads` share). How many
 //! threads a device pass splits over is decided as it starts (`schedule::pass_split`); its
-//! extra threads take no slot: they run at low priority ([`split_over`]).
+//! extra threads take no slot ([`split_over`]), at low priority for a split the schedule planned.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
@@ -531,7 +531,11 @@ fn split_at_start(step: &Step, slots: &Slots) -> (CommandSpec, usize) {
         let (label, reporter) = slots.unit;
         reporter.verbose(&format!("`{label}`: `{}` {why}", step.label));
     }
-    (split_over(&step.spec, split.threads), split.threads)
+    let mut spec = split_over(&step.spec, split.threads);
+    if !split.background {
+        spec.nice = 0;
+    }
+    (spec, split.threads)
 }
 
 /// Run `step` as it starts ([`split_at_start`]); a `ptxas` left on one thread is raced by a
