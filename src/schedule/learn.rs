@@ -206,9 +206,20 @@ fn shape_of_job(job: &CompileJob) -> Option<Shape> {
     for (name, value) in &job.defines {
         text.push_str(&format!("\n-D{name}={}", value.as_deref().unwrap_or("")));
     }
-    let mut flags = job.flags.join(" ");
-    flags.push_str(&format!(" {:?} {}", job.lang, job.compiler_id));
-    Some(shape_of(&text, &flags))
+    // The flags name the unit's own source (`--orig_src_path_name=unseen/unit_3.cu`): masked
+    // as the source's numbers are, and its file name left out.
+    let name = job
+        .source
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    let flags = job.flags.join(" ");
+    let flags = match name.filter(|n| !n.is_empty()) {
+        Some(name) => flags.replace(&name, "<source>"),
+        None => flags,
+    };
+    text.push_str(&format!("\n{flags}"));
+    let context = format!("{:?} {}", job.lang, job.compiler_id);
+    Some(shape_of(&text, &context))
 }
 
 /// `text` with its numbers masked, grouped with `context` (what else must match: the language,
@@ -333,6 +344,48 @@ mod tests {
         let said = learn.finished(1, Duration::from_secs(3), &mut waiting);
         assert_eq!(waiting, [3, 2, 4], "{said:?}");
         assert!(said.unwrap().contains("`int a = 8; int b = 90;`"));
+    }
+
+    #[test]
+    fn units_whose_flags_name_their_own_source_are_siblings_as_a_build_plans_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs: Vec<CompileJob> = [(0, 16), (1, 224), (2, 64)]
+            .iter()
+            .map(|&(i, size)| {
+                let name = format!("unit_{i}.cu");
+                std::fs::write(dir.path().join(&name), unit(i, size)).unwrap();
+                CompileJob {
+                    label: format!("unseen/{name} [cuda]"),
+                    lang: crate::plan::Lang::Cuda,
+                    compiler: "nvcc".into(),
+                    host_compiler: None,
+                    source: dir.path().join(&name),
+                    object: dir.path().join(format!("{name}.o")),
+                    depfile: dir.path().join(format!("{name}.d")),
+                    std: "c++20".into(),
+                    include_dirs: Vec::new(),
+                    system_include_dirs: Vec::new(),
+                    defines: vec![("TORCH_EXTENSION_NAME".into(), Some("_x_1a2b".into()))],
+                    // As the plan writes it (`plan/jobs.rs`).
+                    flags: vec![format!("-Xcudafe=--orig_src_path_name=unseen/{name}")],
+                    host_flags: Vec::new(),
+                    gencodes: Vec::new(),
+                    compiler_id: "nvcc 13.2".into(),
+                }
+            })
+            .collect();
+        let learn = Siblings::new(&jobs);
+        assert!(learn.any());
+        let mut waiting = vec![2, 1];
+        let said = learn.finished(0, Duration::from_secs(1), &mut waiting);
+        assert!(said.is_some(), "re-ranked");
+        assert_eq!(waiting, [1, 2], "unit_1 (224) before unit_2 (64)");
+        let mut other = jobs[2].clone();
+        other.compiler_id = "nvcc 12.8".into();
+        assert!(
+            !Siblings::new(&[jobs[0].clone(), other]).any(),
+            "another compiler"
+        );
     }
 
     #[test]
