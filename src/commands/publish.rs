@@ -115,6 +115,7 @@ pub fn resolve(
         },
         limits: BatchLimits::from_env(env),
         retry: RetryPolicy::from_env(env),
+        trust: crate::sign::Trust::from_arg(args.signing.trust_config.as_deref()),
     })
 }
 
