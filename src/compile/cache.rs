@@ -45,7 +45,14 @@ use crate::process::CommandSpec;
 /// of its files (a version-3 entry may have reused an object that holds an old id).
 /// 5: a CUDA object's PTX is in the canonical order (`ptx.rs`); a version-4 one may hold the
 /// order a split `cicc` wrote, which another build of the same sources would not.
-const MANIFEST_VERSION: u32 = 5;
+/// 6: a CUDA object's key names who ran its device passes ([`DEVICE_STEPS`]); a version-5 one
+/// may have been built by one nvcc and reused by kbuild's steps, or the other way round.
+const MANIFEST_VERSION: u32 = 6;
+
+/// The key's last word for a CUDA unit run as kbuild's steps (`compile::nvcc`): its device
+/// code is in the canonical order, one nvcc's in the order `cicc` wrote, so an object of one
+/// is never reused for the other (the `.so` would then depend on which ran first).
+const DEVICE_STEPS: &str = "<kbuild: device passes as kbuild's steps>";
 
 /// How paths under kbuild's cache directory are written in the key.
 const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";
@@ -231,15 +238,20 @@ impl Cache {
     }
 
     /// The command line as the key sees it: [`command_words`] with kbuild's cache directory
-    /// aliased, the op namespace kept in [`Argv::namespace`].
+    /// aliased, the op namespace kept in [`Argv::namespace`], and [`DEVICE_STEPS`] when kbuild
+    /// runs the unit's nvcc as its own `steps`.
     pub(crate) fn argv(
         &self,
         job: &CompileJob,
         spec: &CommandSpec,
         nvcc_env: &[(String, String)],
+        steps: bool,
     ) -> Argv {
         let text = |p: &str| self.alias_text(p);
-        let (words, namespace) = command_words(job, spec, nvcc_env, &text);
+        let (mut words, namespace) = command_words(job, spec, nvcc_env, &text);
+        if steps {
+            words.push(DEVICE_STEPS.to_string());
+        }
         let hash = hash_words(&words);
         Argv {
             words,

@@ -102,7 +102,8 @@ impl<'r> Builder<'r> {
         // trees and removes their temporary objects) instead of orphaning them.
         let _signals = catch_interrupts();
         lock.sweep(&first.out_dir, &first.work_dir, self.reporter);
-        let key = fresh::key(project, plans);
+        let nvcc = fresh::device_passes(prepared.nvcc);
+        let key = fresh::key(project, plans, nvcc);
         // Wheels and artifacts are written from the installed variants: only a plain build can
         // stop at "nothing changed".
         let fresh = self.settings.outputs.is_empty() && fresh::is_fresh(&first.work_dir, &key);
@@ -122,7 +123,7 @@ impl<'r> Builder<'r> {
         })?;
         self.fetch_depends(plans)?;
         let (compiled, schedule) = self.compile(prepared, first)?;
-        let variants = self.package(project, plans)?;
+        let variants = self.package(project, plans, nvcc)?;
         self.record(project, plans, &key, started);
         Ok(BuildReport {
             variants,
@@ -295,6 +296,7 @@ impl<'r> Builder<'r> {
         &self,
         project: &Project,
         plans: &[BuildPlan],
+        nvcc: &str,
     ) -> Result<Vec<VariantReport>, BuildError> {
         let outputs = &self.settings.outputs;
         // What a killed `kbuild wheel` or `--artifact` build left in the dist directory.
@@ -319,7 +321,8 @@ impl<'r> Builder<'r> {
                     link::link(job, &label, self.reporter)?;
                 }
                 check_interrupted()?;
-                let metadata = package::metadata_for(project, variant, fresh::kernel_git(plan));
+                let metadata =
+                    package::metadata_for(project, variant, fresh::kernel_git(plan), nvcc);
                 let install = package::install_variant(variant, &plan.out_dir, metadata)?;
                 package::record_partial(&plan.out_dir, variant)?;
                 let written = install.outcome == Installed::Written;

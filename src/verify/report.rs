@@ -45,9 +45,9 @@ pub fn human(reports: &[VariantReport]) -> String {
 }
 
 /// Why only an extension (and the metadata.json holding its hash) may differ.
-const ONE_NVCC_NOTE: &str = "    only the extension differs: if the variant was built with one nvcc per \
-    CUDA unit (KBUILD_NVCC_STEPS=0, a compiler launcher, KBUILD_DIST), rebuild that way: \
-    KBUILD_NVCC_STEPS=0 kbuild verify --rebuild (docs/reproducible.md)\n";
+const ONE_NVCC_NOTE: &str = "    only the extension differs: kbuild rebuilds the way metadata.json's \
+    `kbuild.nvcc` says the device passes ran, but a compiler launcher or KBUILD_DIST here makes \
+    it one nvcc per CUDA unit: rebuild without them (docs/reproducible.md)\n";
 
 /// Whether the differences are an extension and metadata.json only.
 fn only_the_extension(rebuilt: &super::Rebuilt) -> bool {
