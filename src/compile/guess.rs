@@ -62,3 +62,60 @@ pub(super) fn cxx_peak_guess(
     ));
     Some(guess)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::memory::{MemoryBudget, ProcessKey};
+
+    /// What the memory gate reserves for representative processes, as numbers: one model or
+    /// three, the estimates must stay these.
+    #[test]
+    fn the_peak_estimates_of_representative_processes_stay_the_same() {
+        // nvcc's steps never measured, from what they read (the flagship's sizes).
+        let guesses = [
+            (StepKind::HostPreprocess, 0, 536_870_912),
+            (StepKind::DevicePreprocess, 0, 536_870_912),
+            (StepKind::Cicc, 19_600_000, 3_203_108_864),
+            (StepKind::Cudafe, 2_000_000, 323_108_864),
+            (StepKind::Ptxas, 7_000, 68_004_864),
+            (StepKind::Fatbinary, 15_000, 67_168_864),
+            (StepKind::EmbedFatbin, 15_000, 67_138_864),
+            (StepKind::Combine, 3_000_000, 73_108_864),
+            // A C++ unit of `<torch/library.h>`: 5.4 MB preprocessed.
+            (StepKind::HostCompile, 5_400_000, 671_908_864),
+        ];
+        for (kind, input, expected) in guesses {
+            assert_eq!(
+                kind.peak_guess(input),
+                expected,
+                "{kind:?} over {input} bytes"
+            );
+        }
+
+        // Measured: an eighth more; a sibling capability measured: a quarter over its largest.
+        let dir = tempfile::tempdir().unwrap();
+        let gate = MemoryGate::load(MemoryBudget::given(24 << 30), dir.path());
+        let key = |text: &str| ProcessKey::parse(text);
+        assert_eq!(gate.estimate(&key("obj/a.o"), None), 3_221_225_472);
+        assert_eq!(
+            gate.estimate(&key("obj/a.o"), Some(671_908_864)),
+            671_908_864
+        );
+        gate.observe(&key("obj/a.o"), 800 << 20);
+        assert_eq!(gate.estimate(&key("obj/a.o"), None), 943_718_400);
+        gate.observe(&key("obj/k.o#cicc compute_75"), 160 << 20);
+        gate.observe(&key("obj/k.o#cicc compute_80"), 200 << 20);
+        let cicc_90 = key("obj/k.o#cicc compute_90a");
+        assert_eq!(gate.estimate(&cicc_90, Some(3_203_108_864)), 262_144_000);
+        assert_eq!(gate.estimate(&cicc_90, Some(100 << 20)), 104_857_600);
+        assert_eq!(
+            gate.estimate(&key("obj/k.o#ptxas sm_90"), None),
+            3_221_225_472
+        );
+
+        // Whether the conservative size binds `-j`: 8 x 3 GiB fit 24 GiB, 9 do not.
+        assert!(!gate.unknown_peak_binds(8));
+        assert!(gate.unknown_peak_binds(9));
+    }
+}
