@@ -38,6 +38,7 @@ use crate::process::{catch_interrupts, check_interrupted};
 use crate::report::Reporter;
 use crate::schedule::costs::Costs;
 use crate::schedule::memory::{self, MemoryGate, format_size};
+use crate::schedule::peaks;
 use crate::schedule::{Order, Scheduled};
 use report::variant_report;
 
@@ -226,7 +227,7 @@ impl<'r> Builder<'r> {
                 "cannot record the compilers' peak memory in `{}` (the next build guesses \
                  again: nvcc's steps from what they read, other compilers {}): {e}",
                 memory::record_path(work_dir).display(),
-                format_size(memory::UNKNOWN_PEAK)
+                format_size(peaks::UNKNOWN_PEAK)
             ));
         }
     }

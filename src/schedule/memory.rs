@@ -4,7 +4,8 @@
 //! it starts: it reserves the peak that process reached last time (`memory.json` in the work
 //! directory, learned like `costs.json` learns times) or, for one never measured, its caller's
 //! guess (each of nvcc's steps guesses from the size of what it reads) or a conservative
-//! [`UNKNOWN_PEAK`]. A process waits while the others' reservations leave too
+//! [`UNKNOWN_PEAK`](peaks::UNKNOWN_PEAK), as the one model in `peaks.rs` estimates it. A
+//! process waits while the others' reservations leave too
 //! little, and they are let in in the order they asked: a big one (the schedule starts the
 //! longest units first) is not overtaken by smaller ones that keep fitting beside the running
 //! ones. One bigger than the whole budget runs alone. So a small machine runs fewer compilers
@@ -17,13 +18,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::peaks;
 use crate::config::Capability;
 use crate::plan::CompileJob;
 use crate::process::Cancel;
-
-/// What a compiler process never measured and not guessed reserves: one nvcc front end (cicc)
-/// over torch's headers was measured at 2.9 GB, the most of any step.
-pub const UNKNOWN_PEAK: u64 = 3 << 30;
 
 /// Bump when the meaning of a recorded peak changes: old records are then ignored.
 const RECORD_VERSION: u32 = 1;
@@ -383,22 +381,13 @@ impl MemoryGate {
         ProcessKey::new(object.to_string_lossy().into_owned(), step)
     }
 
-    /// What the process `key` is expected to need: its last peak with an eighth more (a
-    /// changed source may need a little more); never measured, the caller's `guess` (nvcc's
-    /// steps guess from the size of what they read), else [`UNKNOWN_PEAK`].
-    ///
-    /// One never measured whose step ran for another capability of the same unit (`cicc
-    /// compute_80` beside a measured `cicc compute_75`: the same source, peaks within 5% for
-    /// `cicc`, 30% for the far smaller `ptxas`) needs at most that sibling's largest peak and a
-    /// quarter more.
+    /// What the process `key` is expected to need ([`peaks::estimate`]): its last peak, else
+    /// the caller's `guess` (nvcc's steps guess from the size of what they read) capped by
+    /// what the same step needed for another capability of the unit.
     pub fn estimate(&self, key: &ProcessKey, guess: Option<u64>) -> u64 {
-        if let Some(peak) = self.recorded(key) {
-            return peak + peak / 8;
-        }
-        let guess = guess.unwrap_or(UNKNOWN_PEAK);
-        match self.sibling_peak(key) {
-            Some(peak) => guess.min(peak + peak / 4),
-            None => guess,
+        match self.recorded(key) {
+            Some(peak) => peaks::estimate(Some(peak), None, guess),
+            None => peaks::estimate(None, self.sibling_peak(key), guess),
         }
     }
 
@@ -437,10 +426,10 @@ impl MemoryGate {
         self.recorded(key).is_some()
     }
 
-    /// Whether reserving [`UNKNOWN_PEAK`] for a process never measured could hold others back:
-    /// `jobs` processes of that size do not fit the budget.
-    pub fn unknown_peak_binds(&self, jobs: usize) -> bool {
-        UNKNOWN_PEAK.saturating_mul(jobs as u64) > self.budget.bytes
+    /// Whether this gate's budget binds `-j` `jobs` for processes never measured
+    /// ([`peaks::memory_binds_jobs`]).
+    pub fn memory_binds_jobs(&self, jobs: usize) -> bool {
+        peaks::memory_binds_jobs(self.budget.bytes, jobs)
     }
 
     /// Wait until the process `key` is the first of those waiting and fits beside the ones
@@ -578,6 +567,7 @@ impl MemoryGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::peaks::UNKNOWN_PEAK;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -865,15 +855,6 @@ mod tests {
             );
         });
         drop(first);
-    }
-
-    #[test]
-    fn the_conservative_size_binds_when_jobs_of_it_do_not_fit_the_budget() {
-        let dir = tempfile::tempdir().unwrap();
-        let gate = MemoryGate::load(budget(24 << 30), dir.path());
-        assert!(!gate.unknown_peak_binds(8), "8 x 3 GiB fit 24 GiB");
-        assert!(gate.unknown_peak_binds(9));
-        assert!(gate.unknown_peak_binds(usize::MAX), "no overflow");
     }
 
     #[test]

@@ -27,6 +27,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::process::CommandSpec;
+use crate::schedule::peaks::{self, Work};
 
 /// What a step does (for ordering and messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,30 +62,25 @@ impl StepKind {
     }
 }
 
-/// What a step never measured reserves at most before its input's size is counted: the
-/// process itself and the libraries it maps.
-const BASE_PEAK: u64 = 64 << 20;
-
-/// What a preprocessor never measured reserves: its input is the source, whose headers are not
-/// known yet (over torch's headers `gcc -E` peaks at 280 MB).
-const PREPROCESS_PEAK: u64 = 512 << 20;
-
 impl StepKind {
+    /// What the step does as the memory model tells processes apart.
+    fn work(self) -> Work {
+        match self {
+            StepKind::HostPreprocess | StepKind::DevicePreprocess => Work::Preprocess,
+            StepKind::Cicc => Work::DeviceFrontEnd,
+            StepKind::Cudafe => Work::HostFrontEnd,
+            StepKind::Ptxas => Work::Assemble,
+            StepKind::HostCompile => Work::HostCompile,
+            StepKind::Fatbinary => Work::Fatbinary,
+            StepKind::EmbedFatbin | StepKind::Combine => Work::Package,
+        }
+    }
+
     /// A step's peak memory guessed from `input`, the bytes it reads from earlier steps, for
-    /// the memory gate to reserve before it first runs (then its peak is learned). The factors
-    /// sit above what was measured: `cicc` 84x (a 2.8 MB unit) to 146x (19.6 MB over torch's
-    /// headers) its preprocessed input, `cudafe++` 69x to 107x, the host compile 63x to 77x
-    /// its `cudafe++` output, `ptxas` 69x its PTX.
+    /// the memory gate to reserve before it first runs (then its peak is learned):
+    /// [`peaks::guess`].
     pub fn peak_guess(self, input: u64) -> u64 {
-        let per_byte = match self {
-            StepKind::HostPreprocess | StepKind::DevicePreprocess => return PREPROCESS_PEAK,
-            StepKind::Cicc => 160,
-            StepKind::Cudafe | StepKind::Ptxas => 128,
-            StepKind::HostCompile => 112,
-            StepKind::Fatbinary => 4,
-            StepKind::EmbedFatbin | StepKind::Combine => 2,
-        };
-        BASE_PEAK.saturating_add(input.saturating_mul(per_byte))
+        peaks::guess(self.work(), input)
     }
 }
 
@@ -715,6 +711,8 @@ mod tests {
         .unwrap();
         let write = |name: &str, bytes: usize| std::fs::write(keep.join(name), vec![b'x'; bytes]);
         let guess = |label: &str| step(&plan, label).1.peak_guess(&keep);
+        const BASE_PEAK: u64 = 64 << 20;
+        const PREPROCESS_PEAK: u64 = 512 << 20;
         // Before anything ran: the preprocessors' fixed guess, a reader's base alone.
         assert_eq!(guess("preprocess 900"), PREPROCESS_PEAK);
         assert_eq!(guess("cicc compute_90"), BASE_PEAK);
