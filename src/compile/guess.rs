@@ -13,7 +13,7 @@ use super::gate::run_gated;
 use crate::plan::{CompileJob, Lang};
 use crate::process::Cancel;
 use crate::report::Reporter;
-use crate::schedule::memory::{MemoryGate, format_size};
+use crate::schedule::memory::{MemoryGate, StepName, format_size};
 use crate::schedule::peaks::{self, UNKNOWN_PEAK, Work};
 
 /// The peak to reserve for compiling `job` when it is a C++ unit `gate` never measured and the
@@ -36,7 +36,7 @@ pub(super) fn cxx_peak_guess(
     }
     let out = tmp_object.with_extension("ii");
     let spec = preprocess_command_for(job, &out);
-    let key = gate.key(&job.object, Some("preprocess"));
+    let key = gate.key(&job.object, Some(&StepName::new("preprocess")));
     let preprocess = peaks::guess(Work::Preprocess, 0);
     let ran = run_gated(&spec, Some(gate), Some(&key), Some(preprocess), cancel);
     let size = std::fs::metadata(&out).map(|m| m.len());
@@ -61,7 +61,7 @@ pub(super) fn cxx_peak_guess(
 mod tests {
     use super::*;
     use crate::compile::nvcc::steps::StepKind;
-    use crate::schedule::memory::{MemoryBudget, ProcessKey};
+    use crate::schedule::memory::MemoryBudget;
 
     /// What the memory gate reserves for representative processes, as numbers: one model or
     /// three, the estimates must stay these.
@@ -91,23 +91,21 @@ mod tests {
         // Measured: an eighth more; a sibling capability measured: a quarter over its largest.
         let dir = tempfile::tempdir().unwrap();
         let gate = MemoryGate::load(MemoryBudget::given(24 << 30), dir.path());
-        let key = |text: &str| ProcessKey::parse(text);
-        assert_eq!(gate.estimate(&key("obj/a.o"), None), 3_221_225_472);
-        assert_eq!(
-            gate.estimate(&key("obj/a.o"), Some(671_908_864)),
-            671_908_864
-        );
-        gate.observe(&key("obj/a.o"), 800 << 20);
-        assert_eq!(gate.estimate(&key("obj/a.o"), None), 943_718_400);
-        gate.observe(&key("obj/k.o#cicc compute_75"), 160 << 20);
-        gate.observe(&key("obj/k.o#cicc compute_80"), 200 << 20);
-        let cicc_90 = key("obj/k.o#cicc compute_90a");
+        let unit = gate.key(Path::new("obj/a.o"), None);
+        let step = |what: &str, word: &str| {
+            let name = StepName::for_capability(what, word);
+            gate.key(Path::new("obj/k.o"), Some(&name))
+        };
+        assert_eq!(gate.estimate(&unit, None), 3_221_225_472);
+        assert_eq!(gate.estimate(&unit, Some(671_908_864)), 671_908_864);
+        gate.observe(&unit, 800 << 20);
+        assert_eq!(gate.estimate(&unit, None), 943_718_400);
+        gate.observe(&step("cicc", "compute_75"), 160 << 20);
+        gate.observe(&step("cicc", "compute_80"), 200 << 20);
+        let cicc_90 = step("cicc", "compute_90a");
         assert_eq!(gate.estimate(&cicc_90, Some(3_203_108_864)), 262_144_000);
         assert_eq!(gate.estimate(&cicc_90, Some(100 << 20)), 104_857_600);
-        assert_eq!(
-            gate.estimate(&key("obj/k.o#ptxas sm_90"), None),
-            3_221_225_472
-        );
+        assert_eq!(gate.estimate(&step("ptxas", "sm_90"), None), 3_221_225_472);
 
         // Whether the conservative size binds `-j`: 8 x 3 GiB fit 24 GiB, 9 do not.
         assert!(!gate.memory_binds_jobs(8));

@@ -27,6 +27,7 @@ use super::runner::TempOutputs;
 use super::settings::CompileSettings;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec};
+use crate::schedule::memory::StepName;
 use crate::schedule::peaks::{self, Work};
 use crate::schedule::{JobError, RunChoice};
 
@@ -118,7 +119,7 @@ pub(super) fn preprocessed_holds(
         },
     };
     let gate = settings.memory.as_deref();
-    let key = gate.map(|g| g.key(&job.object, Some("preprocess")));
+    let key = gate.map(|g| g.key(&job.object, Some(&StepName::new("preprocess"))));
     let guess = Some(peaks::guess(Work::Preprocess, 0));
     for (spec, out) in &passes {
         let ran = run_gated(spec, gate, key.as_ref(), guess, cancel);

@@ -466,7 +466,7 @@ mod tests {
         spec.env = vec![("PATH".into(), keep.as_os_str().into())];
         Step {
             kind: StepKind::Cicc,
-            label: "cicc compute_80".into(),
+            label: crate::schedule::memory::StepName::for_capability("cicc", "compute_80"),
             spec,
             deps: Vec::new(),
             apart_from: None,

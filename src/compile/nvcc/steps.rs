@@ -27,6 +27,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::process::CommandSpec;
+use crate::schedule::memory::StepName;
 use crate::schedule::peaks::{self, Work};
 
 /// What a step does (for ordering and messages).
@@ -88,8 +89,9 @@ impl StepKind {
 #[derive(Debug, Clone)]
 pub struct Step {
     pub kind: StepKind,
-    /// e.g. `cicc compute_90`, `ptxas sm_90`, `host compile`.
-    pub label: String,
+    /// e.g. `cicc compute_90`, `ptxas sm_90`, `host compile`: how messages name it and the
+    /// memory gate keys it.
+    pub label: StepName,
     pub spec: CommandSpec,
     /// Steps that must finish first (indices into the plan's steps).
     pub deps: Vec<usize>,
@@ -189,7 +191,7 @@ fn unsupported<T>(why: impl Into<String>) -> Result<T, Unsupported> {
 pub fn plan_steps(dryrun: &str, paths: &StepPaths) -> Result<StepPlan, Unsupported> {
     let mut vars: HashMap<String, String> = HashMap::new();
     let mut env: Vec<(OsString, OsString)> = Vec::new();
-    let mut parsed: Vec<(StepKind, String, Vec<String>)> = Vec::new();
+    let mut parsed: Vec<(StepKind, StepName, Vec<String>)> = Vec::new();
     for line in dryrun.lines() {
         let Some(body) = line.strip_prefix("#$ ") else {
             return unsupported(format!("nvcc --dryrun printed `{line}`"));
@@ -274,30 +276,39 @@ fn expand(body: &str, vars: &HashMap<String, String>) -> Result<String, Unsuppor
     Ok(out)
 }
 
-fn classify(argv: &[String]) -> Result<(StepKind, String), Unsupported> {
+fn classify(argv: &[String]) -> Result<(StepKind, StepName), Unsupported> {
     let name = Path::new(&argv[0])
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let value_of = |flag: &str| value_after(argv, flag).unwrap_or_default().to_string();
     Ok(match name.as_str() {
-        "cudafe++" => (StepKind::Cudafe, "cudafe++".into()),
-        "cicc" => (StepKind::Cicc, format!("cicc {}", value_of("-arch"))),
+        "cudafe++" => (StepKind::Cudafe, StepName::new("cudafe++")),
+        "cicc" => (
+            StepKind::Cicc,
+            StepName::for_capability("cicc", &value_of("-arch")),
+        ),
         "ptxas" => {
             let arch = argv.iter().find_map(|a| a.strip_prefix("-arch="));
-            (StepKind::Ptxas, format!("ptxas {}", arch.unwrap_or("")))
+            let name = StepName::for_capability("ptxas", arch.unwrap_or(""));
+            (StepKind::Ptxas, name)
         }
-        "fatbinary" => (StepKind::Fatbinary, "fatbinary".into()),
+        "fatbinary" => (StepKind::Fatbinary, StepName::new("fatbinary")),
         "nvlink" | "nvcc" | "nvdisasm" | "bin2c" => {
             return unsupported(format!("nvcc runs `{name}` for this unit"));
         }
         _ if argv.iter().any(|a| a == "-E") => {
             match argv.iter().find_map(|a| a.strip_prefix("-D__CUDA_ARCH__=")) {
-                Some(arch) => (StepKind::DevicePreprocess, format!("preprocess {arch}")),
-                None => (StepKind::HostPreprocess, "host preprocess".into()),
+                Some(arch) => (
+                    StepKind::DevicePreprocess,
+                    StepName::for_capability("preprocess", arch),
+                ),
+                None => (StepKind::HostPreprocess, StepName::new("host preprocess")),
             }
         }
-        _ if argv.iter().any(|a| a == "-c") => (StepKind::HostCompile, "host compile".into()),
+        _ if argv.iter().any(|a| a == "-c") => {
+            (StepKind::HostCompile, StepName::new("host compile"))
+        }
         _ => {
             return unsupported(format!(
                 "nvcc runs `{}`, which kbuild does not know",
@@ -358,7 +369,7 @@ fn mentions(argv: &[String]) -> Vec<&str> {
 }
 
 fn build_plan(
-    parsed: Vec<(StepKind, String, Vec<String>)>,
+    parsed: Vec<(StepKind, StepName, Vec<String>)>,
     env: &[(OsString, OsString)],
     path_dirs: &str,
     paths: &StepPaths,
@@ -392,7 +403,7 @@ fn build_plan(
 
 /// The pipeline kbuild knows: one host preprocess, cudafe++, fatbinary and host compile, at
 /// least one device pass, and a stub file named by cudafe++ (returned).
-fn check_shape(parsed: &[(StepKind, String, Vec<String>)]) -> Result<OsString, Unsupported> {
+fn check_shape(parsed: &[(StepKind, StepName, Vec<String>)]) -> Result<OsString, Unsupported> {
     let count = |kind| parsed.iter().filter(|(k, ..)| *k == kind).count();
     for kind in [
         StepKind::HostPreprocess,
@@ -434,7 +445,7 @@ struct Chain {
 /// the fatbinary writes no `.fatbin.c` (kbuild writes both), and the host compile writes
 /// `host.o` once the device pass that writes its stub is done.
 fn chain_steps(
-    parsed: Vec<(StepKind, String, Vec<String>)>,
+    parsed: Vec<(StepKind, StepName, Vec<String>)>,
     env: &[(OsString, OsString)],
     path_dirs: &str,
     paths: &StepPaths,
@@ -561,7 +572,7 @@ fn add_embed_and_combine(
         .arg(&fatbin_object);
     steps.push(Step {
         kind: StepKind::EmbedFatbin,
-        label: "embed fatbinary".into(),
+        label: StepName::new("embed fatbinary"),
         spec: embed,
         deps: vec![fatbinary],
         apart_from: None,
@@ -576,7 +587,7 @@ fn add_embed_and_combine(
         .arg(&paths.object);
     steps.push(Step {
         kind: StepKind::Combine,
-        label: "combine".into(),
+        label: StepName::new("combine"),
         spec: combine,
         deps: vec![host, steps.len() - 1],
         apart_from: None,
@@ -679,7 +690,7 @@ mod tests {
     }
 
     fn step<'a>(plan: &'a StepPlan, label: &str) -> (usize, &'a Step) {
-        let i = plan.steps.iter().position(|s| s.label == label);
+        let i = plan.steps.iter().position(|s| s.label.to_string() == label);
         let i = i.unwrap_or_else(|| panic!("no step `{label}`"));
         (i, &plan.steps[i])
     }
@@ -734,7 +745,7 @@ mod tests {
     #[test]
     fn the_dryrun_becomes_steps_linked_by_the_files_they_pass() {
         let plan = plan_steps(DRYRUN, &paths()).unwrap();
-        let labels: Vec<&str> = plan.steps.iter().map(|s| s.label.as_str()).collect();
+        let labels: Vec<String> = plan.steps.iter().map(|s| s.label.to_string()).collect();
         assert_eq!(
             labels,
             [
