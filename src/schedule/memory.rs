@@ -232,7 +232,7 @@ impl StepName {
     /// `what` for the capability the step's command names by `word` (`compute_90a`, `sm_90a`,
     /// `__CUDA_ARCH__`'s `900`); a word that names none is only part of the step's name.
     pub fn for_capability(what: &str, word: &str) -> Self {
-        match Capability::from_nvcc_name(word).or_else(|| Capability::from_cuda_arch(word)) {
+        match step_capability(word) {
             Some(capability) => StepName {
                 what: what.to_string(),
                 capability: Some((capability, word.to_string())),
@@ -245,6 +245,12 @@ impl StepName {
     fn family_prefix(&self) -> Option<String> {
         self.capability.as_ref().map(|_| format!("{} ", self.what))
     }
+}
+
+/// The capability a step's command names by `word`, as nvcc's steps spell it: `compute_90a`,
+/// `sm_90a`, or `__CUDA_ARCH__`'s `900`.
+fn step_capability(word: &str) -> Option<Capability> {
+    Capability::from_nvcc_name(word).or_else(|| Capability::from_cuda_arch(word))
 }
 
 impl std::fmt::Display for StepName {
@@ -283,11 +289,7 @@ impl ProcessKey {
         let Some(prefix) = self.sibling_prefix() else {
             return false;
         };
-        record.strip_prefix(&prefix).is_some_and(|word| {
-            Capability::from_nvcc_name(word)
-                .or_else(|| Capability::from_cuda_arch(word))
-                .is_some()
-        })
+        (record.strip_prefix(&prefix)).is_some_and(|word| step_capability(word).is_some())
     }
 
     /// `object#what ` for a step of one capability: where its siblings' records start.
