@@ -5,11 +5,10 @@
 //! directory, learned like `costs.json` learns times) or, for one never measured, its caller's
 //! guess (each of nvcc's steps guesses from the size of what it reads) or a conservative
 //! [`UNKNOWN_PEAK`](peaks::UNKNOWN_PEAK), as the one model in `peaks.rs` estimates it. A
-//! process waits while the others' reservations leave too
-//! little, and they are let in in the order they asked: a big one (the schedule starts the
-//! longest units first) is not overtaken by smaller ones that keep fitting beside the running
-//! ones. One bigger than the whole budget runs alone. So a small machine runs fewer compilers
-//! at once instead of having them killed.
+//! process waits while the others' reservations leave too little, and they are let in in the
+//! order they asked: a big one (the schedule starts the longest units first) is not overtaken
+//! by smaller ones that keep fitting beside the running ones. One bigger than the whole budget
+//! runs alone. So a small machine runs fewer compilers at once instead of having them killed.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
