@@ -246,6 +246,24 @@ impl StepName {
     }
 }
 
+/// Tests spell a step as messages show it (`ptxas sm_90`); the build never reads a label back.
+#[cfg(test)]
+impl From<&str> for StepName {
+    fn from(label: &str) -> Self {
+        match label.rsplit_once(' ') {
+            Some((what, word)) => StepName::for_capability(what, word),
+            None => StepName::new(label),
+        }
+    }
+}
+
+#[cfg(test)]
+impl From<String> for StepName {
+    fn from(label: String) -> Self {
+        StepName::from(label.as_str())
+    }
+}
+
 /// The capability a step's command names by `word`, as nvcc's steps spell it: `compute_90a`,
 /// `sm_90a`, or `__CUDA_ARCH__`'s `900`.
 fn step_capability(word: &str) -> Option<Capability> {
@@ -611,13 +629,9 @@ mod tests {
     /// The key a record spells `text` (`obj/a.o#cicc compute_90`), made as the build makes it.
     fn key_of(text: &str) -> ProcessKey {
         let (object, step) = match text.split_once('#') {
-            Some((object, step)) => (object, Some(step)),
+            Some((object, step)) => (object, Some(StepName::from(step))),
             None => (text, None),
         };
-        let step = step.map(|step| match step.rsplit_once(' ') {
-            Some((what, word)) => StepName::for_capability(what, word),
-            None => StepName::new(step),
-        });
         ProcessKey {
             object: object.to_string(),
             step,

@@ -415,7 +415,7 @@ fn run_or_reuse(
     if let Some((d, pass)) = &pass {
         match d.cache.restore(pass) {
             Lookup::Hit => {
-                d.cache.reused(&d.job.label, i, &step.label.to_string());
+                d.cache.reused(&d.job.label, i, &step.label);
                 d.reporter.verbose(&format!(
                     "`{}`: `{}` reused from the device step cache",
                     d.job.label, step.label
@@ -680,7 +680,7 @@ mod tests {
         use super::super::steps::StepKind;
         let step = |kind, deps: Vec<usize>, apart_from| Step {
             kind,
-            label: crate::schedule::memory::StepName::new(&format!("{kind:?}")),
+            label: format!("{kind:?}").into(),
             spec: spec(&[]),
             deps,
             apart_from,
