@@ -6,21 +6,21 @@
 //! directory's lock and runs the stages on it; a build for several toolchains (one per torch)
 //! compiles every plan's jobs in one run under one budget.
 
+mod build_lock;
+mod build_report;
 mod error;
 mod fresh;
-mod lock;
-mod paths;
+mod path_checks;
 mod prepare;
-mod report;
 mod settings;
 
-pub use error::BuildError;
-pub use lock::BuildLock;
-pub use prepare::{Prepared, prepare};
-pub use report::{
+pub use build_lock::BuildLock;
+pub use build_report::{
     BuildReport, ScheduleReport, VariantReport, dry_run_json, dry_run_text, memory_line,
     skipped_once,
 };
+pub use error::BuildError;
+pub use prepare::{Prepared, prepare};
 pub use settings::{BuildSettings, Outputs};
 
 use std::path::PathBuf;
@@ -38,8 +38,9 @@ use crate::process::{catch_interrupts, check_interrupted};
 use crate::report::Reporter;
 use crate::schedule::costs::Costs;
 use crate::schedule::memory::{self, MemoryGate, format_size};
+use crate::schedule::peaks;
 use crate::schedule::{Order, Scheduled};
-use report::variant_report;
+use build_report::variant_report;
 
 /// Runs builds with one set of settings, reporting progress to `reporter`.
 pub struct Builder<'r> {
@@ -173,7 +174,7 @@ impl<'r> Builder<'r> {
             order: budget.order,
             nvcc: cuda.then_some(prepared.nvcc),
             memory: budget.memory,
-            split: report::splits(&jobs, &prepared.schedule.runs),
+            split: build_report::splits(&jobs, &prepared.schedule.runs),
         };
         let memory = budget
             .memory
@@ -227,7 +228,7 @@ impl<'r> Builder<'r> {
                 "cannot record the compilers' peak memory in `{}` (the next build guesses \
                  again: nvcc's steps from what they read, other compilers {}): {e}",
                 memory::record_path(work_dir).display(),
-                format_size(memory::UNKNOWN_PEAK)
+                format_size(peaks::UNKNOWN_PEAK)
             ));
         }
     }

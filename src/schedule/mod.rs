@@ -1,12 +1,14 @@
 //! How the build's jobs run, decided in one place: the budget (`-j`, cores, memory, the
 //! levers; `budget.rs`), what each job costs (`costs.rs`), the order they start in and each
-//! job's run choice with the splits (`choice.rs`, `splits.rs`), memory admission and its
-//! estimates (`memory.rs`), and the runner that starts them (`runner.rs`).
+//! job's run choice with the splits (`choice.rs`, `splits.rs`), memory admission (`memory.rs`)
+//! with the one model of what a process needs (`peaks.rs`), and the runner that starts them
+//! (`runner.rs`).
 
 mod budget;
 mod choice;
 pub mod costs;
 pub mod memory;
+pub mod peaks;
 mod runner;
 mod splits;
 
