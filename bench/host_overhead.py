@@ -6,8 +6,9 @@ when the loop is bound by the CPU, not the GPU (bench.py's 1024-row shapes on th
         [--shape 1x1x8] [--calls 20000] [--rounds 15] [--json out.json]
 
 Each implementation is timed in interleaved rounds (shuffled order each round): `calls`
-back-to-back calls between two `time.perf_counter` reads (CUDA: synchronized before and after,
-one sync per `calls` calls), reported as the median over rounds in µs per call. The input is
+back-to-back calls between two clock reads (CUDA: wall time, synchronized before and after, one
+sync per `calls` calls; cpu: the thread's CPU time, which other processes on a shared machine
+do not inflate), reported as the median over rounds in µs per call. The input is
 tiny (default 1x1x8), so the kernel's own time is negligible and what is left is the Python
 wrapper, the torch.ops call, the dispatcher, the binding (checks, allocation, device guard,
 stream) and the launch. The cpu variant runs the same Python, torch.ops and dispatcher path as
@@ -36,14 +37,22 @@ import torch
 import torch.nn.functional as F
 
 
-def impls(lk, x, w, eps):
+def impls(lk, base, x, w, eps):
     h = x.shape[-1]
     out = torch.empty_like(x)
-    overload = lk.functional._rms_norm  # the op's OpOverload, as torch.compile sees it
-    return {
+    fns = {
         "ltx_kernels.rms_norm": lambda: lk.rms_norm(x, w, eps),
         "ltx_kernels.rms_norm out=": lambda: lk.rms_norm(x, w, eps, out=out),
-        "torch.ops OpOverload": lambda: overload(x, w, eps),
+        "torch.ops OpOverload": lambda: lk._ops.ops.rms_norm.default(x, w, eps),
+    }
+    if base is not None:
+        fns.update({
+            "baseline rms_norm": lambda: base.rms_norm(x, w, eps),
+            "baseline rms_norm out=": lambda: base.rms_norm(x, w, eps, out=out),
+            "baseline OpOverload": lambda: base._ops.ops.rms_norm.default(x, w, eps),
+        })
+    return {
+        **fns,
         "F.rms_norm": lambda: F.rms_norm(x, (h,), w, eps),
         "x.neg()": lambda: x.neg(),
         "torch.ops.aten.neg": lambda: torch.ops.aten.neg.default(x),
@@ -51,7 +60,7 @@ def impls(lk, x, w, eps):
     }
 
 
-def time_rounds(fns, calls, rounds, sync, seed=0):
+def time_rounds(fns, calls, rounds, sync, clock, seed=0):
     rng = random.Random(seed)
     names = list(fns)
     times = {n: [] for n in names}
@@ -62,28 +71,36 @@ def time_rounds(fns, calls, rounds, sync, seed=0):
             for _ in range(max(calls // 20, 10)):
                 fn()
             sync()
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(calls):
                 fn()
             sync()
-            times[n].append((time.perf_counter() - t0) / calls * 1e6)
+            times[n].append((clock() - t0) / calls * 1e6)
     return times
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another built checkout (e.g. the commit before a change), timed in the "
+                    "same rounds")
     ap.add_argument("--backend", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--shape", default="1x1x8", help="x's shape, e.g. 1x1x8 or 2x1024x2048")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--calls", type=int, default=20000, help="timed calls per round")
     ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds")
+    ap.add_argument("--clock", choices=["wall", "thread"], default=None,
+                    help="wall (perf_counter) or this thread's CPU time [default: wall on cuda, "
+                    "thread on cpu]")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    args.clock = args.clock or ("wall" if args.backend == "cuda" else "thread")
 
     import kernels
 
     lk = kernels.get_local_kernel(args.root, backend=args.backend)
+    base = None if args.baseline is None else kernels.get_local_kernel(args.baseline, backend=args.backend)
     device = torch.device(args.backend)
     dtype = getattr(torch, args.dtype)
     shape = tuple(int(s) for s in args.shape.split("x"))
@@ -91,17 +108,20 @@ def main():
     w = torch.randn(shape[-1], device=device, dtype=dtype)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     where = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
+    # cpu: the thread's CPU time, so that other processes on a shared machine do not count.
+    clock = time.perf_counter if args.clock == "wall" else time.thread_time
     print(f"host overhead: {lk.__name__} on {where}, torch {torch.__version__}, x {args.shape} "
-          f"{args.dtype}, {args.rounds} rounds of {args.calls} calls")
+          f"{args.dtype}, {args.rounds} rounds of {args.calls} calls, {args.clock} clock"
+          + ("" if base is None else f"; baseline {base.__name__} from {args.baseline}"))
 
-    times = time_rounds(impls(lk, x, w, 1e-6), args.calls, args.rounds, sync)
+    times = time_rounds(impls(lk, base, x, w, 1e-6), args.calls, args.rounds, sync, clock)
     med = {n: statistics.median(t) for n, t in times.items()}
     print(f"  {'impl':<28} {'µs/call':>8} {'min':>7} {'max':>7} {'/ x.neg()':>10} {'/ F.rms_norm':>13}")
     for n, m in med.items():
         print(f"  {n:<28} {m:8.3f} {min(times[n]):7.3f} {max(times[n]):7.3f} "
               f"{m / med['x.neg()']:10.3f} {m / med['F.rms_norm']:13.3f}")
     if args.json:
-        args.json.write_text(json.dumps(dict(kernel=lk.__name__, device=where, torch=torch.__version__,
+        args.json.write_text(json.dumps(dict(kernel=lk.__name__, baseline=base and base.__name__, device=where, torch=torch.__version__,
                                              shape=args.shape, dtype=args.dtype, us_per_call=med,
                                              rounds=times), indent=1))
 
