@@ -9,6 +9,7 @@
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/mm.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #if defined(CUDA_KERNEL)
@@ -105,7 +106,8 @@ void launch(ltx::Status (*launcher)(const Params&), Params p) {
 // leading dims whose strides allow it. More than two irreducible levels: copy to contiguous.
 RowMap rows_of(at::Tensor& t) {
   if (t.stride(-1) != 1 && t.size(-1) > 1) t = t.contiguous();
-  std::vector<std::pair<int64_t, int64_t>> levels;  // (size, stride), innermost first
+  // (size, stride), innermost first; no heap allocation for up to 4 levels.
+  c10::SmallVector<std::pair<int64_t, int64_t>, 4> levels;
   for (int64_t d = t.dim() - 2; d >= 0; --d) {
     const int64_t size = t.size(d);
     const int64_t stride = t.stride(d);
