@@ -44,6 +44,7 @@ def impls(lk, base, x, w, eps):
         "ltx_kernels.rms_norm": lambda: lk.rms_norm(x, w, eps),
         "ltx_kernels.rms_norm out=": lambda: lk.rms_norm(x, w, eps, out=out),
         "torch.ops OpOverload": lambda: lk._ops.ops.rms_norm.default(x, w, eps),
+        "C++ callable (_op)": lambda: lk._ops.ops.rms_norm.default._op(x, w, eps),
     }
     if base is not None:
         fns.update({

@@ -7,6 +7,7 @@ import math
 from typing import Optional, Sequence, Tuple
 
 import torch
+from torch.compiler import is_compiling as _is_compiling  # bound once: called on every eager call
 
 from . import _capabilities
 from ._ops import add_op_namespace_prefix, ops
@@ -45,7 +46,7 @@ def _ops_for(x: torch.Tensor, op: str) -> _Ops:
     # cubin was not built with (bfloat16 on sm_7x), cached per device and dtype (the kernel
     # launch itself reports a missing kernel image). While torch.compile traces, the
     # OpOverloads and no check. Kept cheap: it runs on every eager call.
-    if torch.compiler.is_compiling():
+    if _is_compiling():
         return _TRACED
     if x.is_cuda:
         key = (x.get_device(), x.dtype)
@@ -57,7 +58,7 @@ def _ops_for(x: torch.Tensor, op: str) -> _Ops:
 
 def _callables() -> _Ops:
     # For the ops that run no kernel of this build (no capability check).
-    return _TRACED if torch.compiler.is_compiling() else _EAGER
+    return _TRACED if _is_compiling() else _EAGER
 
 
 def reset_dtype_check_cache() -> None:
