@@ -14,6 +14,7 @@
 
 #if defined(CUDA_KERNEL)
 #include <ATen/cuda/EmptyTensor.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -61,6 +62,14 @@ at::Tensor new_like(const at::Tensor& x, at::IntArrayRef sizes, const char* op) 
 #if defined(CUDA_KERNEL)
   TORCH_CHECK(x.is_cuda(), "ltx_kernels.", op, ": x is on ", x.device(),
               " but the other operands are on a CUDA device");
+  // On the current device (the usual case) straight from the caching allocator, which serves
+  // the current device; at::detail::empty_cuda would make it current with a guard first (a
+  // device query on entry, a context query and a device query on exit).
+  if (c10::cuda::current_device() == x.get_device()) {
+    return at::Tensor(at::detail::empty_generic(sizes, c10::cuda::CUDACachingAllocator::get(),
+                                                c10::DispatchKeySet(c10::DispatchKey::CUDA),
+                                                x.scalar_type(), std::nullopt));
+  }
   return at::Tensor(at::detail::empty_cuda(sizes, x.scalar_type(), x.device(), std::nullopt));
 #else
   TORCH_CHECK(x.is_cpu(), "ltx_kernels.", op, ": x is on ", x.device(), ", expected the CPU");
