@@ -58,7 +58,9 @@ build() {
 }
 
 build_baseline() {
-  "$BIN/kbuild" -C "$BASELINE" build --backend cuda --cuda-capabilities 9.0 --json >"$OUT/build-baseline.json"
+  # Its own op namespace: inside a git checkout kbuild would name it after the same HEAD.
+  "$BIN/kbuild" -C "$BASELINE" build --backend cuda --cuda-capabilities 9.0 --unique-id baseline \
+    --json >"$OUT/build-baseline.json"
 }
 
 host_overhead() {
