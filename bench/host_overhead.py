@@ -101,7 +101,9 @@ def main():
     import kernels
 
     lk = kernels.get_local_kernel(args.root, backend=args.backend)
-    base = None if args.baseline is None else kernels.get_local_kernel(args.baseline, backend=args.backend)
+    base = None
+    if args.baseline is not None:
+        base = kernels.get_local_kernel(args.baseline, backend=args.backend)
     device = torch.device(args.backend)
     dtype = getattr(torch, args.dtype)
     shape = tuple(int(s) for s in args.shape.split("x"))
@@ -117,14 +119,16 @@ def main():
 
     times = time_rounds(impls(lk, base, x, w, 1e-6), args.calls, args.rounds, sync, clock)
     med = {n: statistics.median(t) for n, t in times.items()}
-    print(f"  {'impl':<28} {'µs/call':>8} {'min':>7} {'max':>7} {'/ x.neg()':>10} {'/ F.rms_norm':>13}")
+    print(f"  {'impl':<28} {'µs/call':>8} {'min':>7} {'max':>7} {'/ x.neg()':>10} "
+          f"{'/ F.rms_norm':>13}")
     for n, m in med.items():
         print(f"  {n:<28} {m:8.3f} {min(times[n]):7.3f} {max(times[n]):7.3f} "
               f"{m / med['x.neg()']:10.3f} {m / med['F.rms_norm']:13.3f}")
     if args.json:
-        args.json.write_text(json.dumps(dict(kernel=lk.__name__, baseline=base and base.__name__, device=where, torch=torch.__version__,
-                                             shape=args.shape, dtype=args.dtype, us_per_call=med,
-                                             rounds=times), indent=1))
+        summary = dict(kernel=lk.__name__, baseline=base and base.__name__, device=where,
+                       torch=torch.__version__, shape=args.shape, dtype=args.dtype,
+                       us_per_call=med, rounds=times)
+        args.json.write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

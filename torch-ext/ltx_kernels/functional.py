@@ -32,10 +32,10 @@ class _Ops:
 
 
 _OP_NAMES = [
-    "rms_norm", "rms_norm_out", "fused_residual_gated_rms_norm", "fused_residual_gated_rms_norm_out",
-    "adaln", "adaln_out", "rope_3d", "rope_3d_out", "geglu", "geglu_out", "gelu_tanh",
-    "gelu_tanh_out", "qk_norm_rope", "qk_norm_rope_grid", "gated_residual", "residual_adaln",
-    "linear_gelu_tanh", "materialize",
+    "rms_norm", "rms_norm_out", "fused_residual_gated_rms_norm",
+    "fused_residual_gated_rms_norm_out", "adaln", "adaln_out", "rope_3d", "rope_3d_out", "geglu",
+    "geglu_out", "gelu_tanh", "gelu_tanh_out", "qk_norm_rope", "qk_norm_rope_grid",
+    "gated_residual", "residual_adaln", "linear_gelu_tanh", "materialize",
 ]
 _TRACED = _Ops({name: getattr(ops, name).default for name in _OP_NAMES})
 _EAGER = _Ops({name: getattr(o, "_op", o) for name, o in vars(_TRACED).items()})
