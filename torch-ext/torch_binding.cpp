@@ -60,8 +60,8 @@ int device_index(const at::Tensor& x) { return x.is_cuda() ? x.get_device() : -1
 // device, so a CPU x can reach the cuda kernels).
 at::Tensor new_like(const at::Tensor& x, at::IntArrayRef sizes, const char* op) {
 #if defined(CUDA_KERNEL)
-  TORCH_CHECK(x.is_cuda(), "ltx_kernels.", op, ": x is on ", x.device(),
-              " but the other operands are on a CUDA device");
+  TORCH_CHECK(x.is_cuda(), "ltx_kernels.", op, ": the first tensor operand is on ", x.device(),
+              " but others are on a CUDA device; put all operands on one device");
   // On the current device (the usual case) straight from the caching allocator, which serves
   // the current device; at::detail::empty_cuda would make it current with a guard first (a
   // device query on entry, a context query and a device query on exit).
@@ -72,7 +72,8 @@ at::Tensor new_like(const at::Tensor& x, at::IntArrayRef sizes, const char* op) 
   }
   return at::Tensor(at::detail::empty_cuda(sizes, x.scalar_type(), x.device(), std::nullopt));
 #else
-  TORCH_CHECK(x.is_cpu(), "ltx_kernels.", op, ": x is on ", x.device(), ", expected the CPU");
+  TORCH_CHECK(x.is_cpu(), "ltx_kernels.", op, ": the first tensor operand is on ", x.device(),
+              " but others are on the CPU; put all operands on one device");
   return at::Tensor(at::detail::empty_cpu(sizes, x.scalar_type()));
 #endif
 }
