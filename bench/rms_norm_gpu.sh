@@ -63,11 +63,15 @@ build_baseline() {
     --json >"$OUT/build-baseline.json"
 }
 
+# cuda: tiny x (host time alone) and the bench's 2x1024x2048, against the baseline; cpu: our
+# build alone (the baseline is built for cuda only), the same path without the GPU, to compare
+# this host's CPU with the numbers in bench/NOTES.md taken on a machine without one.
 host_overhead() {
   "$PY" -u bench/host_overhead.py --backend cuda "${base_args[@]}" --rounds 15 --calls 20000 \
     --json "$OUT/host-tiny.json" &&
     "$PY" -u bench/host_overhead.py --backend cuda "${base_args[@]}" --shape 2x1024x2048 \
-      --rounds 15 --calls 5000 --json "$OUT/host-2x1024x2048.json"
+      --rounds 15 --calls 5000 --json "$OUT/host-2x1024x2048.json" &&
+    "$PY" -u bench/host_overhead.py --backend cpu --rounds 9 --calls 20000
 }
 
 bench_rms_norm() {
