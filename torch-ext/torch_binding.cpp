@@ -246,7 +246,7 @@ void rms_norm_out(at::Tensor& out, const at::Tensor& x, const std::optional<at::
 }
 
 // Checks x and the weight once, and the output it allocates not at all (unlike rms_norm_out's
-// `out`): the small shapes of a video model's QK norms are bound by this host time.
+// `out`): small shapes are bound by this host time (bench/NOTES.md, issue #41).
 at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
   check_x(x, "rms_norm");
   const auto w = checked_weight(weight, x, "rms_norm");
