@@ -165,6 +165,16 @@ impl Dist {
             .text_of(&format!(":{}", self.scheduler), ":[port]")
     }
 
+    /// [`Self::redact`], and the servers' `cores` and the units at once beside them.
+    fn redact_cores(&self, cores: usize) -> Redact {
+        self.redact()
+            .text_of(&format!("with {cores} cores"), "with [cores] cores")
+            .text_of(
+                &format!("up to {} units", 1 + cores),
+                "up to 1 + [cores] units",
+            )
+    }
+
     /// How many compiles sccache ran on a build server.
     fn dist_compiles(&self) -> u64 {
         let stats: serde_json::Value =
@@ -276,14 +286,7 @@ fn cpu_units_compile_on_two_sccache_dist_servers_beyond_local_cores() {
     assert!(out.status.success());
     // Each server offers this machine's cores: the servers' count and the units at once
     // (`-j 1` beside them) are redacted by it.
-    let cores = 2 * std::thread::available_parallelism().map_or(1, |n| n.get());
-    let redact = dist
-        .redact()
-        .text_of(&format!("with {cores} cores"), "with [cores] cores")
-        .text_of(
-            &format!("up to {} units", 1 + cores),
-            "up to 1 + [cores] units",
-        );
+    let redact = dist.redact_cores(2 * std::thread::available_parallelism().map_or(1, |n| n.get()));
     let said = String::from_utf8_lossy(&out.stderr);
     let distributing = said.lines().filter(|l| l.contains("sccache-dist"));
     insta::assert_snapshot!(redact.text(&distributing.collect::<Vec<_>>().join("\n")));
@@ -357,14 +360,7 @@ fn cuda_units_compile_on_a_sccache_dist_server_into_the_device_code_of_a_local_b
     let out = dist.build_backend(project.path(), "cuda", &["-j", "1", "-v"]);
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let redact = dist
-        .redact()
-        .text_of(&format!("with {cores} cores"), "with [cores] cores")
-        .text_of(
-            &format!("up to {} units", 1 + cores),
-            "up to 1 + [cores] units",
-        );
+    let redact = dist.redact_cores(std::thread::available_parallelism().map_or(1, |n| n.get()));
     let how = stderr
         .lines()
         .filter(|l| l.contains("sccache-dist") || l.contains("nvcc runs as"));

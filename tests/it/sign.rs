@@ -16,6 +16,36 @@ const VARIANT: &str = "torch215-cxx11-cpu-x86_64-linux";
 const REPOSITORY: &str = "acme/relu";
 const WORKFLOW: &str = "https://github.com/acme/relu/.github/workflows/build.yaml@refs/heads/main";
 
+/// A Sigstore stand-in and a Hub on loopback, the relu fixture's cpu variant built, and the
+/// environment of a GitHub Actions run of `acme/relu`'s `build.yaml` with a Hub token.
+struct Signing {
+    standin: StandIn,
+    hub: Hub,
+    dir: tempfile::TempDir,
+    project: PathBuf,
+    env: Vec<(String, String)>,
+    trust: PathBuf,
+}
+
+impl Signing {
+    fn start() -> Signing {
+        let standin = StandIn::start();
+        let dir = tempfile::tempdir().unwrap();
+        let project = built(dir.path());
+        let mut env = standin.actions_env(REPOSITORY, "build.yaml");
+        env.push(("HF_TOKEN".into(), TOKEN.into()));
+        let trust = standin.trust_config();
+        Signing {
+            standin,
+            hub: Hub::start(&[]),
+            dir,
+            project,
+            env,
+            trust,
+        }
+    }
+}
+
 /// The relu fixture's cpu variant, built under `dir`.
 fn built(dir: &Path) -> PathBuf {
     let project = dir.join("relu");
@@ -87,14 +117,15 @@ print(json.dumps(out, sort_keys=True))
 
 #[test]
 fn a_variant_published_with_sign_verifies_with_kernels_and_rejects_changes_and_other_signers() {
-    let standin = StandIn::start();
-    let hub = Hub::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let project = built(dir.path());
-    let env = standin.actions_env(REPOSITORY, "build.yaml");
-    let mut with: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    with.push(("HF_TOKEN", TOKEN));
-    let trust = standin.trust_config();
+    let Signing {
+        standin,
+        hub,
+        dir: _dir,
+        project,
+        env,
+        trust,
+    } = Signing::start();
+    let with: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let args = [
         "--repo",
         "acme/relu",
@@ -258,14 +289,15 @@ fn download(hub: &Hub, dir: &Path) -> PathBuf {
 
 #[test]
 fn the_signer_a_publish_records_is_required_by_default_and_a_stale_bundle_is_not_published() {
-    let standin = StandIn::start();
-    let hub = Hub::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let project = built(dir.path());
-    let env = standin.actions_env(REPOSITORY, "build.yaml");
-    let mut with: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    with.push(("HF_TOKEN", TOKEN));
-    let trust = standin.trust_config();
+    let Signing {
+        standin,
+        hub,
+        dir,
+        project,
+        env,
+        trust,
+    } = Signing::start();
+    let with: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let publish = |extra: &[&str]| {
         let mut args = vec![
             "--repo",
