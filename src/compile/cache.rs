@@ -40,18 +40,12 @@ use super::namespace_use::NamespaceUse;
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 
-/// Bump when the manifest format or the key's meaning changes: old entries then miss.
-/// 4: whether an object depends on its op namespace is `namespace_use`, no longer the spelling
-/// of its files (a version-3 entry may have reused an object that holds an old id).
-/// 5: a CUDA object's PTX is in the canonical order (`ptx.rs`); a version-4 one may hold the
-/// order a split `cicc` wrote, which another build of the same sources would not.
-/// 6: a CUDA object's key names who ran its device passes ([`DEVICE_STEPS`]); a version-5 one
-/// may have been built by one nvcc and reused by kbuild's steps, or the other way round.
+/// Bump when the manifest format or the key's meaning changes: old entries then miss. 4: op
+/// namespace use by `namespace_use`; 5: canonical PTX (`ptx.rs`); 6: [`DEVICE_STEPS`].
 const MANIFEST_VERSION: u32 = 6;
 
-/// The key's last word for a CUDA unit run as kbuild's steps (`compile::nvcc`): its device
-/// code is in the canonical order, one nvcc's in the order `cicc` wrote, so an object of one
-/// is never reused for the other (the `.so` would then depend on which ran first).
+/// The key's last word for a CUDA unit run as kbuild's steps, whose device code (canonical
+/// PTX) one nvcc's never stands in for, nor the other way round.
 const DEVICE_STEPS: &str = "<kbuild: device passes as kbuild's steps>";
 
 /// How paths under kbuild's cache directory are written in the key.
@@ -238,8 +232,7 @@ impl Cache {
     }
 
     /// The command line as the key sees it: [`command_words`] with kbuild's cache directory
-    /// aliased, the op namespace kept in [`Argv::namespace`], and [`DEVICE_STEPS`] when kbuild
-    /// runs the unit's nvcc as its own `steps`.
+    /// aliased, the op namespace kept in [`Argv::namespace`], [`DEVICE_STEPS`] for `steps`.
     pub(crate) fn argv(
         &self,
         job: &CompileJob,
@@ -249,9 +242,7 @@ impl Cache {
     ) -> Argv {
         let text = |p: &str| self.alias_text(p);
         let (mut words, namespace) = command_words(job, spec, nvcc_env, &text);
-        if steps {
-            words.push(DEVICE_STEPS.to_string());
-        }
+        words.extend(steps.then(|| DEVICE_STEPS.to_string()));
         let hash = hash_words(&words);
         Argv {
             words,
