@@ -608,76 +608,93 @@ fn elf_list(cuobjdump: &Path, object: &Path) -> String {
 fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_jobserver() {
     let nvcc: PathBuf = crate::compile_real::find_nvcc()
         .expect("no nvcc: run scripts/setup (it installs cuda-toolkit[nvcc] into .venv) or set KBUILD_TEST_NVCC");
-    let cuobjdump = nvcc.with_file_name("cuobjdump");
     let kernel = "template <int N> __device__ float f(float x) { float s = 0;\n\
                   #pragma unroll\n for (int i = 0; i < N; i++) s += __sinf(x * i) * __cosf(s + i);\n\
                   return s; }\n__global__ void k(float* o) { o[threadIdx.x] = f<600>(o[threadIdx.x]); }\n";
     // The cubins the object holds, with a fixed `--threads` and with the jobserver.
     let mut elf: Vec<String> = Vec::new();
     for jobserver in [false, true] {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        write(root, "a.cu", kernel);
-        let jobs: Vec<CompileJob> = cuda_jobs(root, &nvcc).into_iter().take(1).collect();
-        // One unit at -j1 of a 4-slot jobserver: 3 tokens stay free for its device passes.
-        let nvcc = if jobserver {
-            NvccMode::Jobserver
-        } else {
-            NvccMode::Threads
-        };
-        let settings = CompileSettings {
-            jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
-            // Three device-pass threads: one per capability.
-            runs: jobs.iter().map(|j| RunChoice::of(j, nvcc, 3)).collect(),
-            ..CompileSettings::local(root.join("cache"), 1, nvcc)
-        };
-        let done = AtomicBool::new(false);
-        let recorder = Recorder::default();
-        // Device passes running at each sample while any runs: a pass starting as the last
-        // one ends can show 2 for a moment even when nvcc runs them one at a time.
-        let busy: Vec<usize> = std::thread::scope(|s| {
-            let sampler = s.spawn(|| {
-                let mut busy = Vec::new();
-                while !done.load(Ordering::SeqCst) {
-                    let n = device_passes_under(root);
-                    if n > 0 {
-                        busy.push(n);
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
+        // Sampling sees overlap a loaded machine makes (a pass reaped late, nvcc's own timing):
+        // a behaviour shows in the first of three tries that is not blurred by it. A later nvcc
+        // that runs the passes at once under the jobserver fails all three.
+        let mut means = Vec::new();
+        for _ in 0..3 {
+            let (mean, list) = device_passes_at_once(kernel, &nvcc, jobserver);
+            means.push(mean);
+            let settled = if jobserver { mean < 1.3 } else { mean > 1.5 };
+            if settled {
+                for sm in ["sm_80", "sm_86", "sm_90"] {
+                    assert_eq!(list.matches(&format!("{sm}.cubin")).count(), 1, "{list}");
                 }
-                busy
-            });
-            let summary = compile_all(&jobs, &settings, &recorder);
-            done.store(true, Ordering::SeqCst);
-            assert_eq!(summary.unwrap().compiled.len(), 1);
-            sampler.join().unwrap()
-        });
-        // nvcc says so on stderr when it finds no jobserver; kbuild passes that on.
-        assert!(
-            !recorder
-                .take()
-                .iter()
-                .any(|l| l.contains("no compatible jobserver")),
-            "nvcc did not find the jobserver"
+                assert_eq!(list.lines().count(), 3, "{list}");
+                elf.push(list);
+                break;
+            }
+        }
+        assert_eq!(
+            elf.len(),
+            usize::from(jobserver) + 1,
+            "device passes at once in three tries ({}): {means:.2?}",
+            if jobserver {
+                "under the jobserver, want < 1.3"
+            } else {
+                "with --threads 3, want > 1.5"
+            }
         );
-        let mean = busy.iter().sum::<usize>() as f64 / busy.len().max(1) as f64;
-        if jobserver {
-            assert!(
-                mean < 1.3,
-                "{mean:.2} device passes at once under the jobserver"
-            );
-        } else {
-            assert!(
-                mean > 1.5,
-                "{mean:.2} device passes at once with --threads 3"
-            );
-        }
-        let list = elf_list(&cuobjdump, &jobs[0].object);
-        for sm in ["sm_80", "sm_86", "sm_90"] {
-            assert_eq!(list.matches(&format!("{sm}.cubin")).count(), 1, "{list}");
-        }
-        assert_eq!(list.lines().count(), 3, "{list}");
-        elf.push(list);
     }
     assert_eq!(elf[0], elf[1]);
+}
+
+/// Compile `kernel` as one unit for three capabilities (nvcc's `--threads 3`, or under a
+/// 4-slot jobserver) and sample how many device passes run at once: the mean over the samples
+/// where any runs, and the cubins the object holds.
+fn device_passes_at_once(kernel: &str, nvcc: &Path, jobserver: bool) -> (f64, String) {
+    let cuobjdump = nvcc.with_file_name("cuobjdump");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "a.cu", kernel);
+    let jobs: Vec<CompileJob> = cuda_jobs(root, nvcc).into_iter().take(1).collect();
+    // One unit at -j1 of a 4-slot jobserver: 3 tokens stay free for its device passes.
+    let mode = if jobserver {
+        NvccMode::Jobserver
+    } else {
+        NvccMode::Threads
+    };
+    let settings = CompileSettings {
+        jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
+        // Three device-pass threads: one per capability.
+        runs: jobs.iter().map(|j| RunChoice::of(j, mode, 3)).collect(),
+        ..CompileSettings::local(root.join("cache"), 1, mode)
+    };
+    let done = AtomicBool::new(false);
+    let recorder = Recorder::default();
+    // Device passes running at each sample while any runs: a pass starting as the last
+    // one ends can show 2 for a moment even when nvcc runs them one at a time.
+    let busy: Vec<usize> = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut busy = Vec::new();
+            while !done.load(Ordering::SeqCst) {
+                let n = device_passes_under(root);
+                if n > 0 {
+                    busy.push(n);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            busy
+        });
+        let summary = compile_all(&jobs, &settings, &recorder);
+        done.store(true, Ordering::SeqCst);
+        assert_eq!(summary.unwrap().compiled.len(), 1);
+        sampler.join().unwrap()
+    });
+    // nvcc says so on stderr when it finds no jobserver; kbuild passes that on.
+    assert!(
+        !recorder
+            .take()
+            .iter()
+            .any(|l| l.contains("no compatible jobserver")),
+        "nvcc did not find the jobserver"
+    );
+    let mean = busy.iter().sum::<usize>() as f64 / busy.len().max(1) as f64;
+    (mean, elf_list(&cuobjdump, &jobs[0].object))
 }
