@@ -3,6 +3,7 @@
 achieved TB/s and the fraction of the device-to-device copy ceiling measured in the same run.
 
     HF_HUB_OFFLINE=1 python bench/bench.py [--root REPO] [--json results.json] [--quick]
+        [--only-rms-norm] [--baseline OTHER_BUILT_CHECKOUT]
 
 Timing: the implementations of one row are timed in interleaved rounds (`--rounds`, shuffled
 order each round); in a round each gets `warmup` calls, then CUDA events around `iters`
@@ -128,7 +129,7 @@ HEADER = (f"  {'impl':<22} {'ms':>9} {'graph ms':>9} {'TB/s':>7} {'%copy':>7}  "
           f"{'vs ours':>8}  ours faster (rounds)")
 
 
-def bench_rms_norm(lk, args, ceiling, results):
+def bench_rms_norm(lk, args, ceiling, results, base=None):
     shapes = [(1, 1024, 2048), (2, 1024, 2048), (4, 1024, 2048), (2, 4096, 3072), (4, 4096, 3072), (8, 8192, 4096)]
     if args.quick:
         shapes = shapes[::2]
@@ -147,6 +148,8 @@ def bench_rms_norm(lk, args, ceiling, results):
             "torch.compile(formula)": lambda: fc(x, w),
             "eager formula": formula,
         }
+        if base is not None:  # another build (--baseline), timed in the same rounds
+            impls["baseline rms_norm"] = lambda: base.rms_norm(x, w, eps)
         # correctness guard on the benchmarked data
         ref = F.rms_norm(x.float(), (h,), w.float(), eps)
         err = ((lk.rms_norm(x, w, eps).float() - ref).norm() / ref.norm()).item()
@@ -156,7 +159,8 @@ def bench_rms_norm(lk, args, ceiling, results):
         times.update(time_rounds({"eager formula": impls["eager formula"]}, args))
         ours = times["ltx_kernels.rms_norm"]
         for name, fn in impls.items():
-            gms = time_graph(fn) if name in ("ltx_kernels.rms_norm", "F.rms_norm") else float("nan")
+            graphed = ("ltx_kernels.rms_norm", "F.rms_norm", "baseline rms_norm")
+            gms = time_graph(fn) if name in graphed else float("nan")
             r = row(name, shape, nbytes, times[name], ours, ceiling, gms, paired=name != "eager formula")
             print(fmt(r, name == "ltx_kernels.rms_norm"))
             results.append(dict(op="rms_norm", **r))
@@ -307,6 +311,9 @@ def main():
     ap.add_argument("--placement-rounds", type=int, default=10, help="interleaved rounds per placement")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only-rms-norm", action="store_true", help="the rms_norm rows alone")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another built checkout whose rms_norm is timed in the same rounds")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.placements = min(args.rounds, 5), min(args.placements, 2)
@@ -314,12 +321,15 @@ def main():
     import kernels
 
     lk = kernels.get_local_kernel(args.root, backend="cuda")
-    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  kernel {lk.__name__}")
+    base = None if args.baseline is None else kernels.get_local_kernel(args.baseline, backend="cuda")
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  kernel {lk.__name__}"
+          + ("" if base is None else f"  baseline {base.__name__} ({args.baseline})"))
     ceiling = copy_ceiling(args)
     print(f"copy ceiling (2 GiB bf16 device-to-device, read+write): {ceiling:.3f} TB/s")
     results = []
-    bench_rms_norm(lk, args, ceiling, results)
-    bench_fused(lk, args, ceiling, results)
+    bench_rms_norm(lk, args, ceiling, results, base)
+    if not args.only_rms_norm:
+        bench_fused(lk, args, ceiling, results)
     if args.json:
         args.json.write_text(json.dumps(dict(ceiling_tbs=ceiling, device=torch.cuda.get_device_name(),
                                              torch=torch.__version__, results=results), indent=1))

@@ -715,6 +715,8 @@ pub struct VerifyArgs {
     pub jobs: Option<usize>,
     /// Require a signature by this GitHub workflow
     /// (`org/repo/.github/workflows/build.yaml@refs/heads/main`; without `@ref`, any ref).
+    /// Without a signer option, the signer the published branch records (`signing.json`,
+    /// written by a signed publish) is required; without a record, none.
     #[arg(long, value_name = "WORKFLOW")]
     pub signer_workflow: Option<String>,
     /// Require a signature whose certificate names exactly this identity.

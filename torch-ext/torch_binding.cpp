@@ -3,15 +3,18 @@
 // launch_* (CUDA kernels in the cuda variant, C++ loops in the cpu variant), registered under the
 // matching dispatch key. Everything torch-facing lives here, so that the kernels include no
 // torch header: the device guard and stream (cuda variant), dtype conversion, raising errors.
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_addmm_activation.h>
 #include <ATen/ops/addmm.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/mm.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #if defined(CUDA_KERNEL)
+#include <ATen/cuda/EmptyTensor.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -51,6 +54,30 @@ void check_operand(const at::Tensor& t, const at::Tensor& x, const char* op, con
 
 int device_index(const at::Tensor& x) { return x.is_cuda() ? x.get_device() : -1; }
 
+// A new contiguous tensor of `sizes` with x's dtype on x's device, from the backend's allocator
+// directly: at::empty's dispatcher round trip (BackendSelect, then the backend) is a measurable
+// part of a small op's host time. x's device is checked first (the ops dispatch on any operand's
+// device, so a CPU x can reach the cuda kernels).
+at::Tensor new_like(const at::Tensor& x, at::IntArrayRef sizes, const char* op) {
+#if defined(CUDA_KERNEL)
+  TORCH_CHECK(x.is_cuda(), "ltx_kernels.", op, ": the first tensor operand is on ", x.device(),
+              " but others are on a CUDA device; put all operands on one device");
+  // On the current device (the usual case) straight from the caching allocator, which serves
+  // the current device; at::detail::empty_cuda would make it current with a guard first (a
+  // device query on entry, a context query and a device query on exit).
+  if (c10::cuda::current_device() == x.get_device()) {
+    return at::Tensor(at::detail::empty_generic(sizes, c10::cuda::CUDACachingAllocator::get(),
+                                                c10::DispatchKeySet(c10::DispatchKey::CUDA),
+                                                x.scalar_type(), std::nullopt));
+  }
+  return at::Tensor(at::detail::empty_cuda(sizes, x.scalar_type(), x.device(), std::nullopt));
+#else
+  TORCH_CHECK(x.is_cpu(), "ltx_kernels.", op, ": the first tensor operand is on ", x.device(),
+              " but others are on the CPU; put all operands on one device");
+  return at::Tensor(at::detail::empty_cpu(sizes, x.scalar_type()));
+#endif
+}
+
 // Only called on a dtype that supported_dtype accepted.
 ltx::Dtype dtype_of(c10::ScalarType t) {
   switch (t) {
@@ -71,8 +98,11 @@ ltx::Dtype dtype_of(c10::ScalarType t) {
 template <typename Params>
 void launch(ltx::Status (*launcher)(const Params&), Params p) {
 #if defined(CUDA_KERNEL)
+  // A guard costs device queries on entry and exit; the operands' device is almost always
+  // the current one already.
   const auto device = static_cast<c10::DeviceIndex>(p.device_index);
-  const c10::cuda::CUDAGuard guard(device);
+  std::optional<c10::cuda::CUDAGuard> guard;
+  if (c10::cuda::current_device() != device) guard.emplace(device);
   p.stream = c10::cuda::getCurrentCUDAStream(device).stream();
 #endif
   const ltx::Status status = launcher(p);
@@ -86,7 +116,8 @@ void launch(ltx::Status (*launcher)(const Params&), Params p) {
 // leading dims whose strides allow it. More than two irreducible levels: copy to contiguous.
 RowMap rows_of(at::Tensor& t) {
   if (t.stride(-1) != 1 && t.size(-1) > 1) t = t.contiguous();
-  std::vector<std::pair<int64_t, int64_t>> levels;  // (size, stride), innermost first
+  // (size, stride), innermost first; no heap allocation for up to 4 levels.
+  c10::SmallVector<std::pair<int64_t, int64_t>, 4> levels;
   for (int64_t d = t.dim() - 2; d >= 0; --d) {
     const int64_t size = t.size(d);
     const int64_t stride = t.stride(d);
@@ -196,19 +227,31 @@ std::vector<int64_t> geglu_shape(const at::Tensor& x) {
 
 }  // namespace
 
-void rms_norm_out(at::Tensor& out, const at::Tensor& x_in, const std::optional<at::Tensor>& weight,
-                  double eps) {
-  check_x(x_in, "rms_norm");
-  check_out(out, x_in, x_in.sizes(), "rms_norm");
-  const auto w = checked_weight(weight, x_in, "rms_norm");
+namespace {
+
+// RMSNorm into a checked `out`, with a checked weight.
+void rms_norm_into(const at::Tensor& out, const at::Tensor& x_in,
+                   const std::optional<at::Tensor>& w, double eps) {
   at::Tensor x = x_in;
   launch(ltx::launch_norm, norm_params(out, x, ltx::NormKind::Rms, w, eps));
 }
 
+}  // namespace
+
+void rms_norm_out(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                  double eps) {
+  check_x(x, "rms_norm");
+  check_out(out, x, x.sizes(), "rms_norm");
+  rms_norm_into(out, x, checked_weight(weight, x, "rms_norm"), eps);
+}
+
+// Checks x and the weight once, and the output it allocates not at all (unlike rms_norm_out's
+// `out`): small shapes are bound by this host time (bench/NOTES.md, issue #41).
 at::Tensor rms_norm(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
   check_x(x, "rms_norm");
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  rms_norm_out(out, x, weight, eps);
+  const auto w = checked_weight(weight, x, "rms_norm");
+  at::Tensor out = new_like(x, x.sizes(), "rms_norm");
+  rms_norm_into(out, x, w, eps);
   return out;
 }
 
@@ -232,7 +275,7 @@ at::Tensor fused_residual_gated_rms_norm(const at::Tensor& x, const at::Tensor& 
                                          const at::Tensor& gate,
                                          const std::optional<at::Tensor>& weight, double eps) {
   check_x(x, "fused_residual_gated_rms_norm");
-  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor out = new_like(x, x.sizes(), "fused_residual_gated_rms_norm");
   fused_residual_gated_rms_norm_out(out, x, residual, gate, weight, eps);
   return out;
 }
@@ -256,7 +299,7 @@ void adaln_out(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& scale,
 at::Tensor adaln(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
                  const std::optional<at::Tensor>& weight, double eps, c10::string_view norm) {
   check_x(x, "adaln");
-  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor out = new_like(x, x.sizes(), "adaln");
   adaln_out(out, x, scale, shift, weight, eps, norm);
   return out;
 }
@@ -330,7 +373,7 @@ void rope_3d_out(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& cos_
 
 at::Tensor rope_3d(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   check_x(x, "rope_3d");
-  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor out = new_like(x, x.sizes(), "rope_3d");
   rope_3d_out(out, x, cos, sin);
   return out;
 }
@@ -351,7 +394,7 @@ void geglu_out(at::Tensor& out, const at::Tensor& x_in) {
 }
 
 at::Tensor geglu(const at::Tensor& x) {
-  at::Tensor out = at::empty(geglu_shape(x), x.options());
+  at::Tensor out = new_like(x, geglu_shape(x), "geglu");
   geglu_out(out, x);
   return out;
 }
@@ -374,7 +417,7 @@ void gelu_tanh_out(at::Tensor& out, const at::Tensor& x_in) {
 
 at::Tensor gelu_tanh(const at::Tensor& x) {
   TORCH_CHECK(x.defined(), "ltx_kernels.gelu_tanh: x is undefined");
-  at::Tensor out = at::empty(x.sizes(), x.options());
+  at::Tensor out = new_like(x, x.sizes(), "gelu_tanh");
   gelu_tanh_out(out, x);
   return out;
 }
@@ -410,8 +453,8 @@ QkCall qk_call(const at::Tensor& q, const at::Tensor& k, const std::optional<at:
   QkCall c;
   c.wq = checked_weight(q_weight, q, op);
   c.wk = checked_weight(k_weight, q, op);
-  c.q_out = at::empty(q.sizes(), q.options());
-  c.k_out = at::empty(q.sizes(), q.options());
+  c.q_out = new_like(q, q.sizes(), op);
+  c.k_out = new_like(q, q.sizes(), op);
   c.qr = seq_rows(q);
   c.kr = seq_rows(k);
   ltx::QkNormRopeParams& p = c.p;
@@ -536,7 +579,7 @@ ltx::ResidualParams residual_params(ltx::ResidualKind kind, const at::Tensor& h_
 at::Tensor gated_residual(const at::Tensor& h, const at::Tensor& y,
                           const std::optional<at::Tensor>& gate) {
   check_x(h, "gated_residual");
-  at::Tensor out = at::empty(h.sizes(), h.options());
+  at::Tensor out = new_like(h, h.sizes(), "gated_residual");
   at::Tensor keep[3];
   const auto p = residual_params(ltx::ResidualKind::Gated, h, y, gate, out, "gated_residual", keep);
   launch(ltx::launch_residual, p);
@@ -550,8 +593,8 @@ std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at:
                                                   double eps) {
   const char* op = "residual_adaln";
   check_x(h, op);
-  at::Tensor h_out = at::empty(h.sizes(), h.options());
-  at::Tensor norm_out = at::empty(h.sizes(), h.options());
+  at::Tensor h_out = new_like(h, h.sizes(), op);
+  at::Tensor norm_out = new_like(h, h.sizes(), op);
   at::Tensor keep[3];
   auto p = residual_params(ltx::ResidualKind::AdaLn, h, y, gate, h_out, op, keep);
   const auto w = checked_weight(weight, h, op);

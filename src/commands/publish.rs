@@ -64,15 +64,12 @@ pub fn resolve(
         .clone()
         .or(hub.repo_id)
         .ok_or(PublishError::NoRepo)?;
-    let endpoint = env("HF_ENDPOINT")
-        .filter(|e| !e.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
-        .trim_end_matches('/')
-        .to_string();
+    let endpoint = env("HF_ENDPOINT").filter(|e| !e.trim().is_empty());
+    let endpoint = endpoint.as_deref().unwrap_or(DEFAULT_ENDPOINT);
     let benchmarks = project.join("benchmarks");
     let unpack = UnpackLimits::from_env(env)?;
     Ok(PublishSettings {
-        endpoint,
+        endpoint: endpoint.trim_end_matches('/').to_string(),
         token: auth::resolve_token(&env_os).map_err(|(source_name, problem)| {
             PublishError::BadToken {
                 source_name,
@@ -115,6 +112,7 @@ pub fn resolve(
         },
         limits: BatchLimits::from_env(env),
         retry: RetryPolicy::from_env(env),
+        trust: crate::sign::Trust::from_arg(args.signing.trust_config.as_deref()),
     })
 }
 

@@ -19,9 +19,7 @@ pub fn run(project_dir: &Path, args: &VerifyArgs, printer: &Printer) -> Result<(
     if args.json {
         print_json("the verification", &reports)?;
     } else {
-        let pinned =
-            args.signer_workflow.is_some() || args.identity.is_some() || args.issuer.is_some();
-        print(&human(&reports, pinned))?;
+        print(&human(&reports))?;
     }
     let failed = reports.iter().filter(|r| !r.ok()).count();
     if failed > 0 {

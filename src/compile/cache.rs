@@ -40,12 +40,13 @@ use super::namespace_use::NamespaceUse;
 use crate::plan::CompileJob;
 use crate::process::CommandSpec;
 
-/// Bump when the manifest format or the key's meaning changes: old entries then miss.
-/// 4: whether an object depends on its op namespace is `namespace_use`, no longer the spelling
-/// of its files (a version-3 entry may have reused an object that holds an old id).
-/// 5: a CUDA object's PTX is in the canonical order (`ptx.rs`); a version-4 one may hold the
-/// order a split `cicc` wrote, which another build of the same sources would not.
-const MANIFEST_VERSION: u32 = 5;
+/// Bump when the manifest format or the key's meaning changes: old entries then miss. 4: op
+/// namespace use by `namespace_use`; 5: canonical PTX (`ptx.rs`); 6: [`DEVICE_STEPS`].
+const MANIFEST_VERSION: u32 = 6;
+
+/// The key's last word for a CUDA unit run as kbuild's steps, whose device code (canonical
+/// PTX) one nvcc's never stands in for, nor the other way round.
+const DEVICE_STEPS: &str = "<kbuild: device passes as kbuild's steps>";
 
 /// How paths under kbuild's cache directory are written in the key.
 const CACHE_DIR_ALIAS: &str = "$KBUILD_CACHE_DIR";
@@ -231,15 +232,17 @@ impl Cache {
     }
 
     /// The command line as the key sees it: [`command_words`] with kbuild's cache directory
-    /// aliased, the op namespace kept in [`Argv::namespace`].
+    /// aliased, the op namespace kept in [`Argv::namespace`], [`DEVICE_STEPS`] for `steps`.
     pub(crate) fn argv(
         &self,
         job: &CompileJob,
         spec: &CommandSpec,
         nvcc_env: &[(String, String)],
+        steps: bool,
     ) -> Argv {
         let text = |p: &str| self.alias_text(p);
-        let (words, namespace) = command_words(job, spec, nvcc_env, &text);
+        let (mut words, namespace) = command_words(job, spec, nvcc_env, &text);
+        words.extend(steps.then(|| DEVICE_STEPS.to_string()));
         let hash = hash_words(&words);
         Argv {
             words,

@@ -210,9 +210,12 @@ fn compile_one(
     // the host compile) to the servers; the schedule runs them as one nvcc each.
     let (job, run) = (unit.job, &unit.run);
     let launcher = settings.launcher.as_deref().or(caches.dist);
-    let argv = caches
-        .local
-        .argv(job, &command_for(job, run), &settings.nvcc_env);
+    let argv = caches.local.argv(
+        job,
+        &command_for(job, run),
+        &settings.nvcc_env,
+        run.nvcc_steps,
+    );
     let serving = Serving {
         job,
         run,

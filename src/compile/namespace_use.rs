@@ -27,6 +27,8 @@ use super::runner::TempOutputs;
 use super::settings::CompileSettings;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec};
+use crate::schedule::memory::StepName;
+use crate::schedule::peaks::{self, Work};
 use crate::schedule::{JobError, RunChoice};
 
 /// The define that carries the op namespace, keyed without its value (`cache.rs`).
@@ -117,8 +119,8 @@ pub(super) fn preprocessed_holds(
         },
     };
     let gate = settings.memory.as_deref();
-    let key = gate.map(|g| g.key(&job.object, Some("preprocess")));
-    let guess = Some(StepKind::HostPreprocess.peak_guess(0));
+    let key = gate.map(|g| g.key(&job.object, Some(&StepName::new("preprocess"))));
+    let guess = Some(peaks::guess(Work::Preprocess, 0));
     for (spec, out) in &passes {
         let ran = run_gated(spec, gate, key.as_ref(), guess, cancel);
         let held = ran.map(|_| crate::files::read_regular(out, u64::MAX));

@@ -32,8 +32,9 @@ struct Record {
 }
 
 /// What the build is: the kbuild binary, the plans (nvcc's `--threads` and `--jobserver`, a
-/// matter of speed, left out, as is `--split-compile`) and each variant's metadata.
-pub(super) fn key(project: &Project, plans: &[BuildPlan]) -> String {
+/// matter of speed, left out, as is `--split-compile`) and each variant's metadata (which
+/// records `nvcc`, who runs the device passes: [`device_passes`]).
+pub(super) fn key(project: &Project, plans: &[BuildPlan], nvcc: &str) -> String {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
         h.update((bytes.len() as u64).to_le_bytes());
@@ -44,11 +45,19 @@ pub(super) fn key(project: &Project, plans: &[BuildPlan]) -> String {
     for plan in plans {
         field(&serde_json::to_vec(&plan).unwrap_or_default());
         for variant in &plan.variants {
-            let metadata = package::metadata_for(project, variant, kernel_git(plan));
+            let metadata = package::metadata_for(project, variant, kernel_git(plan), nvcc);
             field(metadata.to_json().as_bytes());
         }
     }
     hex::encode(h.finalize())
+}
+
+/// Who runs the CUDA units' device passes, as metadata.json records it.
+pub(super) fn device_passes(mode: crate::schedule::NvccMode) -> &'static str {
+    match mode.runs_steps() {
+        true => package::NVCC_STEPS,
+        false => package::ONE_NVCC,
+    }
 }
 
 /// The provenance a variant's metadata records for `plan`'s sources.

@@ -6,21 +6,21 @@
 //! directory's lock and runs the stages on it; a build for several toolchains (one per torch)
 //! compiles every plan's jobs in one run under one budget.
 
+mod build_lock;
+mod build_report;
 mod error;
 mod fresh;
-mod lock;
-mod paths;
+mod path_checks;
 mod prepare;
-mod report;
 mod settings;
 
-pub use error::BuildError;
-pub use lock::BuildLock;
-pub use prepare::{Prepared, prepare};
-pub use report::{
+pub use build_lock::BuildLock;
+pub use build_report::{
     BuildReport, ScheduleReport, VariantReport, dry_run_json, dry_run_text, memory_line,
     skipped_once,
 };
+pub use error::BuildError;
+pub use prepare::{Prepared, prepare};
 pub use settings::{BuildSettings, Outputs};
 
 use std::path::PathBuf;
@@ -38,8 +38,9 @@ use crate::process::{catch_interrupts, check_interrupted};
 use crate::report::Reporter;
 use crate::schedule::costs::Costs;
 use crate::schedule::memory::{self, MemoryGate, format_size};
+use crate::schedule::peaks;
 use crate::schedule::{Order, Scheduled};
-use report::variant_report;
+use build_report::variant_report;
 
 /// Runs builds with one set of settings, reporting progress to `reporter`.
 pub struct Builder<'r> {
@@ -102,7 +103,8 @@ impl<'r> Builder<'r> {
         // trees and removes their temporary objects) instead of orphaning them.
         let _signals = catch_interrupts();
         lock.sweep(&first.out_dir, &first.work_dir, self.reporter);
-        let key = fresh::key(project, plans);
+        let nvcc = fresh::device_passes(prepared.nvcc);
+        let key = fresh::key(project, plans, nvcc);
         // Wheels and artifacts are written from the installed variants: only a plain build can
         // stop at "nothing changed".
         let fresh = self.settings.outputs.is_empty() && fresh::is_fresh(&first.work_dir, &key);
@@ -122,7 +124,7 @@ impl<'r> Builder<'r> {
         })?;
         self.fetch_depends(plans)?;
         let (compiled, schedule) = self.compile(prepared, first)?;
-        let variants = self.package(project, plans)?;
+        let variants = self.package(project, plans, nvcc)?;
         self.record(project, plans, &key, started);
         Ok(BuildReport {
             variants,
@@ -172,7 +174,7 @@ impl<'r> Builder<'r> {
             order: budget.order,
             nvcc: cuda.then_some(prepared.nvcc),
             memory: budget.memory,
-            split: report::splits(&jobs, &prepared.schedule.runs),
+            split: build_report::splits(&jobs, &prepared.schedule.runs),
         };
         let memory = budget
             .memory
@@ -226,7 +228,7 @@ impl<'r> Builder<'r> {
                 "cannot record the compilers' peak memory in `{}` (the next build guesses \
                  again: nvcc's steps from what they read, other compilers {}): {e}",
                 memory::record_path(work_dir).display(),
-                format_size(memory::UNKNOWN_PEAK)
+                format_size(peaks::UNKNOWN_PEAK)
             ));
         }
     }
@@ -295,6 +297,7 @@ impl<'r> Builder<'r> {
         &self,
         project: &Project,
         plans: &[BuildPlan],
+        nvcc: &str,
     ) -> Result<Vec<VariantReport>, BuildError> {
         let outputs = &self.settings.outputs;
         // What a killed `kbuild wheel` or `--artifact` build left in the dist directory.
@@ -319,7 +322,8 @@ impl<'r> Builder<'r> {
                     link::link(job, &label, self.reporter)?;
                 }
                 check_interrupted()?;
-                let metadata = package::metadata_for(project, variant, fresh::kernel_git(plan));
+                let metadata =
+                    package::metadata_for(project, variant, fresh::kernel_git(plan), nvcc);
                 let install = package::install_variant(variant, &plan.out_dir, metadata)?;
                 package::record_partial(&plan.out_dir, variant)?;
                 let written = install.outcome == Installed::Written;

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use super::error::BuildError;
-use super::paths::check_paths;
+use super::path_checks::check_paths;
 use super::settings::BuildSettings;
 use crate::config::{self, Backend, Framework, Project};
 use crate::depends;

@@ -103,7 +103,11 @@ pub fn capability_table(variant: &VariantPlan) -> Option<KbuildSection> {
         })
         .collect();
     let ptx = variant.ptx.as_ref().map(Capability::to_string);
-    (!capabilities.is_empty() || ptx.is_some()).then_some(KbuildSection { capabilities, ptx })
+    (!capabilities.is_empty() || ptx.is_some()).then_some(KbuildSection {
+        capabilities,
+        ptx,
+        nvcc: None,
+    })
 }
 
 /// `_capabilities.py`: the capability → dtypes table (the one metadata.json carries) and

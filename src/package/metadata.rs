@@ -69,7 +69,17 @@ pub struct KbuildSection {
     /// The capability whose PTX is embedded, if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ptx: Option<String>,
+    /// Who ran nvcc's device passes: [`NVCC_STEPS`] or [`ONE_NVCC`]. The device code's bytes
+    /// differ between the two (kbuild's steps put `cicc`'s PTX in a canonical order), so
+    /// `kbuild verify --rebuild` rebuilds the way recorded here.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub nvcc: Option<String>,
 }
+
+/// [`KbuildSection::nvcc`] of a variant whose CUDA units ran as kbuild's steps.
+pub const NVCC_STEPS: &str = "steps";
+/// [`KbuildSection::nvcc`] of a variant built with one nvcc per CUDA unit.
+pub const ONE_NVCC: &str = "one nvcc per unit";
 
 /// One variant's metadata.json.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -138,6 +138,7 @@ impl BuiltVariant {
         let kbuild = metadata.kbuild.unwrap_or(KbuildSection {
             capabilities: Vec::new(),
             ptx: None,
+            nvcc: None,
         });
         BuiltVariant {
             name: dir
@@ -168,11 +169,17 @@ impl BuiltVariant {
     }
 }
 
-/// Metadata for one variant of a project (digest filled in by [`install_variant`]).
+/// Metadata for one variant of a project (digest filled in by [`install_variant`]); `nvcc`
+/// says who runs the device passes of its CUDA units ([`NVCC_STEPS`] or [`ONE_NVCC`]),
+/// recorded when it has any.
+///
+/// [`NVCC_STEPS`]: super::NVCC_STEPS
+/// [`ONE_NVCC`]: super::ONE_NVCC
 pub fn metadata_for(
     project: &Project,
     variant: &VariantPlan,
     kernel_git: Option<GitStatus>,
+    nvcc: &str,
 ) -> Metadata {
     let mut python_depends = project.general.python_depends.clone();
     if variant.backend == Backend::Cuda {
@@ -216,7 +223,14 @@ pub fn metadata_for(
             },
             kernel: kernel_git,
         }),
-        kbuild: capability_table(variant),
+        kbuild: capability_table(variant).map(|mut table| {
+            let cuda = variant
+                .compile
+                .iter()
+                .any(|j| j.lang == crate::plan::Lang::Cuda);
+            table.nvcc = cuda.then(|| nvcc.to_string());
+            table
+        }),
     }
 }
 

@@ -172,6 +172,24 @@ pub enum PublishError {
         source_name: super::auth::TokenSource,
         problem: super::auth::TokenProblem,
     },
+    /// Some variants carry a signature and some do not.
+    #[error("only some variants are signed: {} signed; {} not", signed.join(", "), unsigned.join(", "))]
+    PartlySigned {
+        signed: Vec<String>,
+        unsigned: Vec<String>,
+    },
+    /// A variant's bundle does not verify (stale after a rebuild, or for another instance).
+    #[error("the signature of variant `{variant}` does not verify against `{}`: {problem}", trust.display())]
+    BadSignature {
+        variant: String,
+        problem: String,
+        trust: PathBuf,
+    },
+    /// The variants' certificates name different signers.
+    #[error("the variants are signed by different signers: {}", signers.iter().map(|(v, s)| format!("`{v}` by {s}")).collect::<Vec<_>>().join(", "))]
+    SignersDiffer { signers: Vec<(String, String)> },
+    #[error(transparent)]
+    Sign(#[from] crate::sign::SignError),
     #[error("{action} failed and the new branch `{branch}` was removed again")]
     RolledBack {
         action: String,
@@ -223,6 +241,10 @@ impl Hint for PublishError {
             Staged { branch, .. } => format!("re-run `kbuild publish`: it continues from the staged commits, then moves `{branch}` in one step"),
             Landing { .. } => "re-run `kbuild publish` to land the build (the staged commits are reused)".into(),
             Raced { branch, .. } => format!("other publishes to `{branch}` are going on: re-run `kbuild publish` once they are done (it compares with whatever they left)"),
+            PartlySigned { .. } => "sign every variant (`kbuild sign`, or `kbuild publish --sign`): `kbuild verify` requires the signer the branch records of each one".into(),
+            BadSignature { .. } => "a rebuild after signing makes the bundle stale: sign again (`kbuild sign`, or `kbuild publish --sign`); a private Sigstore instance needs `--trust-config`".into(),
+            SignersDiffer { .. } => "sign every variant in one run (`kbuild sign` or `kbuild publish --sign`) so one signer is recorded".into(),
+            Sign(source) => source.hint()?,
             BadToken { .. } => "copy the token again from https://huggingface.co/settings/tokens (it is `hf_` followed by letters and digits), or run `hf auth login`".into(),
         })
     }

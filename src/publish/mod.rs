@@ -19,6 +19,7 @@ pub mod local;
 pub mod retry;
 mod run;
 mod settings;
+mod signer;
 mod summary;
 mod upload;
 

@@ -12,9 +12,11 @@ use super::error::PublishError;
 use super::hub::Remote;
 use super::local::{self, LocalBuild, LocalFile};
 use super::settings::PublishSettings;
+use super::signer;
 use super::summary::{CommitSummary, PublishSummary};
 use crate::check::VariantCheck;
 use crate::report::Reporter;
+use crate::sign::RECORD;
 
 /// [`publish`] on a runtime of its own, for callers that are not async.
 pub fn publish_blocking(
@@ -124,6 +126,15 @@ fn verify(s: &PublishSettings, reporter: &dyn Reporter) -> Result<LocalBuild, Pu
             built: build.version,
             configured,
         });
+    }
+    let mut build = build;
+    if let Some(record) = signer::signer_of(&build, &s.trust)? {
+        reporter.stage(
+            "Recording",
+            &format!("signer {} ({})", record.signer(), record.issuer),
+        );
+        build.files.push(signer::record_file(&record));
+        build.files.sort_by(|a, b| a.repo_path.cmp(&b.repo_path));
     }
     Ok(build)
 }
@@ -281,6 +292,14 @@ impl<'a> Session<'a> {
             }
             _ => main_files.clone(),
         };
+        let signed = build.files.iter().any(|f| f.repo_path == RECORD);
+        if !signed && base_files.contains_key(RECORD) {
+            self.reporter.warn(&format!(
+                "`{}` records a signer in `{RECORD}`, but these variants are not signed: \
+                 `kbuild verify` will report their signature MISSING (publish with `--sign`)",
+                repo.branch
+            ));
+        }
         let mut build_goal = Goal {
             files: build.files.clone(),
             prefixes: build.prefixes.clone(),

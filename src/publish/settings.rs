@@ -43,4 +43,6 @@ pub struct PublishSettings {
     pub limits: BatchLimits,
     /// Timeouts and retries of Hub requests.
     pub retry: RetryPolicy,
+    /// The Sigstore instance the variants' signatures are checked against (`--trust-config`).
+    pub trust: crate::sign::Trust,
 }

@@ -82,6 +82,21 @@ impl NvccMode {
     }
 
     /// The mode's name, as `--json` and `KBUILD_NVCC` spell it.
+    /// The mode that rebuilds a variant built with kbuild's steps (`Some(true)`) or one nvcc
+    /// per unit (`Some(false)`), as its metadata.json records; `self` when it records neither.
+    pub fn to_rebuild(self, steps: Option<bool>) -> NvccMode {
+        match steps {
+            Some(true) => NvccMode::Steps,
+            Some(false) if self == NvccMode::Steps => NvccMode::Threads,
+            _ => self,
+        }
+    }
+
+    /// Whether kbuild runs the CUDA units' device passes as its own steps.
+    pub fn runs_steps(self) -> bool {
+        self == NvccMode::Steps
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             NvccMode::Steps => "steps",

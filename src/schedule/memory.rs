@@ -4,11 +4,11 @@
 //! it starts: it reserves the peak that process reached last time (`memory.json` in the work
 //! directory, learned like `costs.json` learns times) or, for one never measured, its caller's
 //! guess (each of nvcc's steps guesses from the size of what it reads) or a conservative
-//! [`UNKNOWN_PEAK`]. A process waits while the others' reservations leave too
-//! little, and they are let in in the order they asked: a big one (the schedule starts the
-//! longest units first) is not overtaken by smaller ones that keep fitting beside the running
-//! ones. One bigger than the whole budget runs alone. So a small machine runs fewer compilers
-//! at once instead of having them killed.
+//! [`UNKNOWN_PEAK`](peaks::UNKNOWN_PEAK), as the one model in `peaks.rs` estimates it. A
+//! process waits while the others' reservations leave too little, and they are let in in the
+//! order they asked: a big one (the schedule starts the longest units first) is not overtaken
+//! by smaller ones that keep fitting beside the running ones. One bigger than the whole budget
+//! runs alone. So a small machine runs fewer compilers at once instead of having them killed.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -17,13 +17,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::peaks;
 use crate::config::Capability;
 use crate::plan::CompileJob;
 use crate::process::Cancel;
-
-/// What a compiler process never measured and not guessed reserves: one nvcc front end (cicc)
-/// over torch's headers was measured at 2.9 GB, the most of any step.
-pub const UNKNOWN_PEAK: u64 = 3 << 30;
 
 /// Bump when the meaning of a recorded peak changes: old records are then ignored.
 const RECORD_VERSION: u32 = 1;
@@ -210,44 +207,90 @@ struct Record {
     peak_bytes: BTreeMap<String, u64>,
 }
 
-/// A compiler process the gate admits, as its records name it: the object it works on and,
-/// for one step of nvcc's pipeline, the step and the capability it is for (read once, by the
-/// capability codec, when the key is made: `cicc compute_90`, `ptxas sm_90a`, `preprocess 900`).
+/// A step of a unit's compile as the gate keys it: what runs and, for a step run once per
+/// capability, the capability (read once by the capability codec from the word in the step's
+/// command, when the step is read) with that word (`cicc compute_90a`, `ptxas sm_90a`,
+/// `preprocess 900`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepName {
+    /// What runs: `cicc`, `cudafe++`, `host compile`.
+    what: String,
+    /// The capability the step is for, and the word its command names it by.
+    capability: Option<(Capability, String)>,
+}
+
+impl StepName {
+    /// A step run once per unit (`cudafe++`, `host compile`, a unit's `preprocess`).
+    pub fn new(what: &str) -> Self {
+        StepName {
+            what: what.to_string(),
+            capability: None,
+        }
+    }
+
+    /// `what` for the capability the step's command names by `word` (`compute_90a`, `sm_90a`,
+    /// `__CUDA_ARCH__`'s `900`); a word that names none is only part of the step's name.
+    pub fn for_capability(what: &str, word: &str) -> Self {
+        match step_capability(word) {
+            Some(capability) => StepName {
+                what: what.to_string(),
+                capability: Some((capability, word.to_string())),
+            },
+            None => StepName::new(&format!("{what} {word}")),
+        }
+    }
+
+    /// The record key's prefix of this step's siblings (`cicc `), for a step of one capability.
+    fn family_prefix(&self) -> Option<String> {
+        self.capability.as_ref().map(|_| format!("{} ", self.what))
+    }
+}
+
+/// Tests spell a step as messages show it (`ptxas sm_90`); the build never reads a label back.
+#[cfg(test)]
+impl From<&str> for StepName {
+    fn from(label: &str) -> Self {
+        match label.rsplit_once(' ') {
+            Some((what, word)) => StepName::for_capability(what, word),
+            None => StepName::new(label),
+        }
+    }
+}
+
+#[cfg(test)]
+impl From<String> for StepName {
+    fn from(label: String) -> Self {
+        StepName::from(label.as_str())
+    }
+}
+
+/// The capability a step's command names by `word`, as nvcc's steps spell it: `compute_90a`,
+/// `sm_90a`, or `__CUDA_ARCH__`'s `900`.
+fn step_capability(word: &str) -> Option<Capability> {
+    Capability::from_nvcc_name(word).or_else(|| Capability::from_cuda_arch(word))
+}
+
+impl std::fmt::Display for StepName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.capability {
+            Some((_, word)) => write!(f, "{} {word}", self.what),
+            None => f.write_str(&self.what),
+        }
+    }
+}
+
+/// A compiler process the gate admits: the object it works on and, for one step of a unit's
+/// pipeline, the step. Records spell it `object#step` ([`std::fmt::Display`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessKey {
     /// The object, relative to the work directory where it lies below it; or the unit's key
     /// in kbuild's cache.
     object: String,
-    /// The step (`cicc compute_90`, `host compile`); `None`: the unit's one compiler.
-    step: Option<String>,
-    /// The step less its capability (`cicc`), for a step of one capability.
-    per_capability: Option<String>,
+    /// The step; `None`: the unit's one compiler.
+    step: Option<StepName>,
 }
 
 impl ProcessKey {
-    /// The key of `step` (none: the unit's one compiler) of the process compiling `object`.
-    pub fn new(object: String, step: Option<&str>) -> Self {
-        let per_capability = step.and_then(|step| {
-            let (kind, word) = step.rsplit_once(' ')?;
-            let capability =
-                Capability::from_nvcc_name(word).or_else(|| Capability::from_cuda_arch(word));
-            capability.map(|_| kind.to_string())
-        });
-        ProcessKey {
-            object,
-            step: step.map(str::to_string),
-            per_capability,
-        }
-    }
-
-    /// A key as a record file spells it (`obj/k.o#cicc compute_90`).
-    pub fn parse(text: &str) -> Self {
-        match text.split_once('#') {
-            Some((object, step)) => ProcessKey::new(object.to_string(), Some(step)),
-            None => ProcessKey::new(text.to_string(), None),
-        }
-    }
-
     /// The same step of the process of another object (the unit's key in kbuild's cache).
     fn of_object(&self, object: String) -> Self {
         ProcessKey {
@@ -256,12 +299,20 @@ impl ProcessKey {
         }
     }
 
-    /// Whether `other` is the same step of the same object for another (or the same)
-    /// capability.
-    fn same_family(&self, other: &ProcessKey) -> bool {
-        self.object == other.object
-            && self.per_capability.is_some()
-            && self.per_capability == other.per_capability
+    /// Whether the record key `record` (of the same map) is this step of the same object for
+    /// another (or the same) capability: it starts `object#what ` and the rest is a
+    /// capability's word. Records are the one place a key is text read back: their file's.
+    fn is_sibling_record(&self, record: &str) -> bool {
+        let Some(prefix) = self.sibling_prefix() else {
+            return false;
+        };
+        (record.strip_prefix(&prefix)).is_some_and(|word| step_capability(word).is_some())
+    }
+
+    /// `object#what ` for a step of one capability: where its siblings' records start.
+    fn sibling_prefix(&self) -> Option<String> {
+        let family = self.step.as_ref()?.family_prefix()?;
+        Some(format!("{}#{family}", self.object))
     }
 }
 
@@ -376,41 +427,34 @@ impl MemoryGate {
         self.budget
     }
 
-    /// The key of the process compiling `object` (`step`: one step of nvcc's pipeline, e.g.
-    /// `cicc compute_90`).
-    pub fn key(&self, object: &Path, step: Option<&str>) -> ProcessKey {
+    /// The key of the process compiling `object` (`step`: one step of its pipeline, e.g.
+    /// `cicc compute_90`; `None`: its one compiler).
+    pub fn key(&self, object: &Path, step: Option<&StepName>) -> ProcessKey {
         let object = object.strip_prefix(&self.work_dir).unwrap_or(object);
-        ProcessKey::new(object.to_string_lossy().into_owned(), step)
+        ProcessKey {
+            object: object.to_string_lossy().into_owned(),
+            step: step.cloned(),
+        }
     }
 
-    /// What the process `key` is expected to need: its last peak with an eighth more (a
-    /// changed source may need a little more); never measured, the caller's `guess` (nvcc's
-    /// steps guess from the size of what they read), else [`UNKNOWN_PEAK`].
-    ///
-    /// One never measured whose step ran for another capability of the same unit (`cicc
-    /// compute_80` beside a measured `cicc compute_75`: the same source, peaks within 5% for
-    /// `cicc`, 30% for the far smaller `ptxas`) needs at most that sibling's largest peak and a
-    /// quarter more.
+    /// What the process `key` is expected to need ([`peaks::estimate`]): its last peak, else
+    /// the caller's `guess` (nvcc's steps guess from the size of what they read) capped by
+    /// what the same step needed for another capability of the unit.
     pub fn estimate(&self, key: &ProcessKey, guess: Option<u64>) -> u64 {
-        if let Some(peak) = self.recorded(key) {
-            return peak + peak / 8;
-        }
-        let guess = guess.unwrap_or(UNKNOWN_PEAK);
-        match self.sibling_peak(key) {
-            Some(peak) => guess.min(peak + peak / 4),
-            None => guess,
+        match self.recorded(key) {
+            Some(peak) => peaks::estimate(Some(peak), None, guess),
+            None => peaks::estimate(None, self.sibling_peak(key), guess),
         }
     }
 
     /// The largest peak recorded for the same step of the same unit for another capability.
     fn sibling_peak(&self, key: &ProcessKey) -> Option<u64> {
-        let kind = key.per_capability.as_ref()?;
         let largest = |peaks: &BTreeMap<String, u64>, key: &ProcessKey| {
-            let prefix = format!("{}#{kind} ", key.object);
+            let prefix = key.sibling_prefix()?;
             peaks
                 .range(prefix.clone()..)
                 .take_while(|(k, _)| k.starts_with(&prefix))
-                .filter(|(k, _)| key.same_family(&ProcessKey::parse(k)))
+                .filter(|(k, _)| key.is_sibling_record(k))
                 .map(|(_, peak)| *peak)
                 .max()
         };
@@ -437,10 +481,10 @@ impl MemoryGate {
         self.recorded(key).is_some()
     }
 
-    /// Whether reserving [`UNKNOWN_PEAK`] for a process never measured could hold others back:
-    /// `jobs` processes of that size do not fit the budget.
-    pub fn unknown_peak_binds(&self, jobs: usize) -> bool {
-        UNKNOWN_PEAK.saturating_mul(jobs as u64) > self.budget.bytes
+    /// Whether this gate's budget binds `-j` `jobs` for processes never measured
+    /// ([`peaks::memory_binds_jobs`]).
+    pub fn memory_binds_jobs(&self, jobs: usize) -> bool {
+        peaks::memory_binds_jobs(self.budget.bytes, jobs)
     }
 
     /// Wait until the process `key` is the first of those waiting and fits beside the ones
@@ -578,8 +622,21 @@ impl MemoryGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::peaks::UNKNOWN_PEAK;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// The key a record spells `text` (`obj/a.o#cicc compute_90`), made as the build makes it.
+    fn key_of(text: &str) -> ProcessKey {
+        let (object, step) = match text.split_once('#') {
+            Some((object, step)) => (object, Some(StepName::from(step))),
+            None => (text, None),
+        };
+        ProcessKey {
+            object: object.to_string(),
+            step,
+        }
+    }
 
     fn budget(bytes: u64) -> MemoryBudget {
         MemoryBudget {
@@ -630,20 +687,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gate = Arc::new(MemoryGate::load(budget(10 << 30), dir.path()));
         for (key, peak) in [("a", 4u64 << 30), ("b", 4 << 30), ("huge", 20 << 30)] {
-            gate.observe(&ProcessKey::parse(key), peak);
+            gate.observe(&key_of(key), peak);
         }
         let cancel = Cancel::new();
-        let a = gate.admit(&ProcessKey::parse("a"), None, &cancel).unwrap();
+        let a = gate.admit(&key_of("a"), None, &cancel).unwrap();
         let b_admitted = Arc::new(AtomicU64::new(0));
         std::thread::scope(|s| {
             let (gate, flag) = (&gate, &b_admitted);
-            let _first_b = gate
-                .admit(&ProcessKey::parse("b"), None, &Cancel::new())
-                .unwrap();
+            let _first_b = gate.admit(&key_of("b"), None, &Cancel::new()).unwrap();
             s.spawn(move || {
-                let _second_b = gate
-                    .admit(&ProcessKey::parse("b"), None, &Cancel::new())
-                    .unwrap();
+                let _second_b = gate.admit(&key_of("b"), None, &Cancel::new()).unwrap();
                 flag.store(1, Ordering::SeqCst);
             });
             std::thread::sleep(Duration::from_millis(100));
@@ -651,14 +704,12 @@ mod tests {
             drop(a);
         });
         assert_eq!(b_admitted.load(Ordering::SeqCst), 1);
-        let huge = gate
-            .admit(&ProcessKey::parse("huge"), None, &cancel)
-            .unwrap();
+        let huge = gate.admit(&key_of("huge"), None, &cancel).unwrap();
         assert_eq!(gate.ran_alone(), [("huge".to_string(), (45u64 << 30) / 2)]);
         let stop = Cancel::new();
         stop.cancel();
         assert!(
-            gate.admit(&ProcessKey::parse("a"), None, &stop).is_none(),
+            gate.admit(&key_of("a"), None, &stop).is_none(),
             "a cancelled wait ends"
         );
         drop(huge);
@@ -669,18 +720,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gate = MemoryGate::load(budget(10 << 30), dir.path());
         for (key, peak) in [("a", 4u64 << 30), ("big", 8 << 30), ("small", 1 << 30)] {
-            gate.observe(&ProcessKey::parse(key), peak);
+            gate.observe(&key_of(key), peak);
         }
         let order = Mutex::new(Vec::new());
-        let a = gate
-            .admit(&ProcessKey::parse("a"), None, &Cancel::new())
-            .unwrap();
+        let a = gate.admit(&key_of("a"), None, &Cancel::new()).unwrap();
         std::thread::scope(|s| {
             let (gate, order) = (&gate, &order);
             let admit = move |key: &'static str, hold: u64| {
-                let held = gate
-                    .admit(&ProcessKey::parse(key), None, &Cancel::new())
-                    .unwrap();
+                let held = gate.admit(&key_of(key), None, &Cancel::new()).unwrap();
                 lock(order).push(key);
                 std::thread::sleep(Duration::from_millis(hold));
                 drop(held);
@@ -696,12 +743,10 @@ mod tests {
         assert_eq!(*lock(&order), ["big", "small"]);
 
         // A waiter that gives up leaves the queue: the one behind it is not stuck.
-        let held = gate
-            .admit(&ProcessKey::parse("a"), None, &Cancel::new())
-            .unwrap();
+        let held = gate.admit(&key_of("a"), None, &Cancel::new()).unwrap();
         let stop = Cancel::new();
         std::thread::scope(|s| {
-            s.spawn(|| assert!(gate.admit(&ProcessKey::parse("big"), None, &stop).is_none()));
+            s.spawn(|| assert!(gate.admit(&key_of("big"), None, &stop).is_none()));
             std::thread::sleep(Duration::from_millis(100));
             stop.cancel();
         });
@@ -717,7 +762,7 @@ mod tests {
                 }
                 watchdog.cancel();
             });
-            let small = gate.admit(&ProcessKey::parse("small"), None, &watchdog);
+            let small = gate.admit(&key_of("small"), None, &watchdog);
             done.store(true, Ordering::SeqCst);
             assert!(
                 small.is_some(),
@@ -736,7 +781,10 @@ mod tests {
         );
         let first = MemoryGate::load(budget(1 << 30), a.path()).shared(cache.path());
         first.name_unit(&a.path().join("obj/k.cu.o"), "unit-k".into());
-        let key = first.key(&a.path().join("obj/k.cu.o"), Some("cicc compute_90"));
+        let key = first.key(
+            &a.path().join("obj/k.cu.o"),
+            Some(&StepName::for_capability("cicc", "compute_90")),
+        );
         first.observe(&key, 800 << 20);
         // A process of an unnamed unit is recorded here only.
         first.observe(&first.key(&a.path().join("obj/x.o"), None), 100 << 20);
@@ -744,7 +792,10 @@ mod tests {
 
         let second = MemoryGate::load(budget(1 << 30), b.path()).shared(cache.path());
         let object = b.path().join("build/obj/k.cu.o");
-        let key = second.key(&object, Some("cicc compute_90"));
+        let key = second.key(
+            &object,
+            Some(&StepName::for_capability("cicc", "compute_90")),
+        );
         assert_eq!(second.estimate(&key, Some(1)), 1, "not named: the guess");
         second.name_unit(&object, "unit-k".into());
         assert_eq!(
@@ -752,7 +803,7 @@ mod tests {
             900 << 20,
             "the other directory's peak"
         );
-        let other = second.key(&object, Some("ptxas sm_90"));
+        let other = second.key(&object, Some(&StepName::for_capability("ptxas", "sm_90")));
         assert_eq!(second.estimate(&other, None), UNKNOWN_PEAK);
         // What this directory learns wins here, and reaches the cache beside the first's.
         second.observe(&key, 400 << 20);
@@ -781,50 +832,46 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gate = MemoryGate::load(budget(8 << 30), dir.path());
         let guess = Some(460 << 20);
-        gate.observe(&ProcessKey::parse("obj/a.o#cicc compute_75"), 160 << 20);
-        gate.observe(&ProcessKey::parse("obj/a.o#cicc compute_80"), 200 << 20);
+        gate.observe(&key_of("obj/a.o#cicc compute_75"), 160 << 20);
+        gate.observe(&key_of("obj/a.o#cicc compute_80"), 200 << 20);
         assert_eq!(
-            gate.estimate(&ProcessKey::parse("obj/a.o#cicc compute_90"), guess),
+            gate.estimate(&key_of("obj/a.o#cicc compute_90"), guess),
             250 << 20
         );
         assert_eq!(
-            gate.estimate(&ProcessKey::parse("obj/a.o#cicc compute_90a"), guess),
+            gate.estimate(&key_of("obj/a.o#cicc compute_90a"), guess),
             250 << 20
         );
         assert_eq!(
-            gate.estimate(
-                &ProcessKey::parse("obj/a.o#cicc compute_90"),
-                Some(100 << 20)
-            ),
+            gate.estimate(&key_of("obj/a.o#cicc compute_90"), Some(100 << 20)),
             100 << 20
         );
         assert_eq!(
-            gate.estimate(&ProcessKey::parse("obj/b.o#cicc compute_90"), guess),
+            gate.estimate(&key_of("obj/b.o#cicc compute_90"), guess),
             460 << 20
         );
         assert_eq!(
-            gate.estimate(&ProcessKey::parse("obj/a.o#ptxas sm_90"), guess),
+            gate.estimate(&key_of("obj/a.o#ptxas sm_90"), guess),
             460 << 20
         );
-        gate.observe(&ProcessKey::parse("obj/a.o#host preprocess"), 50 << 20);
+        gate.observe(&key_of("obj/a.o#host preprocess"), 50 << 20);
         assert_eq!(
-            gate.estimate(&ProcessKey::parse("obj/a.o#host compile"), guess),
+            gate.estimate(&key_of("obj/a.o#host compile"), guess),
             460 << 20
         );
-        let family = |text: &str| ProcessKey::parse(text).per_capability;
+        let family = |what: &str, word: &str| StepName::for_capability(what, word).family_prefix();
+        assert_eq!(family("preprocess", "900").as_deref(), Some("preprocess "));
+        assert_eq!(family("preprocess", "1000").as_deref(), Some("preprocess "));
+        assert_eq!(family("ptxas", "sm_90a").as_deref(), Some("ptxas "));
+        assert_eq!(family("ptxas", "").as_deref(), None);
+        assert_eq!(StepName::new("host compile").family_prefix(), None);
         assert_eq!(
-            family("obj/a.o#preprocess 900").as_deref(),
-            Some("preprocess")
+            StepName::for_capability("ptxas", "").to_string(),
+            "ptxas ",
+            "a word that names no capability stays part of the name"
         );
         assert_eq!(
-            family("obj/a.o#preprocess 1000").as_deref(),
-            Some("preprocess")
-        );
-        assert_eq!(family("obj/a.o#ptxas sm_90a").as_deref(), Some("ptxas"));
-        assert_eq!(family("obj/a.o#host compile"), None);
-        assert_eq!(family("obj/a.o"), None);
-        assert_eq!(
-            ProcessKey::parse("obj/a.o#cicc compute_90").to_string(),
+            key_of("obj/a.o#cicc compute_90").to_string(),
             "obj/a.o#cicc compute_90"
         );
     }
@@ -835,28 +882,20 @@ mod tests {
         let gate = MemoryGate::load(budget(1 << 30), dir.path());
         let guess = Some(600 << 20);
         let first = gate
-            .admit(
-                &ProcessKey::parse("u#cicc compute_75"),
-                guess,
-                &Cancel::new(),
-            )
+            .admit(&key_of("u#cicc compute_75"), guess, &Cancel::new())
             .unwrap();
         let admitted = AtomicU64::new(0);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let _second = gate
-                    .admit(
-                        &ProcessKey::parse("u#cicc compute_90"),
-                        guess,
-                        &Cancel::new(),
-                    )
+                    .admit(&key_of("u#cicc compute_90"), guess, &Cancel::new())
                     .unwrap();
                 admitted.store(1, Ordering::SeqCst);
             });
             std::thread::sleep(Duration::from_millis(100));
             assert_eq!(admitted.load(Ordering::SeqCst), 0, "600 + 600 MiB > 1 GiB");
             // The first ran at 300 MiB: the second now needs 375 MiB and fits beside it.
-            gate.observe(&ProcessKey::parse("u#cicc compute_75"), 300 << 20);
+            gate.observe(&key_of("u#cicc compute_75"), 300 << 20);
             std::thread::sleep(Duration::from_millis(200));
             assert_eq!(
                 admitted.load(Ordering::SeqCst),
@@ -868,20 +907,14 @@ mod tests {
     }
 
     #[test]
-    fn the_conservative_size_binds_when_jobs_of_it_do_not_fit_the_budget() {
-        let dir = tempfile::tempdir().unwrap();
-        let gate = MemoryGate::load(budget(24 << 30), dir.path());
-        assert!(!gate.unknown_peak_binds(8), "8 x 3 GiB fit 24 GiB");
-        assert!(gate.unknown_peak_binds(9));
-        assert!(gate.unknown_peak_binds(usize::MAX), "no overflow");
-    }
-
-    #[test]
     fn peaks_are_recorded_per_object_and_step_and_unknown_ones_take_the_guess_or_a_conservative_size()
      {
         let dir = tempfile::tempdir().unwrap();
         let gate = MemoryGate::load(budget(1 << 30), dir.path());
-        let key = gate.key(&dir.path().join("obj/a.cu.o"), Some("cicc compute_90"));
+        let key = gate.key(
+            &dir.path().join("obj/a.cu.o"),
+            Some(&StepName::for_capability("cicc", "compute_90")),
+        );
         assert_eq!(key.to_string(), "obj/a.cu.o#cicc compute_90");
         assert_eq!(gate.estimate(&key, None), UNKNOWN_PEAK);
         assert_eq!(gate.estimate(&key, Some(500 << 20)), 500 << 20);

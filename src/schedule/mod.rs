@@ -1,14 +1,16 @@
 //! How the build's jobs run, decided in one place: the budget (`-j`, cores, memory, the
 //! levers; `budget.rs`), what each job costs (`costs.rs`), the order they start in and each
-//! job's run choice with the splits (`choice.rs`, `splits.rs`), memory admission and its
-//! estimates (`memory.rs`), the runner that starts them (`runner.rs`), what it learns from the
-//! units that finished (`learn.rs`) and how a device pass splits once it starts (`tail.rs`).
+//! job's run choice with the splits (`choice.rs`, `splits.rs`), memory admission (`memory.rs`)
+//! with the one model of what a process needs (`peaks.rs`), the runner that starts them
+//! (`runner.rs`), what it learns from the units that finished (`learn.rs`) and how a device
+//! pass splits once it starts (`tail.rs`).
 
 mod budget;
 mod choice;
 pub mod costs;
 mod learn;
 pub mod memory;
+pub mod peaks;
 mod runner;
 mod splits;
 mod tail;

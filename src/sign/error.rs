@@ -36,6 +36,8 @@ pub enum SignError {
     Signing { path: PathBuf, message: String },
     #[error("the bundle Sigstore returned for `{}` does not verify: {message}", path.display())]
     Unverified { path: PathBuf, message: String },
+    #[error("the signer record `{}` is not one kbuild reads: {message}", path.display())]
+    BadRecord { path: PathBuf, message: String },
     #[error("cannot start the async runtime signing runs on")]
     Runtime(#[source] std::io::Error),
     /// The variant is not what its metadata.json says: signing it would vouch for other files.
@@ -83,6 +85,12 @@ impl Hint for SignError {
             SignError::Unverified { .. } => Some(
                 "the instance's services do not match its trusted root: check `--trust-config`; \
                  nothing was written"
+                    .into(),
+            ),
+            SignError::BadRecord { .. } => Some(
+                "`kbuild publish` writes it from the variants' signatures: publish the signed \
+                 variants again, or pass `--signer-workflow`/`--identity` to choose the signer \
+                 yourself"
                     .into(),
             ),
             SignError::Runtime(_) => None,

@@ -8,6 +8,7 @@
 
 mod error;
 pub mod policy;
+mod record;
 mod trust;
 
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use sigstore_verify::{VerificationPolicy, Verifier};
 
 pub use error::SignError;
 pub use policy::{Policy, SignatureCheck, SignatureStatus, check_variant};
+pub use record::{RECORD, SignerRecord};
 pub use trust::Trust;
 
 use crate::report::Reporter;

@@ -79,6 +79,10 @@ pub struct SignatureCheck {
     /// Why it failed (or why an unsigned variant fails).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Who asked for the signer checked: `you` (`--signer-workflow`, `--identity`,
+    /// `--issuer`) or the record the repository keeps; `None`: no signer was required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub required_by: Option<String>,
 }
 
 impl SignatureCheck {
@@ -90,6 +94,7 @@ impl SignatureCheck {
             issuer: None,
             source_repository: None,
             problem: Some(problem),
+            required_by: None,
         }
     }
 }
@@ -106,6 +111,7 @@ pub fn check_variant(dir: &Path, policy: &Policy, verifier: &Verifier) -> Signat
             issuer: None,
             source_repository: None,
             problem: pinned.then(|| format!("no `{BUNDLE}`: the variant is not signed")),
+            required_by: None,
         };
     };
     let bundle = match Bundle::from_json(&json) {
@@ -146,6 +152,7 @@ fn judge(result: &VerificationResult, policy: &Policy) -> SignatureCheck {
         issuer: result.issuer().map(str::to_string),
         source_repository: claims.and_then(|c| c.source_repository_uri.clone()),
         problem: None,
+        required_by: None,
     };
     if let Some(wanted) = &policy.signer_workflow {
         let wanted = workflow_uri(wanted);

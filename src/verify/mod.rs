@@ -112,7 +112,11 @@ pub fn verify(
         });
     }
     let signature = match &settings.signature {
-        Some(policy) => Some((policy, policy.verifier()?)),
+        Some(policy) => {
+            let (policy, required_by) = required(policy, &found);
+            let verifier = policy.verifier()?;
+            Some((policy, verifier, required_by))
+        }
         None => None,
     };
     let mut reports: Vec<VariantReport> = variants
@@ -123,7 +127,10 @@ pub fn verify(
             digest: digest_check(&v.dir),
             signature: signature
                 .as_ref()
-                .map(|(policy, verifier)| check_variant(&v.dir, policy, verifier)),
+                .map(|(policy, verifier, by)| SignatureCheck {
+                    required_by: by.clone(),
+                    ..check_variant(&v.dir, policy, verifier)
+                }),
             rebuild: None,
         })
         .collect();
@@ -138,6 +145,23 @@ pub fn verify(
         }
     }
     Ok(reports)
+}
+
+/// The signer to require: the one asked for, else the one the published snapshot records
+/// (`signing.json`, written by `kbuild publish` from the variants' signatures), else none; and
+/// who required it.
+fn required(asked: &Policy, found: &source::Found) -> (Policy, Option<String>) {
+    let mut policy = asked.clone();
+    if policy.pins_a_signer() {
+        return (policy, Some("you".into()));
+    }
+    match &found.record {
+        Some((record, at)) => {
+            record.require(&mut policy);
+            (policy, Some(format!("the repository's record {at}")))
+        }
+        None => (policy, None),
+    }
 }
 
 /// The variant's files against the digest of its metadata.json, as `kernels` checks them:

@@ -40,15 +40,15 @@ pub fn rebuild(
     build: &BuildSettings,
     reporter: &dyn Reporter,
 ) -> Result<Vec<Rebuilt>, VerifyError> {
-    let mut by_id: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut by_id: BTreeMap<(String, Option<bool>), Vec<usize>> = BTreeMap::new();
     let mut backends = BTreeSet::new();
     for (i, variant) in variants.iter().enumerate() {
-        let (unique_id, backend) = unique_id(variant)?;
-        by_id.entry(unique_id).or_default().push(i);
+        let (unique_id, backend, steps) = recorded(variant)?;
+        by_id.entry((unique_id, steps)).or_default().push(i);
         backends.insert(backend);
     }
     let mut out = vec![None; variants.len()];
-    for (unique_id, members) in by_id {
+    for ((unique_id, steps), members) in by_id {
         let temp = tempfile::tempdir().map_err(|source| VerifyError::Temp {
             path: std::env::temp_dir(),
             source,
@@ -59,6 +59,10 @@ pub fn rebuild(
             backends: backends.iter().cloned().collect(),
             remote_cache: None,
             outputs: Default::default(),
+            budget: crate::schedule::JobBudget {
+                nvcc: build.budget.nvcc.to_rebuild(steps),
+                ..build.budget
+            },
             ..build.clone()
         };
         Builder::new(settings, reporter)
@@ -81,8 +85,9 @@ pub fn rebuild(
 }
 
 /// The suffix of the variant's op namespace (`_<name>_<backend>_<suffix>`) that `--unique-id`
-/// sets, and its backend.
-fn unique_id(variant: &Located) -> Result<(String, String), VerifyError> {
+/// sets, its backend, and whether kbuild's steps (`true`) or one nvcc per unit ran its device
+/// passes, if it records that (`kbuild.nvcc`).
+fn recorded(variant: &Located) -> Result<(String, String, Option<bool>), VerifyError> {
     let path = variant.dir.join("metadata.json");
     let bytes = std::fs::read(&path).map_err(|source| PackageError::Read {
         path: path.clone(),
@@ -93,10 +98,15 @@ fn unique_id(variant: &Located) -> Result<(String, String), VerifyError> {
         message,
     })?;
     let backend = metadata.backend.backend_type;
+    let steps = match metadata.kbuild.and_then(|k| k.nvcc).as_deref() {
+        Some(crate::package::NVCC_STEPS) => Some(true),
+        Some(crate::package::ONE_NVCC) => Some(false),
+        _ => None,
+    };
     let marker = format!("_{backend}_");
     match metadata.id.rfind(&marker) {
         Some(at) if at > 0 && at + marker.len() < metadata.id.len() => {
-            Ok((metadata.id[at + marker.len()..].to_string(), backend))
+            Ok((metadata.id[at + marker.len()..].to_string(), backend, steps))
         }
         _ => Err(VerifyError::UnknownId {
             variant: variant.name.clone(),

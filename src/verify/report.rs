@@ -4,7 +4,7 @@ use super::{Difference, VariantReport};
 use crate::sign::{SignatureCheck, SignatureStatus};
 
 /// One block per variant: each check, and what failed.
-pub fn human(reports: &[VariantReport], pinned: bool) -> String {
+pub fn human(reports: &[VariantReport]) -> String {
     let mut text = String::new();
     for report in reports {
         text.push_str(&format!("{}:\n", report.variant));
@@ -17,7 +17,7 @@ pub fn human(reports: &[VariantReport], pinned: bool) -> String {
             }
         }
         if let Some(signature) = &report.signature {
-            text.push_str(&signature_line(signature, pinned));
+            text.push_str(&signature_line(signature));
         }
         if let Some(rebuilt) = &report.rebuild {
             if rebuilt.identical {
@@ -45,9 +45,9 @@ pub fn human(reports: &[VariantReport], pinned: bool) -> String {
 }
 
 /// Why only an extension (and the metadata.json holding its hash) may differ.
-const ONE_NVCC_NOTE: &str = "    only the extension differs: if the variant was built with one nvcc per \
-    CUDA unit (KBUILD_NVCC_STEPS=0, a compiler launcher, KBUILD_DIST), rebuild that way: \
-    KBUILD_NVCC_STEPS=0 kbuild verify --rebuild (docs/reproducible.md)\n";
+const ONE_NVCC_NOTE: &str = "    only the extension differs: kbuild rebuilds the way metadata.json's \
+    `kbuild.nvcc` says the device passes ran, but a compiler launcher or KBUILD_DIST here makes \
+    it one nvcc per CUDA unit: rebuild without them (docs/reproducible.md)\n";
 
 /// Whether the differences are an extension and metadata.json only.
 fn only_the_extension(rebuilt: &super::Rebuilt) -> bool {
@@ -56,26 +56,31 @@ fn only_the_extension(rebuilt: &super::Rebuilt) -> bool {
         && paths().all(|p| p.ends_with(".so") || p == "metadata.json")
 }
 
-/// `  signature: …` and, when it failed, why.
-fn signature_line(check: &SignatureCheck, pinned: bool) -> String {
+/// `  signature: …`, who required the signer, and, when it failed, why.
+fn signature_line(check: &SignatureCheck) -> String {
     let signer = check.signer.as_deref().unwrap_or("an unnamed signer");
     let issuer = check.issuer.as_deref().unwrap_or("no issuer");
-    let mut line = match check.status {
-        SignatureStatus::Verified if pinned => {
+    let mut line = match (check.status, &check.required_by) {
+        (SignatureStatus::Verified, Some(_)) => {
             format!("  signature: ok, signed by {signer} ({issuer})\n")
         }
-        SignatureStatus::Verified => format!(
+        (SignatureStatus::Verified, None) => format!(
             "  signature: valid, signed by {signer} ({issuer}); no signer was required: pass \
              --signer-workflow to require this one\n"
         ),
-        SignatureStatus::Unsigned if check.ok => {
+        (SignatureStatus::Unsigned, None) => {
             "  signature: none (no signer required: pass --signer-workflow to require one)\n".into()
         }
-        SignatureStatus::Unsigned => "  signature: MISSING\n".into(),
-        SignatureStatus::Failed => "  signature: FAILED\n".into(),
+        (SignatureStatus::Unsigned, Some(_)) => "  signature: MISSING\n".into(),
+        (SignatureStatus::Failed, _) => "  signature: FAILED\n".into(),
     };
     if let Some(problem) = &check.problem {
         line.push_str(&format!("    {problem}\n"));
+    }
+    if let Some(by) = check.required_by.as_deref().filter(|by| *by != "you") {
+        line.push_str(&format!(
+            "    signer required by {by} (pass --signer-workflow to choose one yourself)\n"
+        ));
     }
     line
 }

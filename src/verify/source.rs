@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::VerifyError;
 use crate::package::{UnpackLimits, unpack_artifact, unpack_wheel};
+use crate::sign::{RECORD, SignerRecord};
 
 /// A variant to verify: its name (`torch215-cxx11-cu132-x86_64-linux`) and its files.
 #[derive(Debug, Clone)]
@@ -18,6 +19,8 @@ pub struct Located {
 /// downloaded), removed when this is dropped.
 pub struct Found {
     pub variants: Vec<Located>,
+    /// The signer the published snapshot records (`signing.json`), and where it was read.
+    pub record: Option<(SignerRecord, String)>,
     _staging: Option<tempfile::TempDir>,
 }
 
@@ -78,7 +81,10 @@ pub fn at_path(path: &Path, limits: UnpackLimits) -> Result<Found, VerifyError> 
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        return Ok(found(vec![Located { name, dir }], None));
+        return Ok(Found {
+            record: recorded(&dir)?,
+            ..found(vec![Located { name, dir }], None)
+        });
     }
     let variants = variants_below(path)?;
     if variants.is_empty() {
@@ -86,12 +92,24 @@ pub fn at_path(path: &Path, limits: UnpackLimits) -> Result<Found, VerifyError> 
             path: path.to_path_buf(),
         });
     }
-    Ok(found(variants, None))
+    let dir = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    Ok(Found {
+        record: recorded(&dir)?,
+        ..found(variants, None)
+    })
+}
+
+/// The signer record of the published snapshot `dir` lies in (a download of a repository:
+/// `signing.json` beside `build/`), and where it is.
+fn recorded(dir: &Path) -> Result<Option<(SignerRecord, String)>, VerifyError> {
+    let found = SignerRecord::find(dir)?;
+    Ok(found.map(|(record, file)| (record, format!("`{}`", file.display()))))
 }
 
 fn found(variants: Vec<Located>, staging: Option<tempfile::TempDir>) -> Found {
     Found {
         variants,
+        record: None,
         _staging: staging,
     }
 }
@@ -142,7 +160,8 @@ pub fn wheel_variant_name(file_name: &str) -> Option<String> {
     Some(format!("{}-{arch}-linux", local.replace('.', "-")))
 }
 
-/// Download `build/` of the published version into a temporary directory; its variants.
+/// Download `build/` (and the signer record) of the published version into a temporary
+/// directory; its variants.
 pub async fn from_hub(hub: &HubSource) -> Result<Found, VerifyError> {
     let failed = |message: String| VerifyError::Download {
         endpoint: hub.endpoint.clone(),
@@ -165,7 +184,7 @@ pub async fn from_hub(hub: &HubSource) -> Result<Found, VerifyError> {
         .repository(hub.repo_type, owner, name)
         .snapshot_download()
         .revision(hub.revision.clone())
-        .allow_patterns(vec!["build/**".to_string()])
+        .allow_patterns(vec!["build/**".to_string(), RECORD.to_string()])
         .local_dir(local.clone())
         .send()
         .await
@@ -182,7 +201,17 @@ pub async fn from_hub(hub: &HubSource) -> Result<Found, VerifyError> {
             revision: hub.revision.clone(),
         });
     }
-    Ok(found(variants, Some(staged)))
+    let record = match local.join(RECORD) {
+        file if file.is_file() => Some((
+            SignerRecord::read(&file)?,
+            format!("`{RECORD}` of {} at `{}`", hub.repo, hub.revision),
+        )),
+        _ => None,
+    };
+    Ok(Found {
+        record,
+        ..found(variants, Some(staged))
+    })
 }
 
 #[cfg(test)]

@@ -216,9 +216,9 @@ fn with_kbuild_jobserver_nvcc_shares_the_builds_jobserver_and_compilers_never_ou
         &["--json", "-j", "2"],
         &[("KBUILD_JOBSERVER", "1")],
     );
-    let schedule = &json(&out)["schedule"];
-    assert_eq!(schedule["nvcc"], "jobserver", "{schedule}");
-    assert_eq!(schedule["jobs"], 2);
+    // How `--json` says the jobs ran (the machine's memory aside).
+    let schedule = Redact::new().json(&json(&out)["schedule"], &["memory"]);
+    insta::assert_json_snapshot!(schedule);
 
     let (calls, notes) = tools.take_log();
     let nvcc: Vec<&String> = calls.iter().filter(|c| c.starts_with("nvcc")).collect();
@@ -259,8 +259,8 @@ fn with_one_nvcc_per_unit_nvcc_gets_a_fixed_threads_share_and_no_pipe() {
         &["--json", "-j", "2"],
         &[("KBUILD_NVCC_STEPS", "0")],
     );
-    let schedule = &json(&out)["schedule"];
-    assert_eq!(schedule["nvcc"], "threads", "{schedule}");
+    let schedule = Redact::new().json(&json(&out)["schedule"], &["memory"]);
+    insta::assert_json_snapshot!(schedule);
     let (calls, notes) = tools.take_log();
     let nvcc: Vec<&String> = calls.iter().filter(|c| c.starts_with("nvcc")).collect();
     assert_eq!(nvcc.len(), 1, "{calls:?}");
@@ -277,14 +277,10 @@ fn by_default_kbuild_asks_nvcc_for_its_steps_and_compiles_with_one_nvcc_when_it_
     let out = tools.build(project.path(), &["--json", "-j", "2"], &[]);
     assert_eq!(json(&out)["schedule"]["nvcc"], "steps");
     forget_objects(project.path());
-    let out = tools.build(project.path(), &["-j", "2", "-v"], &[]);
+    let out = tools.build(project.path(), &["-j", "2", "-v", "--memory", "8G"], &[]);
     // This nvcc prints no plan for `--dryrun`: the unit compiles with one nvcc, and `-v` says
     // why. (The real nvcc's steps: tests/it/nvcc_steps.rs.)
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        said.contains("compiles with one nvcc: nvcc runs 0 HostPreprocess steps"),
-        "{said}"
-    );
+    insta::assert_snapshot!(schedule_lines(&out));
     let (calls, _) = tools.take_log();
     let nvcc: Vec<&String> = calls.iter().filter(|c| c.starts_with("nvcc")).collect();
     assert_eq!(
@@ -304,6 +300,23 @@ fn by_default_kbuild_asks_nvcc_for_its_steps_and_compiles_with_one_nvcc_when_it_
         "{}",
         nvcc[1]
     );
+}
+
+/// What `-v` says about how the build's jobs run: the `Compiling` line, nvcc's mode and the
+/// order, the memory budget, and why a unit does not run as nvcc's steps (each job's own
+/// lines come in the order the jobs end, with times).
+fn schedule_lines(out: &Output) -> String {
+    let said = String::from_utf8_lossy(&out.stderr);
+    let about_the_schedule = [
+        "Compiling ",
+        "jobs start ",
+        "memory budget ",
+        "compiles with one nvcc",
+    ];
+    said.lines()
+        .filter(|l| about_the_schedule.iter().any(|what| l.contains(what)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The labels in the order the build started them (`-v` prints `start <label>`).
@@ -595,76 +608,39 @@ fn elf_list(cuobjdump: &Path, object: &Path) -> String {
 fn real_nvcc_runs_device_passes_at_once_with_threads_but_one_at_a_time_under_a_jobserver() {
     let nvcc: PathBuf = crate::compile_real::find_nvcc()
         .expect("no nvcc: run scripts/setup (it installs cuda-toolkit[nvcc] into .venv) or set KBUILD_TEST_NVCC");
-    let cuobjdump = nvcc.with_file_name("cuobjdump");
     let kernel = "template <int N> __device__ float f(float x) { float s = 0;\n\
                   #pragma unroll\n for (int i = 0; i < N; i++) s += __sinf(x * i) * __cosf(s + i);\n\
                   return s; }\n__global__ void k(float* o) { o[threadIdx.x] = f<600>(o[threadIdx.x]); }\n";
     // The cubins the object holds, with a fixed `--threads` and with the jobserver.
     let mut elf: Vec<String> = Vec::new();
     for jobserver in [false, true] {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        write(root, "a.cu", kernel);
-        let jobs: Vec<CompileJob> = cuda_jobs(root, &nvcc).into_iter().take(1).collect();
-        // One unit at -j1 of a 4-slot jobserver: 3 tokens stay free for its device passes.
-        let nvcc = if jobserver {
-            NvccMode::Jobserver
-        } else {
-            NvccMode::Threads
-        };
-        let settings = CompileSettings {
-            jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
-            // Three device-pass threads: one per capability.
-            runs: jobs.iter().map(|j| RunChoice::of(j, nvcc, 3)).collect(),
-            ..CompileSettings::local(root.join("cache"), 1, nvcc)
-        };
-        let done = AtomicBool::new(false);
-        let recorder = Recorder::default();
-        // Device passes running at each sample while any runs: a pass starting as the last
-        // one ends can show 2 for a moment even when nvcc runs them one at a time.
-        let busy: Vec<usize> = std::thread::scope(|s| {
-            let sampler = s.spawn(|| {
-                let mut busy = Vec::new();
-                while !done.load(Ordering::SeqCst) {
-                    let n = device_passes_under(root);
-                    if n > 0 {
-                        busy.push(n);
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
+        // Sampling sees overlap a loaded machine makes (a pass reaped late, nvcc's own timing):
+        // a behaviour shows in the first of three tries that is not blurred by it. A later nvcc
+        // that runs the passes at once under the jobserver fails all three.
+        let mut means = Vec::new();
+        for _ in 0..3 {
+            let (mean, list) = device_passes_at_once(kernel, &nvcc, jobserver);
+            means.push(mean);
+            let settled = if jobserver { mean < 1.3 } else { mean > 1.5 };
+            if settled {
+                for sm in ["sm_80", "sm_86", "sm_90"] {
+                    assert_eq!(list.matches(&format!("{sm}.cubin")).count(), 1, "{list}");
                 }
-                busy
-            });
-            let summary = compile_all(&jobs, &settings, &recorder);
-            done.store(true, Ordering::SeqCst);
-            assert_eq!(summary.unwrap().compiled.len(), 1);
-            sampler.join().unwrap()
-        });
-        // nvcc says so on stderr when it finds no jobserver; kbuild passes that on.
-        assert!(
-            !recorder
-                .take()
-                .iter()
-                .any(|l| l.contains("no compatible jobserver")),
-            "nvcc did not find the jobserver"
+                assert_eq!(list.lines().count(), 3, "{list}");
+                elf.push(list);
+                break;
+            }
+        }
+        assert_eq!(
+            elf.len(),
+            usize::from(jobserver) + 1,
+            "device passes at once in three tries ({}): {means:.2?}",
+            if jobserver {
+                "under the jobserver, want < 1.3"
+            } else {
+                "with --threads 3, want > 1.5"
+            }
         );
-        let mean = busy.iter().sum::<usize>() as f64 / busy.len().max(1) as f64;
-        if jobserver {
-            assert!(
-                mean < 1.3,
-                "{mean:.2} device passes at once under the jobserver"
-            );
-        } else {
-            assert!(
-                mean > 1.5,
-                "{mean:.2} device passes at once with --threads 3"
-            );
-        }
-        let list = elf_list(&cuobjdump, &jobs[0].object);
-        for sm in ["sm_80", "sm_86", "sm_90"] {
-            assert_eq!(list.matches(&format!("{sm}.cubin")).count(), 1, "{list}");
-        }
-        assert_eq!(list.lines().count(), 3, "{list}");
-        elf.push(list);
     }
     assert_eq!(elf[0], elf[1]);
 }
@@ -727,4 +703,58 @@ fn once_a_unit_compiled_its_waiting_siblings_start_by_the_constant_their_cost_fo
         ) && reranked.contains("(`constexpr int kSize =   64;`)"),
         "{reranked}"
     );
+}
+
+/// Compile `kernel` as one unit for three capabilities (nvcc's `--threads 3`, or under a
+/// 4-slot jobserver) and sample how many device passes run at once: the mean over the samples
+/// where any runs, and the cubins the object holds.
+fn device_passes_at_once(kernel: &str, nvcc: &Path, jobserver: bool) -> (f64, String) {
+    let cuobjdump = nvcc.with_file_name("cuobjdump");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "a.cu", kernel);
+    let jobs: Vec<CompileJob> = cuda_jobs(root, nvcc).into_iter().take(1).collect();
+    // One unit at -j1 of a 4-slot jobserver: 3 tokens stay free for its device passes.
+    let mode = if jobserver {
+        NvccMode::Jobserver
+    } else {
+        NvccMode::Threads
+    };
+    let settings = CompileSettings {
+        jobserver: jobserver.then(|| Arc::new(Jobserver::new(4).unwrap())),
+        // Three device-pass threads: one per capability.
+        runs: jobs.iter().map(|j| RunChoice::of(j, mode, 3)).collect(),
+        ..CompileSettings::local(root.join("cache"), 1, mode)
+    };
+    let done = AtomicBool::new(false);
+    let recorder = Recorder::default();
+    // Device passes running at each sample while any runs: a pass starting as the last
+    // one ends can show 2 for a moment even when nvcc runs them one at a time.
+    let busy: Vec<usize> = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut busy = Vec::new();
+            while !done.load(Ordering::SeqCst) {
+                let n = device_passes_under(root);
+                if n > 0 {
+                    busy.push(n);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            busy
+        });
+        let summary = compile_all(&jobs, &settings, &recorder);
+        done.store(true, Ordering::SeqCst);
+        assert_eq!(summary.unwrap().compiled.len(), 1);
+        sampler.join().unwrap()
+    });
+    // nvcc says so on stderr when it finds no jobserver; kbuild passes that on.
+    assert!(
+        !recorder
+            .take()
+            .iter()
+            .any(|l| l.contains("no compatible jobserver")),
+        "nvcc did not find the jobserver"
+    );
+    let mean = busy.iter().sum::<usize>() as f64 / busy.len().max(1) as f64;
+    (mean, elf_list(&cuobjdump, &jobs[0].object))
 }

@@ -152,7 +152,7 @@ fn an_installed_variant_reads_back_equal_with_its_capability_table() {
         commit: "0123abc".into(),
         dirty: false,
     });
-    let metadata = package::metadata_for(&project, &variant, git);
+    let metadata = package::metadata_for(&project, &variant, git, package::NVCC_STEPS);
 
     let installed = package::install_variant(&variant, out.path(), metadata.clone()).unwrap();
     assert_eq!(installed.outcome, package::Installed::Written);

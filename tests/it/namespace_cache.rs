@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::common::fake_cc::{FakeCompiler, job, write};
 use crate::common::kbuild::{fixture, git, kbuild, python_ok, run, stdout_json};
+use crate::common::redact::Redact;
 use kbuild::compile::{CompileSettings, compile_all};
 use kbuild::plan::CompileJob;
 use kbuild::report::Recorder;
@@ -186,6 +187,46 @@ fn build_verbose(root: &Path, launcher: &CountingLauncher) -> String {
     said
 }
 
+/// What a `-v` build said about the op namespace and what it compiled, with the project, the
+/// times, the probe's command, byte offsets ([`without_offsets`]) and `ids` (each id of the
+/// test, with its placeholder) redacted.
+/// The units compile at
+/// once: their lines are sorted.
+fn namespace_lines(said: &str, root: &Path, ids: &[(&str, &str)]) -> String {
+    let mut redact = Redact::new().path(root, "[project]").timings();
+    for (id, name) in ids {
+        redact = redact.text_of(id, name);
+    }
+    let about = ["op namespace", "kept aside", "probe", "Finished "];
+    let mut lines: Vec<String> = (said.lines())
+        .filter(|l| about.iter().any(|what| l.contains(what)))
+        .map(|l| match l.split_once("probe compiled under") {
+            // The probe's command: the compile the other tests pin.
+            Some(_) => {
+                redact.text(l.rsplit_once("`: ").map_or(l, |(said, _)| said)) + "`: [command]"
+            }
+            None => redact.text(l),
+        })
+        .collect();
+    lines.sort();
+    without_offsets(&lines.join("\n"))
+}
+
+/// `text` with each `byte N` as `byte [offset]`: where in an object the compiler put a byte
+/// is the compiler's.
+fn without_offsets(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("byte ") {
+        let after = &rest[at + "byte ".len()..];
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        out.push_str(&rest[..at + "byte ".len()]);
+        out.push_str(if digits > 0 { "[offset]" } else { "" });
+        rest = &after[digits..];
+    }
+    out + rest
+}
+
 /// The shared objects of the built variants (outside `build/.kbuild`), at least one.
 fn variant_objects(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let build = root.join("build");
@@ -308,23 +349,12 @@ fn a_commit_that_changes_no_source_runs_no_compiler_and_loads_the_new_namespace(
     assert_eq!(second.id.len(), first.id.len());
     let probe = probe_in(&said);
     assert_eq!(probe.len(), first.id.len());
-    let says = |said: &str, line: String| assert!(said.contains(&line), "{line}\n{said}");
-    says(
-        &said,
-        format!(
-            "probe `{BINDING}`: probe compiled under `{probe}` to learn where the op namespace \
-             lies in the object of `{}`, to re-apply `{}`: ",
-            first.id, second.id
-        ),
-    );
-    says(
-        &said,
-        format!(
-            "reused `{BINDING}`: op namespace re-applied after its probe: {} → {}",
-            first.id, second.id
-        ),
-    );
-    says(&said, "(1 compiled, 1 fresh)".into());
+    let ids = [
+        (first.id.as_str(), "[first]"),
+        (second.id.as_str(), "[second]"),
+        (probe.as_str(), "[probe]"),
+    ];
+    insta::assert_snapshot!("first_new_id_probes", namespace_lines(&said, root, &ids));
     assert_carries_only(root, &second.id, &first.id);
     assert_carries_only(root, &second.id, &probe);
     assert_loads_under(root, &second.id);
@@ -335,22 +365,12 @@ fn a_commit_that_changes_no_source_runs_no_compiler_and_loads_the_new_namespace(
     let said = build_verbose(root, &launcher);
     assert_eq!(launcher.take(), Vec::<String>::new(), "{said}");
     let third = build(root, &launcher);
-    says(
-        &said,
-        format!(
-            "fresh `{KERNEL}`: its preprocessed source does not hold the op namespace, so the \
-             new op namespace `{}` (was `{}`)",
-            third.id, first.id
-        ),
-    );
-    says(
-        &said,
-        format!(
-            "reused `{BINDING}`: op namespace re-applied: {} → {}",
-            second.id, third.id
-        ),
-    );
-    says(&said, "(0 compiled, 2 fresh)".into());
+    let ids = [
+        (first.id.as_str(), "[first]"),
+        (second.id.as_str(), "[second]"),
+        (third.id.as_str(), "[third]"),
+    ];
+    insta::assert_snapshot!("next_id_reapplied", namespace_lines(&said, root, &ids));
     assert_carries_only(root, &third.id, &second.id);
     assert_loads_under(root, &third.id);
     assert_binding_as_compiled(root);
@@ -412,25 +432,11 @@ fn switching_between_dirty_and_clean_recompiles_the_binding_only_until_each_leng
     assert_eq!(launcher.take(), ["torch_binding.cpp"], "{said}");
     let dirty = build(root, &launcher);
     assert_eq!(dirty.id, format!("{}_dirty", clean.id));
-    let why = format!(
-        "compile `{BINDING}`: the op namespace changed (`{}` -> `{}`) and `{}` spells \
-         `TORCH_EXTENSION_NAME`; `{}` is {} bytes long and `{}` {}, so the names that hold it \
-         change length",
-        clean.id,
-        dirty.id,
-        root.join("torch-ext/torch_binding.cpp").display(),
-        dirty.id,
-        dirty.id.len(),
-        clean.id,
-        clean.id.len()
-    );
-    assert!(said.contains(&why), "{why}\n{said}");
-    let kept = format!(
-        "`{BINDING}`: its object is kept aside for op namespaces of {} characters",
-        clean.id.len()
-    );
-    assert!(said.contains(&kept), "{kept}\n{said}");
-    assert!(said.contains("(1 compiled, 1 fresh)"), "{said}");
+    let ids = [
+        (clean.id.as_str(), "[clean]"),
+        (dirty.id.as_str(), "[dirty]"),
+    ];
+    insta::assert_snapshot!("dirty_recompiles", namespace_lines(&said, root, &ids));
     assert_carries_only(root, &dirty.id, &clean.id);
     assert_loads_under(root, &dirty.id);
 
@@ -439,14 +445,14 @@ fn switching_between_dirty_and_clean_recompiles_the_binding_only_until_each_leng
     let said = build_verbose(root, &launcher);
     assert_eq!(launcher.take(), ["torch_binding.cpp"], "the probe\n{said}");
     let committed = build(root, &launcher);
-    let from_copy = format!(
-        "to learn where the op namespace lies in the object of `{}` (from the {}-character \
-         copy), to re-apply `{}`",
-        clean.id,
-        clean.id.len(),
-        committed.id
-    );
-    assert!(said.contains(&from_copy), "{from_copy}\n{said}");
+    let probe = probe_in(&said);
+    let ids = [
+        (clean.id.as_str(), "[clean]"),
+        (dirty.id.as_str(), "[dirty]"),
+        (committed.id.as_str(), "[committed]"),
+        (probe.as_str(), "[probe]"),
+    ];
+    insta::assert_snapshot!("clean_again_probes", namespace_lines(&said, root, &ids));
     assert_carries_only(root, &committed.id, &clean.id);
     // Edited again: the dirty copy comes back and is probed likewise.
     std::fs::write(root.join("README.md"), "# relu, edited twice\n").unwrap();
@@ -459,13 +465,12 @@ fn switching_between_dirty_and_clean_recompiles_the_binding_only_until_each_leng
     let said = build_verbose(root, &launcher);
     assert_eq!(launcher.take(), Vec::<String>::new(), "{said}");
     let again = build(root, &launcher);
-    let copy = format!(
-        "reused `{BINDING}`: op namespace re-applied (from the {}-character copy): {} → {}",
-        again.id.len(),
-        committed.id,
-        again.id
-    );
-    assert!(said.contains(&copy), "{copy}\n{said}");
+    let ids = [
+        (clean.id.as_str(), "[clean]"),
+        (committed.id.as_str(), "[committed]"),
+        (again.id.as_str(), "[again]"),
+    ];
+    insta::assert_snapshot!("copy_reapplied", namespace_lines(&said, root, &ids));
     let kernel = root.join("relu_cpu/relu_cpu.cpp");
     let text = std::fs::read_to_string(&kernel).unwrap();
     std::fs::write(&kernel, format!("// edited\n{text}")).unwrap();
@@ -552,16 +557,11 @@ fn a_value_folded_from_the_ids_characters_is_never_carried_over_to_a_new_id() {
         0,
         "the bindings kept the old id's count\n{said}"
     );
-    let probed = format!("compile `{BINDING}`: probed: ");
-    assert!(said.contains(&probed), "{probed}\n{said}");
-    assert!(!said.contains("op namespace re-applied"), "{said}");
+    // Probed, and compiled: nothing re-applied.
+    insta::assert_snapshot!("probed_not_patchable", namespace_lines(&said, root, &[]));
 
     // Recorded as not patchable: the next id of that length compiles without a probe.
     let said = build_unique_verbose(root, "7654321");
-    assert!(!said.contains("probe compiled"), "{said}");
-    assert!(
-        said.contains("cannot be re-applied to the object"),
-        "{said}"
-    );
+    insta::assert_snapshot!("known_not_patchable", namespace_lines(&said, root, &[]));
     assert_eq!(id_digits_loaded(root, "_relu_cpu_7654321"), 7);
 }

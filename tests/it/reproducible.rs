@@ -175,3 +175,99 @@ fn builds_with_one_nvcc_per_unit_write_identical_files_in_other_directories() {
     assert_kinds(&a);
     assert_eq!(differing(&a, &b), Vec::<String>::new(), "one nvcc per unit");
 }
+
+/// [`project_in`] `dir`, its CUDA kernel built for capability 8.0 by its build.toml (so that
+/// `kbuild verify --rebuild` builds it so too).
+fn one_capability_project_in(dir: &Path) -> PathBuf {
+    let project = project_in(dir);
+    let toml = project.join("build.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    let kernel = "[kernel.relu]\n";
+    assert!(text.contains(kernel), "{text}");
+    let text = text.replacen(
+        kernel,
+        &format!("{kernel}cuda-capabilities = [\"8.0\"]\n"),
+        1,
+    );
+    std::fs::write(&toml, text).unwrap();
+    project
+}
+
+/// `kbuild build --backend cuda` of `project` (`-j 1`, its cache under `cache`), kbuild's
+/// steps or one nvcc per unit; the CUDA extension's bytes and what kbuild printed.
+fn cuda_so(project: &Path, cache: &Path, steps: bool) -> (Vec<u8>, String) {
+    let out = run(kbuild(project)
+        .args(["build", "--backend", "cuda", "-j", "1"])
+        .env("KBUILD_CACHE_DIR", cache)
+        .env("KBUILD_NVCC_STEPS", if steps { "1" } else { "0" })
+        .env_remove("KBUILD_CUDA_CAPABILITIES")
+        .env_remove("KBUILD_REMOTE_CACHE")
+        .env_remove("KBUILD_DIST"));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let so = walkdir::WalkDir::new(project.join("build"))
+        .into_iter()
+        .flatten()
+        .find(|e| {
+            let name = e.file_name().to_string_lossy();
+            name.contains("_cuda_")
+                && name.ends_with(".so")
+                && !e.path().starts_with(project.join("build/.kbuild"))
+        })
+        .expect("the CUDA extension");
+    (std::fs::read(so.path()).unwrap(), stderr)
+}
+
+#[test]
+fn an_object_one_nvcc_built_is_not_reused_when_kbuilds_steps_build_the_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = one_capability_project_in(&dir.path().join("relu"));
+    let cache = dir.path().join("cache");
+    let (one_nvcc, _) = cuda_so(&project, &cache, false);
+    let (steps, said) = cuda_so(&project, &cache, true);
+    assert!(
+        said.contains("(1 compiled, 1 fresh)"),
+        "the CUDA unit compiles again:\n{said}"
+    );
+    let clean = tempfile::tempdir().unwrap();
+    let elsewhere = one_capability_project_in(&clean.path().join("relu"));
+    let (clean_steps, _) = cuda_so(&elsewhere, &clean.path().join("cache"), true);
+    assert!(
+        steps == clean_steps,
+        "the steps' extension is the one an empty cache builds"
+    );
+    assert!(
+        steps != one_nvcc,
+        "this unit's device code is one the two ways order differently"
+    );
+    let (again, said) = cuda_so(&project, &cache, false);
+    assert!(said.contains("(1 compiled, 1 fresh)"), "{said}");
+    assert!(again == one_nvcc, "one nvcc again");
+
+    // The variant records the way; a rebuild to verify it takes that way without being told.
+    let variant = std::fs::read_dir(project.join("build"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().contains("-cu"))
+        .unwrap();
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(variant.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(
+        metadata["kbuild"]["nvcc"], "one nvcc per unit",
+        "{metadata}"
+    );
+    let out = run(kbuild(&project)
+        .arg("verify")
+        .arg(&variant)
+        .arg("--rebuild")
+        .env("KBUILD_CACHE_DIR", &cache)
+        .env_remove("KBUILD_NVCC_STEPS")
+        .env_remove("KBUILD_REMOTE_CACHE")
+        .env_remove("KBUILD_DIST"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("  rebuild: identical\n"),
+        "{stdout}"
+    );
+}

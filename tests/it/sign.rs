@@ -16,6 +16,36 @@ const VARIANT: &str = "torch215-cxx11-cpu-x86_64-linux";
 const REPOSITORY: &str = "acme/relu";
 const WORKFLOW: &str = "https://github.com/acme/relu/.github/workflows/build.yaml@refs/heads/main";
 
+/// A Sigstore stand-in and a Hub on loopback, the relu fixture's cpu variant built, and the
+/// environment of a GitHub Actions run of `acme/relu`'s `build.yaml` with a Hub token.
+struct Signing {
+    standin: StandIn,
+    hub: Hub,
+    dir: tempfile::TempDir,
+    project: PathBuf,
+    env: Vec<(String, String)>,
+    trust: PathBuf,
+}
+
+impl Signing {
+    fn start() -> Signing {
+        let standin = StandIn::start();
+        let dir = tempfile::tempdir().unwrap();
+        let project = built(dir.path());
+        let mut env = standin.actions_env(REPOSITORY, "build.yaml");
+        env.push(("HF_TOKEN".into(), TOKEN.into()));
+        let trust = standin.trust_config();
+        Signing {
+            standin,
+            hub: Hub::start(&[]),
+            dir,
+            project,
+            env,
+            trust,
+        }
+    }
+}
+
 /// The relu fixture's cpu variant, built under `dir`.
 fn built(dir: &Path) -> PathBuf {
     let project = dir.join("relu");
@@ -87,14 +117,15 @@ print(json.dumps(out, sort_keys=True))
 
 #[test]
 fn a_variant_published_with_sign_verifies_with_kernels_and_rejects_changes_and_other_signers() {
-    let standin = StandIn::start();
-    let hub = Hub::start(&[]);
-    let dir = tempfile::tempdir().unwrap();
-    let project = built(dir.path());
-    let env = standin.actions_env(REPOSITORY, "build.yaml");
-    let mut with: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    with.push(("HF_TOKEN", TOKEN));
-    let trust = standin.trust_config();
+    let Signing {
+        standin,
+        hub,
+        dir: _dir,
+        project,
+        env,
+        trust,
+    } = Signing::start();
+    let with: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let args = [
         "--repo",
         "acme/relu",
@@ -238,4 +269,150 @@ fn sign_takes_a_given_identity_token_and_without_one_fails_with_a_hint_and_write
         stdout.contains("  signature: FAILED\n    the signature of metadata.json does not verify"),
         "{stdout}"
     );
+}
+
+/// The snapshot of `acme/relu` v1 (its `build/` and `signing.json`), downloaded with
+/// huggingface_hub into `dir`.
+fn download(hub: &Hub, dir: &Path) -> PathBuf {
+    let out = hub.python(&format!(
+        "from huggingface_hub import snapshot_download\n\
+         snapshot_download('acme/relu', repo_type='kernel', revision='v1', local_dir={:?})",
+        dir.to_str().unwrap()
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.to_path_buf()
+}
+
+#[test]
+fn the_signer_a_publish_records_is_required_by_default_and_a_stale_bundle_is_not_published() {
+    let Signing {
+        standin,
+        hub,
+        dir,
+        project,
+        env,
+        trust,
+    } = Signing::start();
+    let with: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let publish = |extra: &[&str]| {
+        let mut args = vec![
+            "--repo",
+            "acme/relu",
+            "--trust-config",
+            trust.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        hub.publish_with(&project.join("build"), &args, &with)
+    };
+    let published = publish(&["--sign"]);
+    assert!(published.ok, "{}\n{}", published.stderr, published.stdout);
+    let workflow = WORKFLOW.split('@').next().unwrap();
+    assert!(
+        published.stderr.contains(&format!(
+            "Recording signer {workflow} (https://token.actions."
+        )),
+        "{}",
+        published.stderr
+    );
+
+    // No signer asked for: the one the repository records is required, and named as such.
+    let (ok, stdout) = verify(&project, &hub, &standin, &[]);
+    assert!(ok, "{stdout}");
+    insta::assert_snapshot!("verify_requires_the_recorded_signer", stdout);
+
+    // A downloaded snapshot carries the record: a variant re-signed by another workflow of the
+    // same repository, or with its bundle removed, fails; the signer asked for wins.
+    let snapshot = download(&hub, &dir.path().join("snapshot"));
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(snapshot.join("signing.json")).unwrap()).unwrap();
+    assert_eq!(record["workflow"], workflow, "{record}");
+    let verify_local = |extra: &[&str]| {
+        let out = run(kbuild(&project)
+            .arg("verify")
+            .arg(snapshot.join("build"))
+            .arg("--trust-config")
+            .arg(&trust)
+            .args(extra));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert!(verify_local(&[]).0, "{}", verify_local(&[]).1);
+    let token = standin.token("acme/relu", "release.yaml");
+    let out = run(kbuild(&project)
+        .arg("sign")
+        .arg(snapshot.join("build"))
+        .arg("--trust-config")
+        .arg(&trust)
+        .args(["--identity-token", &token]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, stdout) = verify_local(&[]);
+    assert!(!ok, "{stdout}");
+    let release = "https://github.com/acme/relu/.github/workflows/release.yaml@refs/heads/main";
+    assert!(
+        stdout.contains(&format!(
+            "  signature: FAILED\n    signed by `{release}`, not by the workflow `{workflow}`\n    \
+             signer required by the repository's record `{}`",
+            snapshot.join("signing.json").display()
+        )),
+        "{stdout}"
+    );
+    let (ok, stdout) = verify_local(&[
+        "--signer-workflow",
+        "acme/relu/.github/workflows/release.yaml",
+    ]);
+    assert!(ok, "{stdout}");
+    std::fs::remove_file(
+        snapshot
+            .join("build")
+            .join(VARIANT)
+            .join("metadata.json.sigstore"),
+    )
+    .unwrap();
+    let (ok, stdout) = verify_local(&[]);
+    assert!(!ok, "{stdout}");
+    assert!(stdout.contains("  signature: MISSING\n"), "{stdout}");
+
+    // metadata.json changed after signing: its bundle no longer verifies, and publish says so
+    // before anything is sent.
+    let variant = project.join("build").join(VARIANT);
+    let metadata = variant.join("metadata.json");
+    let original = std::fs::read(&metadata).unwrap();
+    std::fs::write(&metadata, [original.as_slice(), b"\n"].concat()).unwrap();
+    let stale = publish(&[]);
+    assert!(!stale.ok, "{}", stale.stderr);
+    assert!(
+        stale.stderr.contains(&format!(
+            "error: the signature of variant `{VARIANT}` does not verify against"
+        )) && stale
+            .stderr
+            .contains("hint: a rebuild after signing makes the bundle stale"),
+        "{}",
+        stale.stderr
+    );
+    std::fs::write(&metadata, &original).unwrap();
+
+    // Published unsigned over a branch that records a signer: a warning, and the variant then
+    // fails verification by default.
+    std::fs::remove_file(variant.join("metadata.json.sigstore")).unwrap();
+    let unsigned = publish(&[]);
+    assert!(unsigned.ok, "{}", unsigned.stderr);
+    assert!(
+        unsigned
+            .stderr
+            .contains("`v1` records a signer in `signing.json`, but these variants are not signed"),
+        "{}",
+        unsigned.stderr
+    );
+    let (ok, stdout) = verify(&project, &hub, &standin, &[]);
+    assert!(!ok && stdout.contains("  signature: MISSING\n"), "{stdout}");
 }

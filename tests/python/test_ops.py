@@ -100,6 +100,29 @@ def test_rms_norm_rejects_bad_operands(lk):
         lk.mod.rms_norm(x, out=torch.empty(64, 2, dtype=x.dtype, device=lk.device).t())
 
 
+def test_a_cpu_x_with_cuda_operands_is_rejected_before_any_launch(cuda_lk):
+    # The ops dispatch on any operand's device, so these reach the cuda kernels with x on the
+    # CPU; the output must not be allocated on the GPU and handed a host pointer to read.
+    mod, dt = cuda_lk.mod, torch.float16
+    x = rand((2, 4, 64), dt, "cpu")
+    g = rand((2, 4, 64), dt, "cuda")
+    table = torch.ones(4, 64, device="cuda")
+    calls = {
+        "rms_norm": lambda: mod.rms_norm(x, g[0, 0]),
+        "fused_residual_gated_rms_norm": lambda: mod.fused_residual_gated_rms_norm(x, g, g),
+        "adaln": lambda: mod.adaln(x, g, g),
+        "rope_3d": lambda: mod.rope_3d(x, table, table),
+        "qk_norm_rope": lambda: mod.qk_norm_rope(x, g, None, None, table, table),
+        "gated_residual": lambda: mod.gated_residual(x, g, g),
+        "residual_adaln": lambda: mod.residual_adaln(x, g, g, g, g),
+    }
+    for name, call in calls.items():
+        with pytest.raises(RuntimeError, match="is on cpu") as e:
+            call()
+        assert f"ltx_kernels.{name}" in str(e.value), str(e.value)
+    torch.cuda.synchronize()  # no launch faulted on the host pointer
+
+
 # ---- fused_residual_gated_rms_norm -------------------------------------------------------
 
 

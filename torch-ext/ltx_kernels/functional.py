@@ -7,6 +7,7 @@ import math
 from typing import Optional, Sequence, Tuple
 
 import torch
+from torch.compiler import is_compiling as _is_compiling  # bound once: called on every eager call
 
 from . import _capabilities
 from ._ops import add_op_namespace_prefix, ops
@@ -20,39 +21,44 @@ BACKEND = (
 
 _checked: set = set()
 
-# Default overloads, bound once (skips the overload-packet dispatch on every call).
-_rms_norm = ops.rms_norm.default
-_rms_norm_out = ops.rms_norm_out.default
-_gated = ops.fused_residual_gated_rms_norm.default
-_gated_out = ops.fused_residual_gated_rms_norm_out.default
-_adaln = ops.adaln.default
-_adaln_out = ops.adaln_out.default
-_rope = ops.rope_3d.default
-_rope_out = ops.rope_3d_out.default
-_geglu = ops.geglu.default
-_geglu_out = ops.geglu_out.default
-_gelu = ops.gelu_tanh.default
-_gelu_out = ops.gelu_tanh_out.default
-_qk_norm_rope = ops.qk_norm_rope.default
-_qk_norm_rope_grid = ops.qk_norm_rope_grid.default
-_gated_residual = ops.gated_residual.default
-_residual_adaln = ops.residual_adaln.default
-_linear_gelu_tanh = ops.linear_gelu_tanh.default
-_materialize = ops.materialize.default
+
+class _Ops:
+    """The ops' callables, by name: the OpOverloads (what torch.compile traces) or, for eager
+    calls, the C++ callables they forward to (`OpOverload._op`: one Python frame less per call,
+    which counts where small shapes are bound by host overhead)."""
+
+    def __init__(self, callables):
+        self.__dict__.update(callables)
 
 
-def _check_dtype(x: torch.Tensor, op: str) -> None:
-    # Raises a clear error for a dtype the GPU's cubin was not built with (bfloat16 on sm_7x).
-    # Skipped while torch.compile traces (the result is cached per device and dtype in eager
-    # runs, and the kernel launch itself reports a missing kernel image). Kept cheap: it runs
-    # on every eager call, and small shapes are bound by host overhead.
-    if not x.is_cuda or torch.compiler.is_compiling():
-        return
-    key = (x.get_device(), x.dtype)
-    if key in _checked:
-        return
-    _capabilities.check_dtype(x.device, x.dtype, op)
-    _checked.add(key)
+_OP_NAMES = [
+    "rms_norm", "rms_norm_out", "fused_residual_gated_rms_norm",
+    "fused_residual_gated_rms_norm_out", "adaln", "adaln_out", "rope_3d", "rope_3d_out", "geglu",
+    "geglu_out", "gelu_tanh", "gelu_tanh_out", "qk_norm_rope", "qk_norm_rope_grid",
+    "gated_residual", "residual_adaln", "linear_gelu_tanh", "materialize",
+]
+_TRACED = _Ops({name: getattr(ops, name).default for name in _OP_NAMES})
+_EAGER = _Ops({name: getattr(o, "_op", o) for name, o in vars(_TRACED).items()})
+
+
+def _ops_for(x: torch.Tensor, op: str) -> _Ops:
+    # The callables for this call, after the dtype check: a clear error for a dtype the GPU's
+    # cubin was not built with (bfloat16 on sm_7x), cached per device and dtype (the kernel
+    # launch itself reports a missing kernel image). While torch.compile traces, the
+    # OpOverloads and no check. Kept cheap: it runs on every eager call.
+    if _is_compiling():
+        return _TRACED
+    if x.is_cuda:
+        key = (x.get_device(), x.dtype)
+        if key not in _checked:
+            _capabilities.check_dtype(x.device, x.dtype, op)
+            _checked.add(key)
+    return _EAGER
+
+
+def _callables() -> _Ops:
+    # For the ops that run no kernel of this build (no capability check).
+    return _TRACED if _is_compiling() else _EAGER
 
 
 def reset_dtype_check_cache() -> None:
@@ -75,10 +81,10 @@ def rms_norm(
     (H,), weight, eps)`` and diffusers' ``RMSNorm`` (``elementwise_affine=False`` -> weight None).
     ``weight`` is [H] in x's dtype; ``out`` may be x itself.
     """
-    _check_dtype(x, "rms_norm")
+    o = _ops_for(x, "rms_norm")
     if out is None:
-        return _rms_norm(x, weight, float(eps))
-    _rms_norm_out(out, x, weight, float(eps))
+        return o.rms_norm(x, weight, float(eps))
+    o.rms_norm_out(out, x, weight, float(eps))
     return out
 
 
@@ -102,10 +108,10 @@ def fused_residual_gated_rms_norm(
     ``gate`` (and ``residual``) broadcast against x; a 2-D ``[B, H]`` gate with a 3-D x is
     per-sample (``[B, 1, H]``). Computed in float32, rounded once; ``out`` may be ``residual``.
     """
-    _check_dtype(x, "fused_residual_gated_rms_norm")
+    o = _ops_for(x, "fused_residual_gated_rms_norm")
     if out is None:
-        return _gated(x, residual, gate, weight, float(eps))
-    _gated_out(out, x, residual, gate, weight, float(eps))
+        return o.fused_residual_gated_rms_norm(x, residual, gate, weight, float(eps))
+    o.fused_residual_gated_rms_norm_out(out, x, residual, gate, weight, float(eps))
     return out
 
 
@@ -130,10 +136,10 @@ def adaln(
     ``unbind`` of LTX's ``scale_shift_table + temb``) are read in place. Reference: LTX-Video
     ``norm_hidden_states = self.norm1(hidden_states) * (1 + scale_msa) + shift_msa``.
     """
-    _check_dtype(x, "adaln")
+    o = _ops_for(x, "adaln")
     if out is None:
-        return _adaln(x, scale, shift, weight, float(eps), norm)
-    _adaln_out(out, x, scale, shift, weight, float(eps), norm)
+        return o.adaln(x, scale, shift, weight, float(eps), norm)
+    o.adaln_out(out, x, scale, shift, weight, float(eps), norm)
     return out
 
 
@@ -157,10 +163,10 @@ def rope_3d(
     ``D = head_dim`` (shared by all heads) or ``D = heads*head_dim`` (LTX's full-width table,
     whose per-axis (t, h, w) frequency bands :func:`rope_3d_tables` builds).
     """
-    _check_dtype(x, "rope_3d")
+    o = _ops_for(x, "rope_3d")
     if out is None:
-        return _rope(x, cos, sin)
-    _rope_out(out, x, cos, sin)
+        return o.rope_3d(x, cos, sin)
+    o.rope_3d_out(out, x, cos, sin)
     return out
 
 
@@ -172,20 +178,20 @@ def geglu(x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tenso
 
     (diffusers' ``GEGLU`` module uses the erf GELU; this op is the tanh form.)
     """
-    _check_dtype(x, "geglu")
+    o = _ops_for(x, "geglu")
     if out is None:
-        return _geglu(x)
-    _geglu_out(out, x)
+        return o.geglu(x)
+    o.geglu_out(out, x)
     return out
 
 
 def gelu_tanh(x: torch.Tensor, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``gelu(x, approximate="tanh") = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, the
     activation of LTX-Video's feed-forward (``activation_fn="gelu-approximate"``)."""
-    _check_dtype(x, "gelu_tanh")
+    o = _ops_for(x, "gelu_tanh")
     if out is None:
-        return _gelu(x)
-    _gelu_out(out, x)
+        return o.gelu_tanh(x)
+    o.gelu_tanh_out(out, x)
     return out
 
 
@@ -213,8 +219,8 @@ def qk_norm_rope(
     ``[1 or batch, seq, width]``, float32 or q's dtype; a table expanded over the batch (stride 0)
     or of batch 1 is read once per token for all batch entries. Returns contiguous (q, k).
     """
-    _check_dtype(q, "qk_norm_rope")
-    return _qk_norm_rope(q, k, q_weight, k_weight, cos, sin, float(eps))
+    o = _ops_for(q, "qk_norm_rope")
+    return o.qk_norm_rope(q, k, q_weight, k_weight, cos, sin, float(eps))
 
 
 def qk_norm_rope_grid(
@@ -237,9 +243,9 @@ def qk_norm_rope_grid(
     float32, built as ``LTXVideoRotaryPosEmbed`` builds them (``blocks.ltx_rope_grid``); the
     angle is the same float32 product, so the result matches the table path to an ulp of cos/sin.
     """
-    _check_dtype(q, "qk_norm_rope_grid")
+    o = _ops_for(q, "qk_norm_rope_grid")
     axis_f, axis_h, axis_w = axes
-    return _qk_norm_rope_grid(q, k, q_weight, k_weight, freqs, axis_f, axis_h, axis_w, float(eps))
+    return o.qk_norm_rope_grid(q, k, q_weight, k_weight, freqs, axis_f, axis_h, axis_w, float(eps))
 
 
 def gated_residual(h: torch.Tensor, y: torch.Tensor, gate: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -248,8 +254,8 @@ def gated_residual(h: torch.Tensor, y: torch.Tensor, gate: Optional[torch.Tensor
     ``y`` has h's shape (strided rows read in place); ``gate`` broadcasts like :func:`adaln`'s
     scale (``[B, H]`` with 3-D h is per sample). LTX-Video: ``hidden_states + attn * gate_msa``.
     """
-    _check_dtype(h, "gated_residual")
-    return _gated_residual(h, y, gate)
+    o = _ops_for(h, "gated_residual")
+    return o.gated_residual(h, y, gate)
 
 
 def residual_adaln(
@@ -269,21 +275,21 @@ def residual_adaln(
     LTX-Video: ``hidden_states = hidden_states + attn2_out`` then
     ``norm2(hidden_states) * (1 + scale_mlp) + shift_mlp``.
     """
-    _check_dtype(h, "residual_adaln")
-    return _residual_adaln(h, y, gate, scale, shift, weight, float(eps))
+    o = _ops_for(h, "residual_adaln")
+    return o.residual_adaln(h, y, gate, scale, shift, weight, float(eps))
 
 
 def linear_gelu_tanh(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``gelu(x @ weight.T + bias, approximate="tanh")`` with the bias and GELU applied in the
     matrix product's epilogue (cuBLASLt ``GELU_BIAS`` through ``torch._addmm_activation``), kept
     as one op under ``torch.compile``. LTX-Video's feed-forward ``proj`` + GELU."""
-    return _linear_gelu_tanh(x, weight, bias)
+    return _callables().linear_gelu_tanh(x, weight, bias)
 
 
 def materialize(x: torch.Tensor) -> torch.Tensor:
     """A contiguous copy of ``x`` that ``torch.compile`` keeps as one buffer: inductor would
     otherwise recompute a cheap view chain (LTX's RoPE tables) for each custom-op consumer."""
-    return _materialize(x)
+    return _callables().materialize(x)
 
 
 def rope_3d_tables(

@@ -156,8 +156,17 @@ fn item(text: &str) -> Item<'_> {
     let mut depth = 0i32;
     let mut name = None;
     let mut function = false;
-    let head: String = text.lines().map(code).collect::<Vec<_>>().join("\n");
-    let head = head.split('{').next().unwrap_or("");
+    // The code before the body's `{`: a function's body (most of the module) is not copied.
+    let mut head = String::new();
+    for line in text.lines().map(code) {
+        if let Some(at) = line.find('{') {
+            head.push_str(&line[..at]);
+            break;
+        }
+        head.push_str(line);
+        head.push('\n');
+    }
+    let head = head.strip_suffix('\n').unwrap_or(&head);
     for word in head.split_inclusive(['(', ')', ' ', '\t', '\n', '[', ';', '=', ',']) {
         let token = word.trim_end_matches(['(', ')', ' ', '\t', '\n', '[', ';', '=', ',']);
         if token == ".entry" || token == ".func" {
@@ -250,8 +259,9 @@ fn renumber_registers(function: &str) -> std::borrow::Cow<'_, str> {
             counted.push_str(line);
             continue;
         }
-        let mut line = line.to_owned();
-        for (class, range) in register_ranges(&line.clone()) {
+        let declared = line;
+        let mut line = declared.to_owned();
+        for (class, range) in register_ranges(declared) {
             let count = used.get(class).copied().unwrap_or(0) + 1;
             line = line.replacen(range, &format!("%{class}<{count}>"), 1);
         }

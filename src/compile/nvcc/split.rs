@@ -654,7 +654,7 @@ mod tests {
         use super::super::steps::StepKind;
         let step = |kind, deps: Vec<usize>, apart_from| Step {
             kind,
-            label: format!("{kind:?}"),
+            label: format!("{kind:?}").into(),
             spec: spec(&[]),
             deps,
             apart_from,

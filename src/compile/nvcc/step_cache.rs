@@ -264,7 +264,7 @@ impl StepCache {
     }
 
     /// Record that step `index` (`label`) of unit `unit` was reused.
-    pub(crate) fn reused(&self, unit: &str, index: usize, label: &str) {
+    pub(crate) fn reused(&self, unit: &str, index: usize, label: &dyn std::fmt::Display) {
         let mut hits = self.hits.lock().unwrap_or_else(|e| e.into_inner());
         hits.push((unit.to_string(), index, label.to_string()));
     }

@@ -27,6 +27,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::process::CommandSpec;
+use crate::schedule::memory::StepName;
+use crate::schedule::peaks::{self, Work};
 
 /// What a step does (for ordering and messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,30 +63,25 @@ impl StepKind {
     }
 }
 
-/// What a step never measured reserves at most before its input's size is counted: the
-/// process itself and the libraries it maps.
-const BASE_PEAK: u64 = 64 << 20;
-
-/// What a preprocessor never measured reserves: its input is the source, whose headers are not
-/// known yet (over torch's headers `gcc -E` peaks at 280 MB).
-const PREPROCESS_PEAK: u64 = 512 << 20;
-
 impl StepKind {
+    /// What the step does as the memory model tells processes apart.
+    fn work(self) -> Work {
+        match self {
+            StepKind::HostPreprocess | StepKind::DevicePreprocess => Work::Preprocess,
+            StepKind::Cicc => Work::DeviceFrontEnd,
+            StepKind::Cudafe => Work::HostFrontEnd,
+            StepKind::Ptxas => Work::Assemble,
+            StepKind::HostCompile => Work::HostCompile,
+            StepKind::Fatbinary => Work::Fatbinary,
+            StepKind::EmbedFatbin | StepKind::Combine => Work::Package,
+        }
+    }
+
     /// A step's peak memory guessed from `input`, the bytes it reads from earlier steps, for
-    /// the memory gate to reserve before it first runs (then its peak is learned). The factors
-    /// sit above what was measured: `cicc` 84x (a 2.8 MB unit) to 146x (19.6 MB over torch's
-    /// headers) its preprocessed input, `cudafe++` 69x to 107x, the host compile 63x to 77x
-    /// its `cudafe++` output, `ptxas` 69x its PTX.
+    /// the memory gate to reserve before it first runs (then its peak is learned):
+    /// [`peaks::guess`].
     pub fn peak_guess(self, input: u64) -> u64 {
-        let per_byte = match self {
-            StepKind::HostPreprocess | StepKind::DevicePreprocess => return PREPROCESS_PEAK,
-            StepKind::Cicc => 160,
-            StepKind::Cudafe | StepKind::Ptxas => 128,
-            StepKind::HostCompile => 112,
-            StepKind::Fatbinary => 4,
-            StepKind::EmbedFatbin | StepKind::Combine => 2,
-        };
-        BASE_PEAK.saturating_add(input.saturating_mul(per_byte))
+        peaks::guess(self.work(), input)
     }
 }
 
@@ -92,8 +89,9 @@ impl StepKind {
 #[derive(Debug, Clone)]
 pub struct Step {
     pub kind: StepKind,
-    /// e.g. `cicc compute_90`, `ptxas sm_90`, `host compile`.
-    pub label: String,
+    /// e.g. `cicc compute_90`, `ptxas sm_90`, `host compile`: how messages name it and the
+    /// memory gate keys it.
+    pub label: StepName,
     pub spec: CommandSpec,
     /// Steps that must finish first (indices into the plan's steps).
     pub deps: Vec<usize>,
@@ -193,7 +191,7 @@ fn unsupported<T>(why: impl Into<String>) -> Result<T, Unsupported> {
 pub fn plan_steps(dryrun: &str, paths: &StepPaths) -> Result<StepPlan, Unsupported> {
     let mut vars: HashMap<String, String> = HashMap::new();
     let mut env: Vec<(OsString, OsString)> = Vec::new();
-    let mut parsed: Vec<(StepKind, String, Vec<String>)> = Vec::new();
+    let mut parsed: Vec<(StepKind, StepName, Vec<String>)> = Vec::new();
     for line in dryrun.lines() {
         let Some(body) = line.strip_prefix("#$ ") else {
             return unsupported(format!("nvcc --dryrun printed `{line}`"));
@@ -278,30 +276,39 @@ fn expand(body: &str, vars: &HashMap<String, String>) -> Result<String, Unsuppor
     Ok(out)
 }
 
-fn classify(argv: &[String]) -> Result<(StepKind, String), Unsupported> {
+fn classify(argv: &[String]) -> Result<(StepKind, StepName), Unsupported> {
     let name = Path::new(&argv[0])
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let value_of = |flag: &str| value_after(argv, flag).unwrap_or_default().to_string();
     Ok(match name.as_str() {
-        "cudafe++" => (StepKind::Cudafe, "cudafe++".into()),
-        "cicc" => (StepKind::Cicc, format!("cicc {}", value_of("-arch"))),
+        "cudafe++" => (StepKind::Cudafe, StepName::new("cudafe++")),
+        "cicc" => (
+            StepKind::Cicc,
+            StepName::for_capability("cicc", &value_of("-arch")),
+        ),
         "ptxas" => {
             let arch = argv.iter().find_map(|a| a.strip_prefix("-arch="));
-            (StepKind::Ptxas, format!("ptxas {}", arch.unwrap_or("")))
+            let name = StepName::for_capability("ptxas", arch.unwrap_or(""));
+            (StepKind::Ptxas, name)
         }
-        "fatbinary" => (StepKind::Fatbinary, "fatbinary".into()),
+        "fatbinary" => (StepKind::Fatbinary, StepName::new("fatbinary")),
         "nvlink" | "nvcc" | "nvdisasm" | "bin2c" => {
             return unsupported(format!("nvcc runs `{name}` for this unit"));
         }
         _ if argv.iter().any(|a| a == "-E") => {
             match argv.iter().find_map(|a| a.strip_prefix("-D__CUDA_ARCH__=")) {
-                Some(arch) => (StepKind::DevicePreprocess, format!("preprocess {arch}")),
-                None => (StepKind::HostPreprocess, "host preprocess".into()),
+                Some(arch) => (
+                    StepKind::DevicePreprocess,
+                    StepName::for_capability("preprocess", arch),
+                ),
+                None => (StepKind::HostPreprocess, StepName::new("host preprocess")),
             }
         }
-        _ if argv.iter().any(|a| a == "-c") => (StepKind::HostCompile, "host compile".into()),
+        _ if argv.iter().any(|a| a == "-c") => {
+            (StepKind::HostCompile, StepName::new("host compile"))
+        }
         _ => {
             return unsupported(format!(
                 "nvcc runs `{}`, which kbuild does not know",
@@ -362,7 +369,7 @@ fn mentions(argv: &[String]) -> Vec<&str> {
 }
 
 fn build_plan(
-    parsed: Vec<(StepKind, String, Vec<String>)>,
+    parsed: Vec<(StepKind, StepName, Vec<String>)>,
     env: &[(OsString, OsString)],
     path_dirs: &str,
     paths: &StepPaths,
@@ -396,7 +403,7 @@ fn build_plan(
 
 /// The pipeline kbuild knows: one host preprocess, cudafe++, fatbinary and host compile, at
 /// least one device pass, and a stub file named by cudafe++ (returned).
-fn check_shape(parsed: &[(StepKind, String, Vec<String>)]) -> Result<OsString, Unsupported> {
+fn check_shape(parsed: &[(StepKind, StepName, Vec<String>)]) -> Result<OsString, Unsupported> {
     let count = |kind| parsed.iter().filter(|(k, ..)| *k == kind).count();
     for kind in [
         StepKind::HostPreprocess,
@@ -438,7 +445,7 @@ struct Chain {
 /// the fatbinary writes no `.fatbin.c` (kbuild writes both), and the host compile writes
 /// `host.o` once the device pass that writes its stub is done.
 fn chain_steps(
-    parsed: Vec<(StepKind, String, Vec<String>)>,
+    parsed: Vec<(StepKind, StepName, Vec<String>)>,
     env: &[(OsString, OsString)],
     path_dirs: &str,
     paths: &StepPaths,
@@ -565,7 +572,7 @@ fn add_embed_and_combine(
         .arg(&fatbin_object);
     steps.push(Step {
         kind: StepKind::EmbedFatbin,
-        label: "embed fatbinary".into(),
+        label: StepName::new("embed fatbinary"),
         spec: embed,
         deps: vec![fatbinary],
         apart_from: None,
@@ -580,7 +587,7 @@ fn add_embed_and_combine(
         .arg(&paths.object);
     steps.push(Step {
         kind: StepKind::Combine,
-        label: "combine".into(),
+        label: StepName::new("combine"),
         spec: combine,
         deps: vec![host, steps.len() - 1],
         apart_from: None,
@@ -683,7 +690,7 @@ mod tests {
     }
 
     fn step<'a>(plan: &'a StepPlan, label: &str) -> (usize, &'a Step) {
-        let i = plan.steps.iter().position(|s| s.label == label);
+        let i = plan.steps.iter().position(|s| s.label.to_string() == label);
         let i = i.unwrap_or_else(|| panic!("no step `{label}`"));
         (i, &plan.steps[i])
     }
@@ -715,6 +722,8 @@ mod tests {
         .unwrap();
         let write = |name: &str, bytes: usize| std::fs::write(keep.join(name), vec![b'x'; bytes]);
         let guess = |label: &str| step(&plan, label).1.peak_guess(&keep);
+        const BASE_PEAK: u64 = 64 << 20;
+        const PREPROCESS_PEAK: u64 = 512 << 20;
         // Before anything ran: the preprocessors' fixed guess, a reader's base alone.
         assert_eq!(guess("preprocess 900"), PREPROCESS_PEAK);
         assert_eq!(guess("cicc compute_90"), BASE_PEAK);
@@ -736,7 +745,7 @@ mod tests {
     #[test]
     fn the_dryrun_becomes_steps_linked_by_the_files_they_pass() {
         let plan = plan_steps(DRYRUN, &paths()).unwrap();
-        let labels: Vec<&str> = plan.steps.iter().map(|s| s.label.as_str()).collect();
+        let labels: Vec<String> = plan.steps.iter().map(|s| s.label.to_string()).collect();
         assert_eq!(
             labels,
             [

@@ -11,6 +11,8 @@ use serde_json::Value;
 #[derive(Clone, Default)]
 pub struct Redact {
     pairs: Vec<(String, String)>,
+    /// Durations (`0.8s`, `(12.0s)`) become `[time]`.
+    timings: bool,
 }
 
 /// The test Python's executable, site-packages and C headers, as kbuild prints them.
@@ -35,6 +37,28 @@ fn python_paths() -> &'static [(String, String)] {
             (include, "[python-include]".into()),
         ]
     })
+}
+
+/// `text` with each word that is a number of seconds (`0.8s`, also in brackets) as `[time]`.
+fn without_timings(text: &str) -> String {
+    let word = |w: &str| {
+        let core = w.trim_matches(|c: char| matches!(c, '(' | ')' | ',' | ';'));
+        let seconds = core.strip_suffix('s').is_some_and(|n| {
+            n.starts_with(|c: char| c.is_ascii_digit()) && n.parse::<f64>().is_ok()
+        });
+        match seconds {
+            true => w.replace(core, "[time]"),
+            false => w.to_string(),
+        }
+    };
+    let lines = text
+        .lines()
+        .map(|line| line.split(' ').map(word).collect::<Vec<_>>().join(" "));
+    let mut out = lines.collect::<Vec<_>>().join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    out
 }
 
 impl Redact {
@@ -66,6 +90,12 @@ impl Redact {
         self
     }
 
+    /// Also durations as kbuild prints them (`0.8s`, `(12.0s)`): `[time]`.
+    pub fn timings(mut self) -> Self {
+        self.timings = true;
+        self
+    }
+
     /// `s` with every replacement made.
     pub fn text(&self, s: &str) -> String {
         let mut pairs: Vec<&(String, String)> = self.pairs.iter().collect();
@@ -74,7 +104,10 @@ impl Redact {
         for (from, to) in pairs {
             out = out.replace(from.as_str(), to);
         }
-        out
+        match self.timings {
+            true => without_timings(&out),
+            false => out,
+        }
     }
 
     /// `out`'s stderr, redacted.

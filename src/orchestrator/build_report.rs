@@ -10,7 +10,8 @@ use crate::config::Backend;
 use crate::link::link_command;
 use crate::plan::{BuildPlan, CompileJob, Skipped, VariantPlan};
 use crate::report::Reporter;
-use crate::schedule::memory::{MemoryBudget, UNKNOWN_PEAK, format_size};
+use crate::schedule::memory::{MemoryBudget, format_size};
+use crate::schedule::peaks::UNKNOWN_PEAK;
 use crate::schedule::{NvccMode, Order, RunChoice};
 
 /// One variant a build wrote (or found unchanged).
