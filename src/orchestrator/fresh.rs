@@ -54,10 +54,7 @@ pub(super) fn key(project: &Project, plans: &[BuildPlan], nvcc: &str) -> String 
 
 /// Who runs the CUDA units' device passes, as metadata.json records it.
 pub(super) fn device_passes(mode: crate::schedule::NvccMode) -> &'static str {
-    match mode.runs_steps() {
-        true => package::NVCC_STEPS,
-        false => package::ONE_NVCC,
-    }
+    package::nvcc_record(mode.runs_steps())
 }
 
 /// The provenance a variant's metadata records for `plan`'s sources.

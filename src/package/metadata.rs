@@ -81,6 +81,22 @@ pub const NVCC_STEPS: &str = "steps";
 /// [`KbuildSection::nvcc`] of a variant built with one nvcc per CUDA unit.
 pub const ONE_NVCC: &str = "one nvcc per unit";
 
+/// What [`KbuildSection::nvcc`] records for a build whose CUDA units ran as kbuild's steps
+/// (`true`) or as one nvcc per unit.
+pub fn nvcc_record(steps: bool) -> &'static str {
+    if steps { NVCC_STEPS } else { ONE_NVCC }
+}
+
+/// Whether a recorded [`KbuildSection::nvcc`] says kbuild's steps ran (`Some(true)`), one nvcc
+/// per unit (`Some(false)`), or nothing kbuild writes (`None`: an older kbuild, another tool).
+pub fn steps_recorded(nvcc: Option<&str>) -> Option<bool> {
+    match nvcc {
+        Some(NVCC_STEPS) => Some(true),
+        Some(ONE_NVCC) => Some(false),
+        _ => None,
+    }
+}
+
 /// One variant's metadata.json.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "kebab-case")]

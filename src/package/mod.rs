@@ -25,7 +25,7 @@ pub use generate::{capabilities_py, capability_table, dtypes_h, ops_py, registra
 pub use hash::{HashCheck, HashStatus, hash_variants};
 pub use metadata::{
     BackendInfo, BuilderVersion, CapabilityDtypes, GitStatus, KbuildSection, KernelDependencyEntry,
-    Metadata, NVCC_STEPS, ONE_NVCC, Provenance,
+    Metadata, NVCC_STEPS, ONE_NVCC, Provenance, nvcc_record, steps_recorded,
 };
 pub use partial::{NarrowVariants, PartialVariant, check_partial, record_partial};
 pub use stage::{

@@ -5,26 +5,23 @@
 
 use super::error::PublishError;
 use super::local::{LocalBuild, LocalFile};
+use crate::package::BuiltVariant;
 use crate::sign::{BUNDLE, Policy, RECORD, SignatureStatus, SignerRecord, Trust, check_variant};
 
 /// The signer of `build`'s variants, checked against `trust`'s instance; `None` when no
 /// variant is signed.
 pub fn signer_of(build: &LocalBuild, trust: &Trust) -> Result<Option<SignerRecord>, PublishError> {
-    let signed: Vec<_> = build
-        .variants
-        .iter()
-        .filter(|v| v.dir.join(BUNDLE).is_file())
-        .collect();
+    let (signed, unsigned): (Vec<_>, Vec<_>) =
+        (build.variants.iter()).partition(|v| v.dir.join(BUNDLE).is_file());
     if signed.is_empty() {
         return Ok(None);
     }
-    if signed.len() < build.variants.len() {
-        let (signed, unsigned): (Vec<_>, Vec<_>) = build
-            .variants
-            .iter()
-            .map(|v| v.name.clone())
-            .partition(|name| signed.iter().any(|v| v.name == *name));
-        return Err(PublishError::PartlySigned { signed, unsigned });
+    if !unsigned.is_empty() {
+        let names = |vs: &[&BuiltVariant]| vs.iter().map(|v| v.name.clone()).collect();
+        return Err(PublishError::PartlySigned {
+            signed: names(&signed),
+            unsigned: names(&unsigned),
+        });
     }
     let policy = Policy {
         trust: trust.clone(),

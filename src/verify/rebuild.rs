@@ -98,11 +98,7 @@ fn recorded(variant: &Located) -> Result<(String, String, Option<bool>), VerifyE
         message,
     })?;
     let backend = metadata.backend.backend_type;
-    let steps = match metadata.kbuild.and_then(|k| k.nvcc).as_deref() {
-        Some(crate::package::NVCC_STEPS) => Some(true),
-        Some(crate::package::ONE_NVCC) => Some(false),
-        _ => None,
-    };
+    let steps = crate::package::steps_recorded(metadata.kbuild.and_then(|k| k.nvcc).as_deref());
     let marker = format!("_{backend}_");
     match metadata.id.rfind(&marker) {
         Some(at) if at > 0 && at + marker.len() < metadata.id.len() => {
