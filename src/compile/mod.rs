@@ -13,6 +13,7 @@ mod namespace_use;
 mod nvcc;
 mod redis;
 mod remote;
+mod remote_costs;
 mod reuse;
 mod runner;
 mod settings;
@@ -26,6 +27,7 @@ pub use command::{command_for, preprocess_command_for};
 pub use depfile::parse_depfile;
 pub use error::{CompileError, RemoteUrlError, compiler_hint};
 pub use redis::{check_url as check_remote_url, parse_reply as parse_redis_reply};
+pub use remote_costs::{fetch_costs, share_costs};
 use runner::launched;
 pub use settings::{CompileSettings, RemoteSettings};
 

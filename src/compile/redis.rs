@@ -195,6 +195,18 @@ impl Client {
         self.with_connection(|c| c.request(&[b"GET", key.as_bytes()]))
     }
 
+    /// The values stored under `keys`, in order, asked in one round trip (pipelined `GET`s);
+    /// a key the server refuses to read (another type) has none.
+    pub(crate) fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, RedisError> {
+        self.with_connection(|c| {
+            let requests: Vec<Vec<&[u8]>> = (keys.iter())
+                .map(|k| vec![b"GET".as_slice(), k.as_bytes()])
+                .collect();
+            let replies = c.pipeline(&requests)?;
+            Ok(replies.into_iter().map(|r| r.ok().flatten()).collect())
+        })
+    }
+
     /// Store `value` under `key`.
     pub(crate) fn set(&self, key: &str, value: &[u8]) -> Result<(), RedisError> {
         self.with_connection(|c| c.request(&[b"SET", key.as_bytes(), value]).map(drop))
@@ -268,6 +280,9 @@ impl Write for Patient {
     }
 }
 
+/// One reply: a value (`None` for nil), or the server's refusal of the command.
+type Reply = Result<Option<Vec<u8>>, RedisError>;
+
 struct Connection {
     reader: BufReader<Patient>,
 }
@@ -316,16 +331,35 @@ impl Connection {
 
     /// Send one command and read its reply: a bulk string's bytes, `None` for nil, the text
     /// of a simple reply; a server error is [`RedisError::Refused`] with its message.
-    fn request(&mut self, parts: &[&[u8]]) -> Result<Option<Vec<u8>>, RedisError> {
-        let mut out = format!("*{}\r\n", parts.len()).into_bytes();
-        for part in parts {
-            out.extend_from_slice(format!("${}\r\n", part.len()).as_bytes());
-            out.extend_from_slice(part);
-            out.extend_from_slice(b"\r\n");
+    fn request(&mut self, parts: &[&[u8]]) -> Reply {
+        let mut replies = self.pipeline(&[parts.to_vec()])?;
+        replies.pop().unwrap_or(Ok(None))
+    }
+
+    /// Send every command, then read their replies in order (one round trip): each reply, or
+    /// the server's refusal of that command (the rest are still read, so the connection stays
+    /// usable); `Err` when the connection failed.
+    fn pipeline(&mut self, commands: &[Vec<&[u8]>]) -> Result<Vec<Reply>, RedisError> {
+        let mut out = Vec::new();
+        for parts in commands {
+            out.extend_from_slice(format!("*{}\r\n", parts.len()).as_bytes());
+            for part in parts {
+                out.extend_from_slice(format!("${}\r\n", part.len()).as_bytes());
+                out.extend_from_slice(part);
+                out.extend_from_slice(b"\r\n");
+            }
         }
         let stream = self.reader.get_mut();
         stream.write_all(&out).map_err(RedisError::from_io)?;
-        read_reply(&mut self.reader)
+        let mut replies = Vec::with_capacity(commands.len());
+        for _ in commands {
+            match read_reply(&mut self.reader) {
+                Err(RedisError::Refused(said)) => replies.push(Err(RedisError::Refused(said))),
+                Err(e) => return Err(e),
+                Ok(value) => replies.push(Ok(value)),
+            }
+        }
+        Ok(replies)
     }
 }
 

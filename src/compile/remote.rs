@@ -381,7 +381,7 @@ fn sign(secret: &str, key: &str, entry: &Entry) -> String {
     hex::encode(hmac_sha256(secret.as_bytes(), &message))
 }
 
-fn hmac_sha256(secret: &[u8], message: &[u8]) -> [u8; 32] {
+pub(super) fn hmac_sha256(secret: &[u8], message: &[u8]) -> [u8; 32] {
     let mut block = [0u8; 64];
     if secret.len() > block.len() {
         block[..32].copy_from_slice(&Sha256::digest(secret));

@@ -180,7 +180,8 @@ impl<'r> Builder<'r> {
             .memory
             .map(|b| Arc::new(MemoryGate::for_build(b, &first.work_dir, cache_dir, &jobs)));
         if !jobs.is_empty() {
-            self.report_compiling(&prepared.project, &jobs, &schedule);
+            let costs_from = &prepared.schedule.costs_from;
+            self.report_compiling(&prepared.project, &jobs, &schedule, costs_from);
         }
         let settings = CompileSettings {
             jobs: budget.jobs,
@@ -208,6 +209,7 @@ impl<'r> Builder<'r> {
                 first.work_dir.display()
             ));
         }
+        self.share_costs(&jobs, &compiled.compile_times);
         Ok((compiled, (!jobs.is_empty()).then_some(schedule)))
     }
 
@@ -233,8 +235,36 @@ impl<'r> Builder<'r> {
         }
     }
 
+    /// Share the times the units compiled here took through the remote cache, for the first
+    /// builds of other machines (`compile::share_costs`). A remote that fails only loses them.
+    fn share_costs(&self, jobs: &[CompileJob], times: &[Option<std::time::Duration>]) {
+        let Some(remote) = prepare::remote_for_costs(&self.settings) else {
+            return;
+        };
+        let seconds = crate::schedule::costs::shared_times(jobs, times);
+        if seconds.is_empty() {
+            return;
+        }
+        match compile::share_costs(&remote, &seconds) {
+            Ok(()) => self.reporter.verbose(&format!(
+                "remote cache: shared the compile times of {} units",
+                seconds.len()
+            )),
+            Err(e) => self.reporter.verbose(&format!(
+                "remote cache `{}`: compile times not shared ({e})",
+                crate::redact::url(&remote.url)
+            )),
+        }
+    }
+
     /// The `Compiling` line, and with `-v` how the jobs run.
-    fn report_compiling(&self, project: &Project, jobs: &[CompileJob], schedule: &ScheduleReport) {
+    fn report_compiling(
+        &self,
+        project: &Project,
+        jobs: &[CompileJob],
+        schedule: &ScheduleReport,
+        costs_from: &str,
+    ) {
         let what = format!("{} v{}", project.general.name, project.general.version);
         let detail = format!("{what} ({} units, -j{})", jobs.len(), schedule.jobs);
         self.reporter.stage("Compiling", &detail);
@@ -247,6 +277,9 @@ impl<'r> Builder<'r> {
         let nvcc = schedule.nvcc.map(|m| format!("{}; ", m.describe()));
         self.reporter
             .verbose(&format!("{}jobs start {order}", nvcc.unwrap_or_default()));
+        if !costs_from.is_empty() {
+            self.reporter.verbose(&format!("costs: {costs_from}"));
+        }
         self.reporter.verbose(&memory_line(schedule.memory));
         for split in &schedule.split {
             self.reporter.verbose(&format!(

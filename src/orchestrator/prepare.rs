@@ -8,11 +8,13 @@ use std::path::PathBuf;
 use super::error::BuildError;
 use super::path_checks::check_paths;
 use super::settings::BuildSettings;
+use crate::compile::{self, RemoteSettings};
 use crate::config::{self, Backend, Framework, Project};
 use crate::depends;
 use crate::managed::{self, InstallError, LockFile, major_minor, toolchains_dir};
-use crate::plan::{self, BuildPlan, PlanSettings, select_backends};
+use crate::plan::{self, BuildPlan, CompileJob, PlanSettings, select_backends};
 use crate::report::Reporter;
+use crate::schedule::costs::Costs;
 use crate::schedule::{JobBudget, NvccMode, Scheduled};
 use crate::toolchain::{
     FactCache, Nvcc, Toolchain, ToolchainSettings, find_cxx, find_nvcc, find_torch,
@@ -76,8 +78,8 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
         nvcc,
         ..settings.budget
     };
-    let cache_dir = settings.toolchain.deps.cache_dir.as_deref();
-    let schedule = crate::schedule::choose(&plans, &budget, cache_dir);
+    let costs = known_costs(settings, &plans, reporter);
+    let schedule = crate::schedule::choose(&plans, &budget, &costs);
     Ok(Prepared {
         schedule,
         project,
@@ -85,6 +87,39 @@ pub fn prepare(settings: &BuildSettings, reporter: &dyn Reporter) -> Result<Prep
         toolchains,
         nvcc,
         facts,
+    })
+}
+
+/// What the plans' jobs cost, as far as known: timed in the work directory, in kbuild's cache,
+/// else by a build sharing the remote cache (asked only for the jobs neither record knows).
+fn known_costs(settings: &BuildSettings, plans: &[BuildPlan], reporter: &dyn Reporter) -> Costs {
+    let cache_dir = settings.toolchain.deps.cache_dir.as_deref();
+    let Some(first) = plans.first() else {
+        return Costs::default();
+    };
+    let mut costs = Costs::load(&first.work_dir, cache_dir);
+    let Some(remote) = remote_for_costs(settings) else {
+        return costs;
+    };
+    let jobs: Vec<CompileJob> = (plans.iter().flat_map(|p| &p.variants))
+        .flat_map(|v| v.compile.iter().cloned())
+        .collect();
+    match compile::fetch_costs(&remote, &costs.unknown(&jobs)) {
+        Ok(seconds) => costs.add_remote(seconds),
+        Err(e) => reporter.verbose(&format!(
+            "remote cache `{}`: no shared compile times ({e})",
+            crate::redact::url(&remote.url)
+        )),
+    }
+    costs
+}
+
+/// The remote cache as the shared compile times need it (no roots: their keys hold no path).
+pub(super) fn remote_for_costs(settings: &BuildSettings) -> Option<RemoteSettings> {
+    Some(RemoteSettings {
+        url: settings.remote_cache.clone()?,
+        roots: Vec::new(),
+        secret: settings.remote_cache_secret.clone(),
     })
 }
 

@@ -3,8 +3,6 @@
 //! `--split-compile` of the tail and the critical units. The plan says only what to compile;
 //! compile reads the [`RunChoice`] and never decides again.
 
-use std::path::Path;
-
 use serde::Serialize;
 
 use super::budget::{JobBudget, NvccMode, Order};
@@ -72,6 +70,8 @@ pub struct Scheduled {
     pub order: Vec<usize>,
     /// One per job.
     pub runs: Vec<RunChoice>,
+    /// Where the jobs' costs came from, as `-v` says it ([`Costs::origins`]).
+    pub costs_from: String,
 }
 
 impl Scheduled {
@@ -117,11 +117,12 @@ impl Scheduled {
 /// (the cores split between the CUDA units of its variant that run at once; under nvcc's
 /// jobserver each may run every device pass, as slots allow), and, when kbuild runs nvcc's
 /// steps, each job's `--split-compile` ([`plan_splits`]) and whether it is critical: all from
-/// the costs known in the plans' work directory and `cache_dir`, else predicted.
-pub fn choose(plans: &[BuildPlan], budget: &JobBudget, cache_dir: Option<&Path>) -> Scheduled {
-    let Some(first) = plans.first() else {
+/// the `costs` known (the plans' work directory, kbuild's cache, the remote cache), else
+/// predicted.
+pub fn choose(plans: &[BuildPlan], budget: &JobBudget, costs: &Costs) -> Scheduled {
+    if plans.is_empty() {
         return Scheduled::default();
-    };
+    }
     let mut runs = Vec::new();
     for variant in plans.iter().flat_map(|p| &p.variants) {
         let cuda_units = variant.compile.iter().filter(|j| j.lang == Lang::Cuda);
@@ -135,14 +136,18 @@ pub fn choose(plans: &[BuildPlan], budget: &JobBudget, cache_dir: Option<&Path>)
         .flat_map(|p| &p.variants)
         .flat_map(|v| v.compile.iter().cloned())
         .collect();
-    let costs = Costs::load(&first.work_dir, cache_dir);
     let (order, estimates) = costs.longest_first(&jobs);
+    let costs_from = costs.origins(&jobs);
     let order = match budget.order {
         Order::LongestFirst => order,
         Order::Fifo => (0..jobs.len()).collect(),
     };
     if budget.nvcc != NvccMode::Steps {
-        return Scheduled { order, runs };
+        return Scheduled {
+            order,
+            runs,
+            costs_from,
+        };
     }
     let seconds: Vec<f64> = estimates.iter().map(|e| e.0).collect();
     let widths: Vec<usize> = jobs.iter().map(|j| j.gencodes.len().max(1)).collect();
@@ -162,5 +167,9 @@ pub fn choose(plans: &[BuildPlan], budget: &JobBudget, cache_dir: Option<&Path>)
             });
         }
     }
-    Scheduled { order, runs }
+    Scheduled {
+        order,
+        runs,
+        costs_from,
+    }
 }

@@ -5,6 +5,9 @@
 //! - `<KBUILD_CACHE_DIR>/costs/v1.json`: the same times keyed by what the job compiles (its
 //!   source's content and its capabilities, not the torch it builds for), so another work dir,
 //!   a CI runner restoring the cache, or the same project's other variants know them;
+//! - the same times shared through the remote cache (`KBUILD_REMOTE_CACHE`,
+//!   `compile::fetch_costs`) for the units neither record knows, so a CI runner's or another
+//!   machine's first build knows them ([`Costs::add_remote`], [`shared_times`]);
 //! - else a prediction from a cheap pass over the source and the project headers it includes
 //!   ([`predict`]).
 
@@ -61,18 +64,22 @@ pub(super) enum Known {
     Recorded,
     /// Timed by a build elsewhere that shares kbuild's cache.
     Shared,
+    /// Timed by a build that shares the remote cache.
+    Remote,
     /// Never timed: [`predict`]ed.
     Predicted,
 }
 
-/// The known costs of one work directory and kbuild's cache.
-#[derive(Debug)]
+/// The known costs of one work directory and kbuild's cache (`default`: none known).
+#[derive(Debug, Default)]
 pub struct Costs {
     work_dir: PathBuf,
     seconds: BTreeMap<String, f64>,
     /// `<cache>/costs/v1.json`, when kbuild has a cache directory.
     shared_path: Option<PathBuf>,
     shared: BTreeMap<String, f64>,
+    /// From the remote cache, by the same keys as `shared`.
+    remote: BTreeMap<String, f64>,
 }
 
 impl Costs {
@@ -84,7 +91,47 @@ impl Costs {
             seconds: Record::read(&path(work_dir)),
             shared: shared_path.as_deref().map(Record::read).unwrap_or_default(),
             shared_path,
+            remote: BTreeMap::new(),
         }
+    }
+
+    /// What the jobs no record here knows compile ([`shared_key`]), each once: the keys to ask
+    /// the remote cache for.
+    pub fn unknown(&self, jobs: &[CompileJob]) -> Vec<String> {
+        let mut keys: Vec<String> = (jobs.iter())
+            .filter(|j| self.of(j).is_none())
+            .filter_map(shared_key)
+            .filter(|k| !self.shared.contains_key(k))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Times the remote cache shared (key → seconds), used where no record here knows a job.
+    pub fn add_remote(&mut self, seconds: BTreeMap<String, f64>) {
+        self.remote.extend(seconds);
+    }
+
+    /// How many of `jobs` have their cost from each source, as `-v` says it: `4 timed by the
+    /// last build here, 2 timed by a build sharing the remote cache`.
+    pub fn origins(&self, jobs: &[CompileJob]) -> String {
+        let mut counts: Vec<(Known, usize)> = Vec::new();
+        for job in jobs {
+            let known = self.estimate(job).1;
+            match counts.iter_mut().find(|(k, _)| *k == known) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((known, 1)),
+            }
+        }
+        counts.sort_by_key(|(k, _)| *k as u8);
+        let parts: Vec<String> = (counts.iter())
+            .map(|(k, n)| match (k, n) {
+                (Known::Predicted, 2..) => format!("{n} predicted from their sources"),
+                _ => format!("{n} {}", k.describe()),
+            })
+            .collect();
+        parts.join(", ")
     }
 
     fn key(&self, job: &CompileJob) -> String {
@@ -105,8 +152,13 @@ impl Costs {
         if let Some(s) = self.of(job) {
             return (s, Known::Recorded);
         }
-        if let Some(s) = shared_key(job).and_then(|k| self.shared.get(&k)) {
-            return (*s, Known::Shared);
+        if let Some(key) = shared_key(job) {
+            if let Some(s) = self.shared.get(&key) {
+                return (*s, Known::Shared);
+            }
+            if let Some(s) = self.remote.get(&key) {
+                return (*s, Known::Remote);
+            }
         }
         (predict(job), Known::Predicted)
     }
@@ -157,6 +209,14 @@ impl Costs {
     }
 }
 
+/// The times `jobs` took this build (`times[i]` for `jobs[i]`) by what each compiles
+/// ([`shared_key`]): what a build shares through the remote cache.
+pub fn shared_times(jobs: &[CompileJob], times: &[Option<Duration>]) -> BTreeMap<String, f64> {
+    (jobs.iter().zip(times))
+        .filter_map(|(job, time)| Some((shared_key(job)?, (*time)?.as_secs_f64())))
+        .collect()
+}
+
 /// A unit timed at least this share of the longest one's time is critical too
 /// ([`critical_units`]): delaying its device passes would lengthen the build.
 const CRITICAL_SHARE: f64 = 0.75;
@@ -194,6 +254,7 @@ impl Known {
         match self {
             Known::Recorded => "timed by the last build here",
             Known::Shared => "timed by a build sharing kbuild's cache",
+            Known::Remote => "timed by a build sharing the remote cache",
             Known::Predicted => "predicted from its source",
         }
     }
@@ -403,6 +464,37 @@ mod tests {
             gencodes,
             ..job(work, name)
         }
+    }
+
+    #[test]
+    fn a_time_from_the_remote_counts_only_where_no_record_here_knows_the_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path();
+        let jobs = [
+            cuda(work, "a.cu", "__global__ void a() {}\n", 1),
+            cuda(work, "b.cu", "__global__ void b() {}\n", 1),
+        ];
+        let secs = |s: u64| Some(Duration::from_secs(s));
+        Costs::load(work, None)
+            .record(&jobs[..1], &[secs(5)])
+            .unwrap();
+        let mut costs = Costs::load(work, None);
+        let b = shared_key(&jobs[1]).unwrap();
+        assert_eq!(costs.unknown(&jobs), std::slice::from_ref(&b));
+        let everything = (jobs.iter())
+            .map(|j| (shared_key(j).unwrap(), 40.0))
+            .collect();
+        costs.add_remote(everything);
+        assert_eq!(costs.estimate(&jobs[0]), (5.0, Known::Recorded));
+        assert_eq!(costs.estimate(&jobs[1]), (40.0, Known::Remote));
+        assert_eq!(
+            costs.origins(&jobs),
+            "1 timed by the last build here, 1 timed by a build sharing the remote cache"
+        );
+        assert_eq!(
+            shared_times(&jobs, &[None, secs(7)]),
+            BTreeMap::from([(b, 7.0)])
+        );
     }
 
     #[test]

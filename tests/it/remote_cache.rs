@@ -416,3 +416,83 @@ fn second_checkout_of_a_cuda_project_compiles_nothing_and_writes_identical_varia
         assert!(x == y, "`{}` differs between the checkouts", path.display());
     }
 }
+
+/// The compile times one build shares through the remote cache are what another machine's
+/// first build (its own empty kbuild cache) starts and splits its units by; a build without
+/// the remote, or with a team secret the times were not signed with, predicts them.
+#[test]
+fn a_first_build_elsewhere_knows_the_unit_costs_another_build_shared() {
+    let redis = Redis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let build = |name: &str, env: &[(&str, &str)]| -> String {
+        let root = checkout_of_relu(dir.path(), name);
+        let mut cmd = kbuild(&root);
+        cmd.args(["build", "--backend", "cpu", "-v", "-j", "2"])
+            .env("KBUILD_CACHE_DIR", dir.path().join(format!("{name}-cache")))
+            .envs(env.iter().copied());
+        let out = run(&mut cmd);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{said}");
+        said
+    };
+    let url = redis.url();
+    let first = build("alice", &[("KBUILD_REMOTE_CACHE", &url)]);
+    let stored = redis.cli(&["--scan", "--pattern", "kbuild:v2:cost:*"]);
+    let units = stored.lines().count();
+    assert!(units >= 2, "{stored}");
+    assert!(
+        first.contains(&format!("costs: {units} predicted from their sources"))
+            && first.contains(&format!(
+                "remote cache: shared the compile times of {units} units"
+            )),
+        "{first}"
+    );
+    for key in stored.lines() {
+        let seconds = redis.cli(&["GET", key]);
+        assert!(
+            seconds.trim().parse::<f64>().is_ok_and(|s| s > 0.0),
+            "{key}: {seconds}"
+        );
+    }
+
+    let second = build("bob-ci-runner", &[("KBUILD_REMOTE_CACHE", &url)]);
+    assert!(
+        second.contains(&format!(
+            "costs: {units} timed by a build sharing the remote cache"
+        )),
+        "{second}"
+    );
+    let offline = build("carol-offline", &[]);
+    assert!(
+        offline.contains(&format!("costs: {units} predicted from their sources")),
+        "{offline}"
+    );
+    // A time stored as another type (`WRONGTYPE`) is that unit's prediction, the rest still come.
+    let first_key = stored.lines().next().unwrap();
+    redis.cli(&["DEL", first_key]);
+    redis.cli(&["LPUSH", first_key, "not a time"]);
+    let one_wrong = build("erin", &[("KBUILD_REMOTE_CACHE", &url)]);
+    assert!(
+        one_wrong.contains(&format!(
+            "costs: {} timed by a build sharing the remote cache, 1 predicted from its source",
+            units - 1
+        )),
+        "{one_wrong}"
+    );
+    // Times shared without the team's secret are not read by a build that has one.
+    let signed_only = build(
+        "dave-signed",
+        &[
+            ("KBUILD_REMOTE_CACHE", &url),
+            ("KBUILD_REMOTE_CACHE_SECRET", "team"),
+        ],
+    );
+    assert!(
+        signed_only.contains(&format!("costs: {units} predicted from their sources")),
+        "{signed_only}"
+    );
+}
