@@ -92,17 +92,8 @@ mod tests {
 
     #[test]
     fn a_ptxas_step_gets_an_unsplit_count_and_names_its_cubin() {
-        let mut spec = CommandSpec::new("ptxas");
-        spec.args(["-arch=sm_90", "-m64", "x.ptx", "-o", "x.sm_90.cubin"]);
-        spec.cwd = Some(PathBuf::from("/k"));
-        let step = Step {
-            kind: StepKind::Ptxas,
-            label: "ptxas sm_90".into(),
-            spec,
-            deps: vec![],
-            apart_from: None,
-            priority: 0,
-        };
+        let args = ["-arch=sm_90", "-m64", "x.ptx", "-o", "x.sm_90.cubin"];
+        let step = Step::lone_ptxas(Path::new("ptxas"), &args, Path::new("/k"));
         let step = with_ptxas_count(step);
         assert_eq!(step.spec.args.last().unwrap(), PTXAS_UNSPLIT);
         assert_eq!(

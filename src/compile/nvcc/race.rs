@@ -194,17 +194,8 @@ mod tests {
     }
 
     fn ptxas_step(program: &Path, dir: &Path) -> Step {
-        let mut spec = CommandSpec::new(program);
-        spec.args(["-arch=sm_90", "-split-compile=1", "-o", "x.cubin"]);
-        spec.cwd = Some(dir.to_path_buf());
-        Step {
-            kind: StepKind::Ptxas,
-            label: "ptxas sm_90".into(),
-            spec,
-            deps: vec![],
-            apart_from: None,
-            priority: 0,
-        }
+        let args = ["-arch=sm_90", "-split-compile=1", "-o", "x.cubin"];
+        Step::lone_ptxas(program, &args, dir)
     }
 
     /// Race `step` with `threads_now` threads free once it started; what was said, and the

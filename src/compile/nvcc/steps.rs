@@ -104,6 +104,23 @@ pub struct Step {
 }
 
 impl Step {
+    /// A lone `ptxas sm_90` step of `program` with `args`, run in `dir`: what the tests of the
+    /// passes that rewrite, split or race one start from.
+    #[cfg(test)]
+    pub(crate) fn lone_ptxas(program: &Path, args: &[&str], dir: &Path) -> Step {
+        let mut spec = CommandSpec::new(program);
+        spec.args(args);
+        spec.cwd = Some(dir.to_path_buf());
+        Step {
+            kind: StepKind::Ptxas,
+            label: "ptxas sm_90".into(),
+            spec,
+            deps: vec![],
+            apart_from: None,
+            priority: 0,
+        }
+    }
+
     /// The PTX file a `cicc` step writes (`-o`, against the step's directory); `None` for
     /// the other steps.
     pub fn ptx_output(&self) -> Option<PathBuf> {
