@@ -207,6 +207,18 @@ impl Client {
         })
     }
 
+    /// Store each value under its key, in one round trip (pipelined `SET`s).
+    pub(crate) fn set_many(&self, pairs: &[(String, Vec<u8>)]) -> Result<(), RedisError> {
+        self.with_connection(|c| {
+            let requests: Vec<Vec<&[u8]>> = (pairs.iter())
+                .map(|(k, v)| vec![b"SET".as_slice(), k.as_bytes(), v])
+                .collect();
+            c.pipeline(&requests)?
+                .into_iter()
+                .try_for_each(|r| r.map(drop))
+        })
+    }
+
     /// Store `value` under `key`.
     pub(crate) fn set(&self, key: &str, value: &[u8]) -> Result<(), RedisError> {
         self.with_connection(|c| c.request(&[b"SET", key.as_bytes(), value]).map(drop))

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use super::redis::{Address, Client, RedisError};
+use super::redis::{Address, Client};
 use super::remote::hmac_sha256;
 use super::settings::RemoteSettings;
 
@@ -43,18 +43,20 @@ pub fn fetch_costs(
         .collect())
 }
 
-/// Store `seconds` (key → seconds, as measured by this build) on the remote; `Err`: why not.
+/// Store `seconds` (key → seconds, as measured by this build) on the remote, in one round
+/// trip; `Err`: why not.
 pub fn share_costs(remote: &RemoteSettings, seconds: &BTreeMap<String, f64>) -> Result<(), String> {
     let Ok(address) = Address::parse(&remote.url) else {
         return Ok(());
     };
-    let client = Client::new(address);
-    for (key, secs) in seconds {
-        let stored = format!("{PREFIX}:{key}");
-        let value = write_value(&stored, *secs, remote.secret.as_deref());
-        (client.set(&stored, value.as_bytes())).map_err(|e: RedisError| e.to_string())?;
-    }
-    Ok(())
+    let pairs: Vec<(String, Vec<u8>)> = (seconds.iter())
+        .map(|(key, secs)| {
+            let stored = format!("{PREFIX}:{key}");
+            let value = write_value(&stored, *secs, remote.secret.as_deref());
+            (stored, value.into_bytes())
+        })
+        .collect();
+    (Client::new(address).set_many(&pairs)).map_err(|e| e.to_string())
 }
 
 fn write_value(stored: &str, seconds: f64, secret: Option<&str>) -> String {

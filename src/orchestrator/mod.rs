@@ -209,7 +209,9 @@ impl<'r> Builder<'r> {
                 first.work_dir.display()
             ));
         }
-        self.share_costs(&jobs, &compiled.compile_times);
+        if let Some(remote) = &settings.remote {
+            self.share_costs(remote, &jobs, &compiled.compile_times);
+        }
         Ok((compiled, (!jobs.is_empty()).then_some(schedule)))
     }
 
@@ -237,15 +239,17 @@ impl<'r> Builder<'r> {
 
     /// Share the times the units compiled here took through the remote cache, for the first
     /// builds of other machines (`compile::share_costs`). A remote that fails only loses them.
-    fn share_costs(&self, jobs: &[CompileJob], times: &[Option<std::time::Duration>]) {
-        let Some(remote) = prepare::remote_for_costs(&self.settings) else {
-            return;
-        };
+    fn share_costs(
+        &self,
+        remote: &RemoteSettings,
+        jobs: &[CompileJob],
+        times: &[Option<std::time::Duration>],
+    ) {
         let seconds = crate::schedule::costs::shared_times(jobs, times);
         if seconds.is_empty() {
             return;
         }
-        match compile::share_costs(&remote, &seconds) {
+        match compile::share_costs(remote, &seconds) {
             Ok(()) => self.reporter.verbose(&format!(
                 "remote cache: shared the compile times of {} units",
                 seconds.len()
@@ -292,7 +296,7 @@ impl<'r> Builder<'r> {
     /// Where the remote object cache is, with the directories that differ between checkouts
     /// and machines named, so its entries hold no path of this one.
     fn remote_settings(&self, prepared: &Prepared, first: &BuildPlan) -> Option<RemoteSettings> {
-        let url = self.settings.remote_cache.clone()?;
+        let remote = prepare::remote_for_costs(&self.settings)?;
         let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or(p.to_path_buf());
         let mut roots = vec![
             ("project".to_string(), absolute(&prepared.project.root)),
@@ -301,8 +305,7 @@ impl<'r> Builder<'r> {
         if let Some(dir) = &self.settings.toolchain.deps.cache_dir {
             roots.push(("cache".to_string(), absolute(dir)));
         }
-        let secret = self.settings.remote_cache_secret.clone();
-        Some(RemoteSettings { url, roots, secret })
+        Some(RemoteSettings { roots, ..remote })
     }
 
     /// The jobserver the build's job slots come from, when kbuild runs nvcc's steps or nvcc's

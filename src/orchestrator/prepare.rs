@@ -114,7 +114,8 @@ fn known_costs(settings: &BuildSettings, plans: &[BuildPlan], reporter: &dyn Rep
     costs
 }
 
-/// The remote cache as the shared compile times need it (no roots: their keys hold no path).
+/// The remote cache's URL and secret, without roots: what the shared compile times need (their
+/// keys hold no path); the compile stage adds the directories objects are stored relative to.
 pub(super) fn remote_for_costs(settings: &BuildSettings) -> Option<RemoteSettings> {
     Some(RemoteSettings {
         url: settings.remote_cache.clone()?,
