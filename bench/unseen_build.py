@@ -372,6 +372,11 @@ def main() -> None:
     ap.add_argument("--check-equal", action="store_true",
                     help="fail unless the first tool predicts every generated unit alike")
     ap.add_argument("--generate-only", type=Path)
+    ap.add_argument("--floor-only", action="store_true",
+                    help="measure the floor, save it with --out and stop (a long project's floor "
+                         "and its judged builds then fit in two GPU calls)")
+    ap.add_argument("--floor-from", type=Path,
+                    help="the floor of an earlier --floor-only run's .json instead of measuring it")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     caps, cores = args.caps.split(","), args.cores
@@ -438,10 +443,22 @@ def main() -> None:
             say("   WARNING " + msg)
             result.setdefault("warnings", []).append(msg)
 
-    # 2. The floor, from builds not judged.
-    floor = measure_floor(args, tools[0][1], make, extra, cores)
+    # 2. The floor, from builds not judged (or an earlier run's, on the same machine).
+    if args.floor_from:
+        earlier = json.loads(args.floor_from.read_text())
+        if earlier.get("what") != what or earlier.get("cores") != cores:
+            sys.exit(f"--floor-from {args.floor_from}: measured for {earlier.get('what')!r} on "
+                     f"{earlier.get('cores')} cores, not {what!r} on {cores}")
+        floor = earlier["floor"]
+        say(f"== floor {floor['floor_s']:.1f}s from {args.floor_from} (measured "
+            f"{earlier.get('floor_measured', 'earlier')})")
+    else:
+        floor = measure_floor(args, tools[0][1], make, extra, cores)
+        result["floor_measured"] = time.strftime("%Y-%m-%d %H:%M")
     result["floor"] = floor
     save(args.out, result)  # what a run cut short still leaves
+    if args.floor_only:
+        return
 
     # 3. The first builds judged.
     result["builds"] = {}

@@ -5,6 +5,7 @@ and the setup's nvcc."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -88,3 +89,35 @@ def test_a_unit_alone_runs_kbuilds_command_split_only_as_asked(tmp_path):
         f"/x/nvcc -ccbin /usr/bin/c++ -c /p/u.cu -o {tmp_path}/unit.o -MD -MF {tmp_path}/unit.d "
         "-gencode arch=compute_90,code=sm_90 -D__CUDA_ARCH_LIST__=900 --split-compile=16"
     )
+
+
+def test_a_floor_measured_for_another_project_or_core_count_is_refused(tmp_path):
+    # --floor-from lets a long project's floor and its judged builds run in two GPU calls; a
+    # floor from a different project (or -j) would judge the builds against the wrong number.
+    earlier = tmp_path / "fewer.json"
+    earlier.write_text('{"what": "fewer: 2 units on 2 cores", "cores": 2, "floor": {}}')
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench/unseen_build.py"), "--kind", "fewer", "--cores", "2",
+         "--units", "3", "--scale", "0.1", "--tool", f"k={kbuild()}", "--python", sys.executable,
+         "--floor-from", str(earlier)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode != 0
+    assert "--floor-from" in run.stderr and "measured for 'fewer: 2 units on 2 cores'" in run.stderr
+
+
+def test_the_pass_timeline_records_each_compiler_pass_under_the_command(tmp_path):
+    source = tmp_path / "x.cpp"
+    source.write_text("#include <regex>\n#include <iostream>\nint main() { std::regex r(\"a+\"); }\n")
+    out = tmp_path / "t.json"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench/pass_timeline.py"), "--every", "0.02", "--json",
+         str(out), "--", "c++", "-O2", "-c", str(source), "-o", str(tmp_path / "x.o")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    passes = json.loads(out.read_text())["passes"]
+    cc1 = [p for p in passes if p["pass"] == "cc1plus"]
+    assert cc1, passes
+    assert cc1[0]["last"] >= cc1[0]["first"] and cc1[0]["cpu"] >= 0
+    assert "| cc1plus |" in run.stdout

@@ -73,13 +73,7 @@ pub fn compile_all(
     reporter: &dyn Reporter,
 ) -> Result<CompileSummary, CompileError> {
     let cache = Cache::new(&settings.cache_dir, settings.kbuild_cache.as_deref());
-    let units: Vec<Scheduled> = (jobs.iter().enumerate())
-        .map(|(i, job)| Scheduled {
-            run: (settings.runs.get(i).cloned())
-                .unwrap_or_else(|| RunChoice::of(job, settings.nvcc, 1)),
-            job,
-        })
-        .collect();
+    let units = units_of(jobs, settings);
     let steps = (units.iter().any(|u| u.run.nvcc_steps))
         .then(|| StepCache::new(&settings.cache_dir, settings.kbuild_cache.as_deref()));
     let remote = settings.remote.as_ref().map(RemoteCache::new).transpose()?;
@@ -93,7 +87,12 @@ pub fn compile_all(
             remote: remote.as_ref(),
             dist: dist.as_ref().map(|d| d.sccache.as_path()),
         };
-        compile_one(unit, &caches, settings, reporter, cancel)
+        siblings.started(unit.index);
+        let waited_for = || siblings.waited_for(unit.index);
+        let waited_for = siblings
+            .any()
+            .then_some(&waited_for as &nvcc::split::WaitedFor);
+        compile_one(unit, &caches, waited_for, settings, reporter, cancel)
     });
     // Checked first: a compiler that the terminal's Ctrl-C reached before kbuild noticed it
     // fails too, and that failure is not the news.
@@ -142,6 +141,18 @@ pub fn compile_all(
         }
     }
     Ok(summary)
+}
+
+/// Each job with how it runs (the schedule's choice, else one plain compiler process).
+fn units_of<'a>(jobs: &'a [CompileJob], settings: &CompileSettings) -> Vec<Scheduled<'a>> {
+    (jobs.iter().enumerate())
+        .map(|(i, job)| Scheduled {
+            index: i,
+            run: (settings.runs.get(i).cloned())
+                .unwrap_or_else(|| RunChoice::of(job, settings.nvcc, 1)),
+            job,
+        })
+        .collect()
 }
 
 /// How the runner hands out the units: `settings`' order and jobserver, as many at once as
@@ -204,6 +215,7 @@ pub fn recorded_dependencies(
 fn compile_one(
     unit: &Scheduled,
     caches: &Caches,
+    waited_for: Option<&nvcc::split::WaitedFor>,
     settings: &CompileSettings,
     reporter: &dyn Reporter,
     cancel: &Cancel,
@@ -250,6 +262,7 @@ fn compile_one(
         tmp: &tmp,
         shown: &shown,
         step_cache: caches.steps,
+        waited_for,
     };
     let said = run_compiler(job, settings, &inputs, reporter, cancel)?;
     if !said.is_empty() {
@@ -395,6 +408,8 @@ fn rename(from: &Path, to: &Path) -> Result<(), JobError<CompileError>> {
 
 /// A job with how it runs: what the runner hands out.
 struct Scheduled<'a> {
+    /// The job's index in the build's jobs (and its siblings').
+    index: usize,
     job: &'a CompileJob,
     run: RunChoice,
 }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::runner::Rerank;
 use crate::plan::CompileJob;
@@ -18,6 +18,14 @@ const MAX_SOURCE: u64 = 1 << 20;
 
 /// How well a number must follow the measured costs (Pearson's r) to order the rest by it.
 const MIN_FIT: f64 = 0.5;
+
+/// Siblings measured before one still compiling counts as the one the build waits for: a
+/// proportional guess from one is too weak to reorder the cores.
+const MIN_MEASURED_FOR_WAIT: usize = 2;
+
+/// How much longer than every other unfinished sibling a unit must be predicted to go on for
+/// the build to wait for it alone.
+const WAIT_MARGIN: f64 = 1.25;
 
 /// A unit's code with its numbers taken out.
 #[derive(Debug, Clone)]
@@ -37,6 +45,8 @@ pub struct Siblings {
     shapes: Vec<Option<Shape>>,
     /// Seconds each unit took to compile, once it has.
     measured: Mutex<Vec<Option<f64>>>,
+    /// When each unit started compiling, once it has.
+    started: Mutex<Vec<Option<Instant>>>,
 }
 
 impl Siblings {
@@ -56,6 +66,15 @@ impl Siblings {
             labels: jobs.iter().map(|j| j.label.clone()).collect(),
             shapes,
             measured: Mutex::new(vec![None; jobs.len()]),
+            started: Mutex::new(vec![None; jobs.len()]),
+        }
+    }
+
+    /// Unit `unit` starts compiling now.
+    pub fn started(&self, unit: usize) {
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = started.get_mut(unit) {
+            *at = Some(Instant::now());
         }
     }
 
@@ -99,6 +118,56 @@ impl Siblings {
             .map(|&(i, _)| (i, measured[i].unwrap_or_else(|| fit.at(at(i, position)))))
             .collect();
         Some((predicted, position))
+    }
+}
+
+impl Siblings {
+    /// Why the build waits for `unit` alone, if it does: it has not finished, at least
+    /// [`MIN_MEASURED_FOR_WAIT`] of its siblings have, and the number their costs follow
+    /// predicts it goes on [`WAIT_MARGIN`] times longer than every other sibling not finished
+    /// (each one's prediction less the time it has compiled so far). Its device passes starting
+    /// now then take the cores the others leave (`schedule::pass_split`).
+    pub fn waited_for(&self, unit: usize) -> Option<String> {
+        let group = self.shapes.get(unit)?.as_ref()?.group;
+        let measured = self
+            .measured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if measured[unit].is_some() {
+            return None;
+        }
+        let (predicted, position) = self.predict(group, &measured)?;
+        let measured_n = (predicted.iter())
+            .filter(|(i, _)| measured[*i].is_some())
+            .count();
+        if measured_n < MIN_MEASURED_FOR_WAIT {
+            return None;
+        }
+        let started = self
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let left = |i: usize, total: f64| {
+            let so_far = started[i].map_or(0.0, |t| t.elapsed().as_secs_f64());
+            (total - so_far).max(0.0)
+        };
+        let total = predicted.iter().find(|(i, _)| *i == unit)?.1;
+        let mine = left(unit, total);
+        let next = (predicted.iter())
+            .filter(|(i, _)| *i != unit && measured[*i].is_none())
+            .map(|&(i, s)| left(i, s))
+            .fold(0.0f64, f64::max);
+        if mine <= 0.0 || mine < next * WAIT_MARGIN {
+            return None;
+        }
+        let line = (self.shapes[unit].as_ref()).map_or("", |s| s.lines[position].as_str());
+        Some(format!(
+            "the build waits for this unit: predicted {mine:.1}s more ({total:.1}s in all) by a \
+             number its siblings' costs follow ({measured_n} measured, `{line}`), the longest \
+             other one not finished {next:.1}s more"
+        ))
     }
 }
 
@@ -289,7 +358,55 @@ mod tests {
             labels: (0..sizes.len()).map(|i| format!("unit_{i}.cu")).collect(),
             shapes,
             measured: Mutex::new(vec![None; sizes.len()]),
+            started: Mutex::new(vec![None; sizes.len()]),
         }
+    }
+
+    #[test]
+    fn a_unit_predicted_far_longer_than_every_other_unfinished_sibling_is_waited_for() {
+        let s = siblings(&[16, 21, 29, 39, 224, 52]);
+        // Nothing measured, then one: too little to say.
+        assert_eq!(s.waited_for(4), None);
+        let finish = |i: usize, secs: f64| {
+            s.finished(i, Duration::from_secs_f64(secs), &mut []);
+        };
+        finish(0, 5.0);
+        assert_eq!(s.waited_for(4), None, "one sibling measured");
+        finish(1, 6.2);
+        finish(2, 8.1);
+        let why = s
+            .waited_for(4)
+            .expect("224 against 52 and 39 still compiling");
+        assert!(why.contains("3 measured"), "{why}");
+        assert!(why.contains("`constexpr int kSize =    224;`"), "{why}");
+        // The others are not.
+        assert_eq!(s.waited_for(5), None);
+        assert_eq!(s.waited_for(3), None);
+        // What is left counts: 52 kernels started long ago leave less than 224 just started.
+        let s = siblings(&[16, 21, 29, 224, 300]);
+        for (i, secs) in [(0, 5.0), (1, 6.2), (2, 8.1)] {
+            s.finished(i, Duration::from_secs_f64(secs), &mut []);
+        }
+        assert!(
+            s.waited_for(4).is_some(),
+            "300 against 224, both not started"
+        );
+        s.started(3);
+        s.started(4);
+        let long_ago = Instant::now().checked_sub(Duration::from_secs(30));
+        s.started.lock().unwrap()[4] = long_ago;
+        let why = s.waited_for(3).expect("224 just started, 300 nearly done");
+        assert!(why.contains("more ("), "{why}");
+        assert_eq!(s.waited_for(4), None);
+        // A finished unit is waited for no longer.
+        finish(4, 50.0);
+        assert_eq!(s.waited_for(4), None);
+        // Two alike still compiling: neither alone.
+        let s = siblings(&[16, 21, 29, 224, 224]);
+        for (i, secs) in [(0, 5.0), (1, 6.2), (2, 8.1)] {
+            s.finished(i, Duration::from_secs_f64(secs), &mut []);
+        }
+        assert_eq!((s.waited_for(3), s.waited_for(4)), (None, None));
     }
 
     #[test]
@@ -334,6 +451,7 @@ mod tests {
             labels: (0..5).map(|i| format!("u{i}")).collect(),
             shapes,
             measured: Mutex::new(vec![None; 5]),
+            started: Mutex::new(vec![None; 5]),
         };
         // Two numbers differ, one unit measured: nothing tells them apart yet.
         let mut waiting = vec![2, 3, 4];
@@ -398,6 +516,7 @@ mod tests {
             labels: vec!["a".into(), "b".into()],
             shapes,
             measured: Mutex::new(vec![None; 2]),
+            started: Mutex::new(vec![None; 2]),
         };
         let mut waiting = vec![1];
         assert_eq!(

@@ -3,7 +3,8 @@
 //! (`splits.rs`, from predicted costs), or more once no unit waits to start. From then on every
 //! slot a finished unit leaves would idle; the units still running share the slots, each pass
 //! taking its unit's share. A unit whose cost nothing predicted (its size in a constant) that
-//! starts last and long thus gets the cores the others leave, pass by pass.
+//! starts last and long thus gets the cores the others leave, pass by pass; one its siblings'
+//! measured costs say the build waits for alone takes every slot at once.
 
 use crate::jobserver::Jobserver;
 
@@ -37,13 +38,16 @@ pub struct PassSplit {
 /// (slots / units running / the unit's `capabilities`, each of which runs its own passes),
 /// whichever is more; at most the slots (and [`PTXAS_MAX_THREADS`] for `ptxas`). The threads
 /// beyond the pass's own slot take none; a planned split's run at low priority
-/// ([`PassSplit::background`]).
+/// ([`PassSplit::background`]). A unit the build is `waited_for` alone (`Siblings::waited_for`,
+/// why) takes every slot its capability may use instead of its share, once no unit waits:
+/// the others then finish before it whatever they get.
 /// Without a jobserver nothing counts the slots: one thread.
 pub fn pass_split(
     pass: DevicePass,
     scheduled: Option<u32>,
     capabilities: usize,
     jobserver: Option<&Jobserver>,
+    waited_for: Option<String>,
 ) -> PassSplit {
     let Some(js) = jobserver else {
         return PassSplit {
@@ -61,6 +65,17 @@ pub fn pass_split(
         let share = js.slots() / running / capabilities.max(1);
         (share.min(cap), running)
     });
+    let all = (js.slots() / capabilities.max(1)).min(cap);
+    if let (Some((share, _)), Some(why)) = (tail, waited_for)
+        && all > planned.max(share)
+        && all >= 2
+    {
+        return PassSplit {
+            threads: all,
+            late: Some(format!("split over {all} threads (--split-compile): {why}")),
+            background: false,
+        };
+    }
     match tail {
         Some((share, running)) if share > planned && share >= 2 => PassSplit {
             threads: share,
@@ -91,14 +106,14 @@ mod tests {
             js.unit_started();
         }
         // One unit waits: the schedule's split holds.
-        let split = pass_split(DevicePass::Cicc, Some(3), 1, Some(&js));
+        let split = pass_split(DevicePass::Cicc, Some(3), 1, Some(&js), None);
         assert_eq!((split.threads, split.late), (3, None));
         js.unit_started();
         for _ in 0..16 {
             js.unit_finished();
         }
         // Four running, none waiting: 16 / 4.
-        let split = pass_split(DevicePass::Cicc, None, 1, Some(&js));
+        let split = pass_split(DevicePass::Cicc, None, 1, Some(&js), None);
         assert_eq!((split.threads, split.background), (4, false));
         let why = split.late.expect("said with -v");
         assert!(
@@ -106,14 +121,62 @@ mod tests {
             "{why}"
         );
         // Two capabilities: each of its passes gets half the unit's share.
-        assert_eq!(pass_split(DevicePass::Cicc, None, 2, Some(&js)).threads, 2);
+        assert_eq!(
+            pass_split(DevicePass::Cicc, None, 2, Some(&js), None).threads,
+            2
+        );
         for _ in 0..3 {
             js.unit_finished();
         }
         // The last unit: every slot, but ptxas at most 9 (its count is one digit).
-        assert_eq!(pass_split(DevicePass::Cicc, None, 1, Some(&js)).threads, 16);
-        assert_eq!(pass_split(DevicePass::Ptxas, None, 1, Some(&js)).threads, 9);
-        assert_eq!(pass_split(DevicePass::Ptxas, None, 1, None).threads, 1);
+        assert_eq!(
+            pass_split(DevicePass::Cicc, None, 1, Some(&js), None).threads,
+            16
+        );
+        assert_eq!(
+            pass_split(DevicePass::Ptxas, None, 1, Some(&js), None).threads,
+            9
+        );
+        assert_eq!(
+            pass_split(DevicePass::Ptxas, None, 1, None, None).threads,
+            1
+        );
+    }
+
+    #[test]
+    fn a_pass_of_the_unit_the_build_waits_for_takes_every_slot_once_no_unit_waits() {
+        let js = Jobserver::new(16).unwrap();
+        js.start_run(11);
+        for _ in 0..10 {
+            js.unit_started();
+        }
+        let waits = || Some("the build waits for this unit: predicted 60.0s".to_string());
+        // A unit still waits to start: the planned split holds.
+        let split = pass_split(DevicePass::Ptxas, Some(6), 1, Some(&js), waits());
+        assert_eq!((split.threads, split.background), (6, true));
+        js.unit_started();
+        // All started, eleven running: its share would be one; it takes what ptxas may.
+        let split = pass_split(DevicePass::Ptxas, Some(6), 1, Some(&js), waits());
+        assert_eq!(
+            (split.threads, split.background),
+            (PTXAS_MAX_THREADS, false)
+        );
+        let why = split.late.expect("said with -v");
+        assert!(why.contains("the build waits for this unit"), "{why}");
+        // cicc: every slot; two capabilities: half each.
+        assert_eq!(
+            pass_split(DevicePass::Cicc, None, 1, Some(&js), waits()).threads,
+            16
+        );
+        assert_eq!(
+            pass_split(DevicePass::Cicc, None, 2, Some(&js), waits()).threads,
+            8
+        );
+        // Not waited for: its planned split.
+        assert_eq!(
+            pass_split(DevicePass::Ptxas, Some(6), 1, Some(&js), None).threads,
+            6
+        );
     }
 
     #[test]
@@ -122,7 +185,7 @@ mod tests {
         js.start_run(2);
         js.unit_started();
         js.unit_started();
-        let split = pass_split(DevicePass::Ptxas, Some(4), 1, Some(&js));
+        let split = pass_split(DevicePass::Ptxas, Some(4), 1, Some(&js), None);
         assert_eq!(
             (split.threads, split.late, split.background),
             (4, None, true)
@@ -131,6 +194,9 @@ mod tests {
         js.start_run(2);
         js.unit_started();
         js.unit_started();
-        assert_eq!(pass_split(DevicePass::Cicc, None, 1, Some(&js)).threads, 1);
+        assert_eq!(
+            pass_split(DevicePass::Cicc, None, 1, Some(&js), None).threads,
+            1
+        );
     }
 }

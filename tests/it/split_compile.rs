@@ -246,3 +246,62 @@ fn units_other_than_the_longest_start_cicc_after_cudafe_and_v_says_so() {
         assert_eq!(elves.len(), 1, "{}: {:?}", job.label, elves.keys());
     }
 }
+
+/// A unit alike its siblings but for `kSize`, how many kernels it instantiates (each a loop
+/// unrolled 512 steps): its cost follows that number, which no source scan prices.
+fn sized(size: usize) -> String {
+    format!(
+        "#include <utility>\nconstexpr int kSize = {size:4};\n\
+         template <int I> __global__ void kernel(float* o) {{ float s = o[threadIdx.x];\n\
+         #pragma unroll\n for (int i = 0; i < 512; i++) s += __sinf(s * (i + I)) * __cosf(s + i);\n\
+         o[threadIdx.x] = s; }}\n\
+         template <int... Is> const void* const* table(std::integer_sequence<int, Is...>) {{\n\
+         static const void* const kernels[] = {{reinterpret_cast<const void*>(&kernel<Is>)...}};\n\
+         return kernels; }}\n\
+         const void* const* kernels() {{ return table(std::make_integer_sequence<int, kSize>{{}}); }}\n"
+    )
+}
+
+#[test]
+fn the_unit_its_measured_siblings_say_the_build_waits_for_splits_its_ptxas_over_every_slot() {
+    // Four slots, nothing waiting: three siblings of 2, 12 and 192 kernels and a slow C++ unit
+    // start at once. Once the two small ones have compiled, their times against kSize predict
+    // the large one far longer than anything else: its ptxas, starting after its long cicc
+    // while the C++ unit still runs (a share of 2 slots), takes all 4.
+    let nvcc = nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let fake = crate::common::fake_cc::FakeCompiler::new(root);
+    let mut jobs: Vec<CompileJob> = [2, 12, 192]
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| cuda_unit(root, &nvcc, &format!("unit_{i}.cu"), &sized(size)))
+        .collect();
+    write(root, "slow.cpp", "// SLEEP 25\n");
+    jobs.push(job(root, &fake.path, "slow.cpp"));
+    let settings = CompileSettings {
+        jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
+        ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
+    };
+    let recorder = Recorder::default();
+    let result = compile_all(&jobs, &settings, &recorder);
+    let said = recorder.take();
+    assert_eq!(result.unwrap().compiled.len(), 4, "{said:?}");
+    let waited: Vec<&String> = (said.iter())
+        .filter(|l| l.contains("the build waits for this unit"))
+        .collect();
+    assert!(
+        waited.iter().any(
+            |l| l.contains("`unit_2.cu`: `ptxas sm_90` split over 4 threads")
+                && l.contains("measured, `constexpr int kSize =  192;`")
+        ),
+        "{said:?}"
+    );
+    assert!(
+        waited.iter().all(|l| l.contains("`unit_2.cu`")),
+        "only the large unit: {waited:?}"
+    );
+    let (elves, notes) = cubins(&cuobjdump(&nvcc), &jobs[2].object);
+    assert_eq!(elves.len(), 1, "{:?}", elves.keys());
+    assert!(notes.contains("-split-compile 1 "), "{notes}");
+}

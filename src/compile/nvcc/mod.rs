@@ -65,6 +65,7 @@ fn run_as_steps(
         jobserver: settings.jobserver.as_deref(),
         memory: settings.memory.as_deref(),
         step_cache: inputs.step_cache,
+        waited_for: inputs.waited_for,
         reporter,
     };
     match split::compile_split(&run, cancel)? {

@@ -54,6 +54,9 @@ pub(super) struct SplitRun<'a> {
     pub memory: Option<&'a MemoryGate>,
     /// The device step cache: a device pass it holds does not run.
     pub step_cache: Option<&'a StepCache>,
+    /// Why the build waits for this unit alone, asked as each device pass starts
+    /// (`schedule::Siblings::waited_for`).
+    pub waited_for: Option<&'a WaitedFor<'a>>,
     /// Says which passes were reused (`-v`) and which entries were damaged.
     pub reporter: &'a dyn Reporter,
 }
@@ -131,6 +134,7 @@ pub(super) fn compile_split(
             job,
             reporter: run.reporter,
         }),
+        waited_for: run.waited_for,
     };
     match run_steps(&plan.steps, &slots, cancel) {
         Ok(said) => Ok(Split::Done { said }),
@@ -237,6 +241,9 @@ enum Held<'a> {
     Token(#[allow(dead_code)] crate::jobserver::Slot<'a>),
 }
 
+/// Why the build waits for a unit alone, if it does, asked as a pass starts.
+pub(crate) type WaitedFor<'a> = dyn Fn() -> Option<String> + Sync + 'a;
+
 /// What the steps of one unit run under.
 struct Slots<'a> {
     jobserver: Option<&'a Jobserver>,
@@ -255,6 +262,8 @@ struct Slots<'a> {
     /// nvcc's `--keep-dir` (what a step never measured reads there sizes its guess).
     memory: Option<(&'a MemoryGate, &'a Path, &'a Path)>,
     device: Option<Device<'a>>,
+    /// Why the build waits for the unit alone ([`SplitRun::waited_for`]).
+    waited_for: Option<&'a WaitedFor<'a>>,
 }
 
 impl Slots<'_> {
@@ -526,7 +535,13 @@ fn split_at_start(step: &Step, slots: &Slots) -> (CommandSpec, usize) {
         StepKind::Ptxas => DevicePass::Ptxas,
         _ => return (step.spec.clone(), 1),
     };
-    let split = pass_split(pass, slots.scheduled, slots.capabilities, slots.jobserver);
+    let split = pass_split(
+        pass,
+        slots.scheduled,
+        slots.capabilities,
+        slots.jobserver,
+        slots.waited_for.and_then(|why| why()),
+    );
     if let Some(why) = &split.late {
         let (label, reporter) = slots.unit;
         reporter.verbose(&format!("`{label}`: `{}` {why}", step.label));
@@ -552,6 +567,7 @@ fn run_started(
             slots.scheduled,
             slots.capabilities,
             slots.jobserver,
+            slots.waited_for.and_then(|why| why()),
         )
     };
     let run = |spec: &CommandSpec, cancel: &Cancel| run_step(spec, step, slots, cancel);

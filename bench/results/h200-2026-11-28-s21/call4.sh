@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# s21 call 4: fewer + synthetic first builds, before (a0b8c68) / after (waited-for passes take every slot).
+set -uo pipefail
+mkdir -p .gpubin "$OUT"; tar -C .gpubin -xJf .gpucarry/bins.tar.xz
+uptime
+OUT=$OUT KINDS="fewer synthetic" EXTRA_ARGS="--candidates 1 --no-cicc-alone" bench/unseen_build_gpu.sh before=.gpubin/kbuild-a0b8c68 after=.gpubin/kbuild 2>&1 | grep --line-buffered -v "Verbose split .*in the tail"
+uptime
