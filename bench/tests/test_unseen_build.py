@@ -106,18 +106,20 @@ def test_a_floor_measured_for_another_project_or_core_count_is_refused(tmp_path)
     assert "--floor-from" in run.stderr and "measured for 'fewer: 2 units on 2 cores'" in run.stderr
 
 
-def test_the_pass_timeline_records_each_compiler_pass_under_the_command(tmp_path):
+def test_the_step_timeline_records_each_compiler_process_with_its_niceness_and_busy_cpus(tmp_path):
     source = tmp_path / "x.cpp"
     source.write_text("#include <regex>\n#include <iostream>\nint main() { std::regex r(\"a+\"); }\n")
     out = tmp_path / "t.json"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "bench/pass_timeline.py"), "--every", "0.02", "--json",
-         str(out), "--", "c++", "-O2", "-c", str(source), "-o", str(tmp_path / "x.o")],
+        [sys.executable, str(ROOT / "bench/step_timeline.py"), "--interval", "0.02", "--json",
+         str(out), "--", "nice", "-n", "5", "c++", "-O2", "-c", str(source), "-o",
+         str(tmp_path / "x.o")],
         capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr
-    passes = json.loads(out.read_text())["passes"]
-    cc1 = [p for p in passes if p["pass"] == "cc1plus"]
-    assert cc1, passes
-    assert cc1[0]["last"] >= cc1[0]["first"] and cc1[0]["cpu"] >= 0
-    assert "| cc1plus |" in run.stdout
+    result = json.loads(out.read_text())
+    cc1 = [r for r in result["rows"] if r["comm"] == "cc1plus"]
+    assert cc1, result["rows"]
+    assert cc1[0]["end"] >= cc1[0]["start"] and cc1[0]["nice"] >= 5 and cc1[0]["split"] is None
+    assert result["busy_cpus"] and all(b >= 0 for b in result["busy_cpus"])
+    assert "cc1plus" in run.stdout and "busy CPUs" in run.stdout

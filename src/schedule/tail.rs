@@ -98,13 +98,19 @@ pub fn pass_split(
 mod tests {
     use super::*;
 
-    #[test]
-    fn once_no_unit_waits_a_pass_takes_its_units_share_of_the_slots() {
-        let js = Jobserver::new(16).unwrap();
-        js.start_run(20);
-        for _ in 0..19 {
+    /// A jobserver of `slots` for a run of `units`, `started` of them started.
+    fn run_of(slots: usize, units: usize, started: usize) -> Jobserver {
+        let js = Jobserver::new(slots).unwrap();
+        js.start_run(units);
+        for _ in 0..started {
             js.unit_started();
         }
+        js
+    }
+
+    #[test]
+    fn once_no_unit_waits_a_pass_takes_its_units_share_of_the_slots() {
+        let js = run_of(16, 20, 19);
         // One unit waits: the schedule's split holds.
         let split = pass_split(DevicePass::Cicc, Some(3), 1, Some(&js), None);
         assert_eq!((split.threads, split.late), (3, None));
@@ -145,11 +151,7 @@ mod tests {
 
     #[test]
     fn a_pass_of_the_unit_the_build_waits_for_takes_every_slot_once_no_unit_waits() {
-        let js = Jobserver::new(16).unwrap();
-        js.start_run(11);
-        for _ in 0..10 {
-            js.unit_started();
-        }
+        let js = run_of(16, 11, 10);
         let waits = || Some("the build waits for this unit: predicted 60.0s".to_string());
         // A unit still waits to start: the planned split holds.
         let split = pass_split(DevicePass::Ptxas, Some(6), 1, Some(&js), waits());
