@@ -14,10 +14,14 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-env-changed=KBUILD_COMMIT");
     let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+    // Asked even when KBUILD_COMMIT overrides it: that prints the files whose change means a
+    // new commit, so that a later build without the override does not keep its stamp (cargo
+    // saw KBUILD_COMMIT=30f72a0 set once and kept stamping that commit while HEAD moved on).
+    let git = from_git(Path::new(&root));
     let commit = std::env::var("KBUILD_COMMIT")
         .ok()
         .filter(|c| !c.is_empty())
-        .or_else(|| from_git(Path::new(&root)))
+        .or(git)
         .or_else(|| from_vcs_info(Path::new(&root)));
     if let Some(commit) = commit {
         println!("cargo:rustc-env=KBUILD_COMMIT_INFO={commit}");
