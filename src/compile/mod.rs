@@ -87,7 +87,6 @@ pub fn compile_all(
             remote: remote.as_ref(),
             dist: dist.as_ref().map(|d| d.sccache.as_path()),
         };
-        siblings.started(unit.index);
         let waited_for = || siblings.waited_for(unit.index);
         let waited_for = siblings
             .any()

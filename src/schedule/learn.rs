@@ -70,14 +70,6 @@ impl Siblings {
         }
     }
 
-    /// Unit `unit` starts compiling now.
-    pub fn started(&self, unit: usize) {
-        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(at) = started.get_mut(unit) {
-            *at = Some(Instant::now());
-        }
-    }
-
     /// Whether any unit has a sibling.
     pub fn any(&self) -> bool {
         self.shapes.iter().any(Option::is_some)
@@ -172,6 +164,13 @@ impl Siblings {
 }
 
 impl Rerank for Siblings {
+    fn started(&self, unit: usize) {
+        let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = started.get_mut(unit) {
+            *at = Some(Instant::now());
+        }
+    }
+
     fn finished(
         &self,
         finished: usize,

@@ -51,6 +51,10 @@ pub struct Schedule<'a> {
 pub trait Rerank: Sync {
     fn finished(&self, finished: usize, elapsed: Duration, waiting: &mut [usize])
     -> Option<String>;
+
+    /// Unit `unit` starts now (what it has compiled so far counts against what it is
+    /// predicted to take).
+    fn started(&self, _unit: usize) {}
 }
 
 impl std::fmt::Debug for dyn Rerank + '_ {
@@ -209,6 +213,9 @@ where
         self.reporter.unit_started(label);
         if let Some(js) = self.schedule.jobserver {
             js.unit_started();
+        }
+        if let Some(rerank) = self.schedule.rerank {
+            rerank.started(i);
         }
         let started = Instant::now();
         let result = (self.work)(unit, &self.cancel);
