@@ -9,8 +9,9 @@ relative error of each output against eager's, ‖out − eager‖ / ‖eager‖
 
 `--ops` first times each fused piece of the LTX block on its own at the step's shapes (ours,
 torch.compile of the code it replaces, eager), in interleaved rounds (`--ops-only chain,grid`:
-the pieces whose names contain those words). `--without chain,rope_grid` adds an LTX row:
-compile + kernels without those pieces, on the same machine.
+the pieces whose names contain those words). `--without chain,rope_grid` adds a row:
+compile + kernels without those pieces, on the same machine. `--cudagraphs` adds
+`torch.compile(mode="reduce-overhead")` rows, with and without the kernels.
 
 The model is built once on the GPU; configurations run in the order eager, compile, then (after
 patching) eager + kernels, compile + kernels. Compilation is `torch.compile(model)` (`--compile
@@ -113,10 +114,13 @@ def mochi_model_and_inputs(batch):
 MODELS = {"ltx": ltx_model_and_inputs, "mochi": mochi_model_and_inputs}
 
 
-def compile_model(model, blocks, how):
+GRAPHS = "torch.compile (CUDA graphs)"
+
+
+def compile_model(model, blocks, how, mode=None):
     torch._dynamo.reset()
     if how == "full":
-        return torch.compile(model)
+        return torch.compile(model, mode=mode)
     for block in blocks:
         block.compile()
     return model
@@ -159,13 +163,26 @@ def run_model(name, lk, args):
     iters = args.iters if name == "ltx" else args.mochi_iters
     rows = []
 
-    def measure(label, fn):
+    def measure(label, fn, graphs=False):
+        # graphs: a torch.compile(mode="reduce-overhead") model, whose CUDA graph replays reuse
+        # their output buffers: each forward is a new step, the first output is copied out.
+        def call():
+            if graphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            return fn(**inputs)
+
         t0 = time.perf_counter()
-        with torch.no_grad():
-            out = fn(**inputs)[0]  # first call: compilation, when there is any
-            torch.cuda.synchronize()
-            first_s = time.perf_counter() - t0
-            times = time_forwards(lambda: fn(**inputs), iters, args.warmup)
+        try:
+            with torch.no_grad():
+                out = call()[0].clone()  # first call: compilation, when there is any
+                torch.cuda.synchronize()
+                first_s = time.perf_counter() - t0
+                times = time_forwards(call, iters, args.warmup)
+        except Exception as e:  # noqa: BLE001 - an optional row fails alone, reported
+            if label in ("eager", "torch.compile"):
+                raise
+            print(f"  {name} {label}: FAILED: {type(e).__name__}: {str(e).splitlines()[0][:300]}", flush=True)
+            return
         rows.append(dict(config=label, ms=statistics.median(times), min_ms=min(times),
                          first_call_s=first_s, out=out))
         print(f"  {name} {label}: {rows[-1]['ms']:.2f} ms (first call {first_s:.1f} s)", flush=True)
@@ -189,7 +206,10 @@ def run_model(name, lk, args):
     measure("torch.compile", compiled)
     profile("torch.compile", compiled)
     uncompile(blocks)
-    if args.without and name == "ltx":
+    graphs = args.cudagraphs and how == "full"
+    if graphs:
+        measure(GRAPHS, compile_model(model, blocks, how, "reduce-overhead"), graphs=True)
+    if args.without:
         # The same machine's number without some pieces (patched first: re-patching with all
         # pieces below sets every flag again).
         kept = lk.blocks.LTX_PIECES - set(args.without.split(","))
@@ -208,6 +228,8 @@ def run_model(name, lk, args):
     measure("torch.compile + kernels", compiled)
     profile("torch.compile + kernels", compiled)
     uncompile(blocks)
+    if graphs:
+        measure(GRAPHS + " + kernels", compile_model(model, blocks, how, "reduce-overhead"), graphs=True)
 
     eager = rows[0]
     compiled = rows[1]
@@ -413,7 +435,11 @@ def main():
     ap.add_argument("--ops", action="store_true", help="time the LTX block's pieces first")
     ap.add_argument("--ops-only", default=None, help="comma-separated substrings: time only the pieces they name")
     ap.add_argument("--without", default=None,
-                    help="also time LTX compile + kernels without these pieces (e.g. chain,rope_grid)")
+                    help="also time compile + kernels without these pieces (e.g. chain,rope_grid; "
+                         "attention,qkv for Mochi)")
+    ap.add_argument("--cudagraphs", action="store_true",
+                    help="also time torch.compile(mode='reduce-overhead'), CUDA graphs, with and without "
+                         "the kernels (full compile only)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--profile", type=Path, default=None, help="append a kernel profile of one forward per configuration")
     args = ap.parse_args()

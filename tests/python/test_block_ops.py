@@ -186,3 +186,33 @@ def test_linear_gelu_tanh_matches_float64_reference(lk, dtype, with_bias):
     # A 64-term dot product rounded once: fp32 accumulation error on top of the output rounding.
     tol = dict(atol=2e-4, rtol=2e-4) if dtype == torch.float32 else TOL[dtype]
     torch.testing.assert_close(got.double().cpu(), ref.linear_gelu_tanh(x, w, b).cpu(), **tol)
+
+
+def joint_attention_reference(q, k, v, mask):
+    """Mochi's joint attention in float64, one sample at a time as diffusers computes it: the
+    visual tokens and the kept text tokens attend over each other, the rest of the row is 0."""
+    b, n, h, d = q.shape
+    s = n - mask.shape[1]
+    out = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
+    for i in range(b):
+        rows = torch.cat([torch.arange(s, device=q.device), s + torch.nonzero(mask[i]).flatten()])
+        qi, ki, vi = (x[i, rows].double().transpose(0, 1) for x in (q, k, v))  # [H, R, D]
+        p = torch.softmax(qi @ ki.transpose(1, 2) / d**0.5, dim=-1)
+        out[i, : len(rows)] = (p @ vi).transpose(0, 1)
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "mask",
+    [[[1, 1, 1, 1], [1, 1, 1, 1]], [[1, 1, 0, 0], [1, 1, 1, 1]], [[0, 1, 0, 1], [0, 0, 0, 0]]],
+    ids=["all-kept", "padded", "holes-and-none"],
+)
+def test_joint_attention_matches_per_sample_float64_reference(lk, dtype, mask):
+    b, s, t, h, d = 2, 6, 4, 3, 16
+    q, k, v = (rand((b, s + t, h, d), dtype, lk.device) for _ in range(3))
+    m = torch.tensor(mask, device=lk.device)
+    got = lk.mod.joint_attention(q, k, v, m)
+    assert got.shape == q.shape and got.dtype == dtype and got.is_contiguous()
+    want = joint_attention_reference(q, k, v, m)
+    torch.testing.assert_close(got.double(), want, **TOL[dtype])

@@ -78,6 +78,7 @@ PIECE_SETS = [
     ["qk_norm_rope"],
     ["residual"],
     ["gelu_linear"],
+    ["attention"],
     ["adaln", "residual"],
     ["chain"],
     ["qk_norm_rope", "rope_grid"],
@@ -269,6 +270,34 @@ def test_patched_ltx_block_graph_holds_the_fused_ops(lk):
     assert calls("linear_gelu_tanh") == 2
 
 
+def hopper(lk) -> bool:
+    return lk.backend == "cuda" and torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.mark.parametrize("pieces", [None, ["qkv", "adaln"]], ids=["all", "without-attention"])
+def test_self_attention_runs_cudnn_on_hopper_only_and_matches_the_default(lk, pieces):
+    """The ``attention`` piece: each block's self-attention is cuDNN's fused kernel in the
+    traced graph on a Hopper GPU in bf16, torch's default SDPA anywhere else or without the
+    piece, and the output is the unpatched model's either way."""
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    base = tiny_ltx(lk.device, torch.bfloat16)
+    model = copy.deepcopy(base)
+    lk.mod.patch_transformer(model, pieces=pieces)
+    inputs = ltx_inputs(lk.device, torch.bfloat16)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, fullgraph=True, backend=backend)(**inputs)[0]
+        expected = base(**inputs)[0]
+    cudnn = sum("_scaled_dot_product_cudnn_attention" in s for s in seen)
+    assert cudnn == (2 if pieces is None and hopper(lk) else 0), sorted(set(seen))
+    assert rel_err(got, expected) < 2e-2
+
+
 def tiny_mochi(device, dtype):
     from diffusers import MochiTransformer3DModel
 
@@ -287,23 +316,60 @@ def tiny_mochi(device, dtype):
     return model.to(device=device, dtype=dtype).eval()
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_block_patch_of_tiny_mochi_transformer_matches_unpatched(lk, dtype):
-    base = tiny_mochi(lk.device, dtype)
-    patched = copy.deepcopy(base)
-    counts = lk.mod.patch_transformer(patched)
-    assert counts["MochiTransformerBlock"] == 2, counts
+MOCHI_MASKS = {"padded": [[1] * 8, [1] * 5 + [0] * 3], "full": [[1] * 8, [1] * 8], "holes": [[0, 1] * 4, [1] * 8]}
+
+
+def mochi_inputs(device, dtype, mask="padded"):
     g = torch.Generator().manual_seed(2)
-    inputs = dict(
-        hidden_states=torch.randn(2, 4, 3, 8, 8, generator=g).to(lk.device, dtype),
-        encoder_hidden_states=torch.randn(2, 8, 32, generator=g).to(lk.device, dtype),
-        timestep=torch.tensor([10, 500]).to(lk.device),
-        encoder_attention_mask=torch.tensor([[1] * 8, [1] * 5 + [0] * 3]).to(lk.device),
+    return dict(
+        hidden_states=torch.randn(2, 4, 3, 8, 8, generator=g).to(device, dtype),
+        encoder_hidden_states=torch.randn(2, 8, 32, generator=g).to(device, dtype),
+        timestep=torch.tensor([10, 500]).to(device),
+        encoder_attention_mask=torch.tensor(MOCHI_MASKS[mask]).to(device),
         return_dict=False,
     )
+
+
+@pytest.mark.parametrize("mask", sorted(MOCHI_MASKS))
+@pytest.mark.parametrize("pieces", [None, ["adaln"]], ids=["all", "norms-only"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_block_patch_of_tiny_mochi_transformer_matches_unpatched(lk, dtype, pieces, mask):
+    """Every text mask diffusers handles (all kept: one batched attention; some padded; holes
+    in the middle) gives the unpatched model's output, with the joint attention op and fused
+    projections (all pieces) and without them."""
+    base = tiny_mochi(lk.device, dtype)
+    patched = copy.deepcopy(base)
+    counts = lk.mod.patch_transformer(patched, pieces=pieces)
+    assert counts["MochiTransformerBlock"] == 2, counts
+    joint = [b._ltx_joint for b in patched.transformer_blocks]
+    assert joint == [pieces is None] * 2
+    inputs = mochi_inputs(lk.device, dtype, mask)
     with torch.no_grad():
         expected = base(**inputs)[0]
         got = patched(**inputs)[0]
     assert got.shape == expected.shape
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
     assert rel_err(got, expected) < tol
+
+
+def test_patched_mochi_block_compiles_into_one_graph(lk):
+    """diffusers' Mochi attention breaks the compiled graph at each sample's torch.nonzero;
+    the patched block (joint_attention op) traces with fullgraph=True and computes what the
+    eager block does, for a padded mask too."""
+    model = tiny_mochi(lk.device, torch.float32)
+    lk.mod.patch_transformer(model)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    inputs = mochi_inputs(lk.device, torch.float32)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        expected = model(**inputs)[0]
+        for block in model.transformer_blocks:
+            block.compile(fullgraph=True, backend=backend)
+        got = model(**inputs)[0]
+    assert len(graphs) == 2  # one per block
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)

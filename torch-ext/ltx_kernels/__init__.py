@@ -9,6 +9,7 @@ any leading shape; ``out=`` writes into a contiguous tensor you provide):
 - :func:`geglu`, :func:`gelu_tanh`
 - LTX-Video block fusions: :func:`qk_norm_rope` (:func:`qk_norm_rope_grid`), :func:`gated_residual`,
   :func:`residual_adaln`, :func:`linear_gelu_tanh`
+- Mochi's joint attention without a host sync per sample: :func:`joint_attention`
 
 ``layers`` holds stateless layers for ``kernels.kernelize``; :func:`patch_transformer` swaps
 them, and whole LTX-Video / Mochi block forwards (``blocks``), into a diffusers transformer by
@@ -24,6 +25,7 @@ from .functional import (
     gated_residual,
     geglu,
     gelu_tanh,
+    joint_attention,
     linear_gelu_tanh,
     materialize,
     qk_norm_rope,
@@ -43,6 +45,7 @@ __all__ = [
     "gated_residual",
     "geglu",
     "gelu_tanh",
+    "joint_attention",
     "layers",
     "linear_gelu_tanh",
     "ltx_model",

@@ -7,7 +7,10 @@ LTX-Video (``LTXVideoTransformerBlock``), per block:
 - self-attention: one QKV matrix product (the three projections' weights concatenated once at
   patch time; ``to_q``/``to_k``/``to_v`` keep views of it, so no memory is added), then
   :func:`qk_norm_rope` (RMSNorm across heads + RoPE for q and k in one pass, each table row
-  read once for the batch when the rotary module is patched too);
+  read once for the batch when the rotary module is patched too); the attention itself through
+  cuDNN's fused kernel on Hopper GPUs (``attention``: the fastest backend at these shapes on an
+  H200, bench/attention.py; torch 2.11 with cuDNN 9.19 picks it too, but torch's priority
+  order lists flash first, 1.6x slower here), unless diffusers was asked for another backend;
 - ``h + attn * gate_msa``: :func:`gated_residual`;
 - ``h + attn2`` and norm2 + modulation: one :func:`residual_adaln` pass;
 - feed-forward ``proj`` + GELU-tanh: :func:`linear_gelu_tanh` (the GELU in the GEMM epilogue);
@@ -21,7 +24,9 @@ entry's grid is the same, so the tables are built once and read once per token.
 
 Mochi (``MochiTransformerBlock``): both residual tanh-gated RMSNorms of each stream are
 :func:`fused_residual_gated_rms_norm`, and the modulated RMSNorms of ``norm1``/``norm3`` (no
-shift) are :func:`adaln` with a zero shift.
+shift) are :func:`adaln` with a zero shift. Without grad, the joint attention is one
+:func:`joint_attention` op (``attention``: diffusers calls ``torch.nonzero`` for each sample,
+a host sync and a graph break in every block) after one q/k/v GEMM per stream (``qkv``).
 
 Blocks whose structure differs from what these forwards assume are left alone (and not
 counted); inputs on another device or of another dtype take the original forward.
@@ -42,6 +47,7 @@ from .functional import (
     adaln,
     fused_residual_gated_rms_norm,
     gated_residual,
+    joint_attention,
     linear_gelu_tanh,
     materialize,
     qk_norm_rope,
@@ -52,7 +58,9 @@ from .functional import (
 
 # The pieces of the LTX block forward; each can be left out (bench/e2e.py measures them).
 # "chain" and "rope_grid" act in the transformer's forward (``ltx_model_forward``).
-LTX_PIECES = frozenset({"adaln", "qkv", "qk_norm_rope", "residual", "gelu_linear", "chain", "rope_grid"})
+LTX_PIECES = frozenset(
+    {"adaln", "qkv", "qk_norm_rope", "residual", "gelu_linear", "attention", "chain", "rope_grid"}
+)
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -103,11 +111,12 @@ def _ltx_block_ok(block: nn.Module) -> bool:
         return False
 
 
-def _fuse_qkv(attn: nn.Module) -> None:
-    """Concatenate to_q/to_k/to_v into one weight (and bias) and let the three Linears keep
-    views of it: one GEMM reads the input once, and the parameters keep their identity (a later
-    ``load_state_dict`` writes through the views into the fused weight)."""
-    linears = [attn.to_q, attn.to_k, attn.to_v]
+def _fuse_qkv(attn: nn.Module, names=("to_q", "to_k", "to_v"), prefix="_ltx_qkv") -> None:
+    """Concatenate three Linears (``to_q``/``to_k``/``to_v``) into one weight (and bias) and
+    let them keep views of it: one GEMM reads the input once, and the parameters keep their
+    identity (a later ``load_state_dict`` writes through the views into the fused weight). The
+    fused tensors are buffers ``{prefix}_weight`` / ``{prefix}_bias``, the split ``{prefix}_sizes``."""
+    linears = [getattr(attn, n) for n in names]
     sizes = [lin.out_features for lin in linears]
     with torch.no_grad():
         weight = torch.cat([lin.weight for lin in linears])
@@ -119,9 +128,9 @@ def _fuse_qkv(attn: nn.Module) -> None:
             lin.weight.data = w
             if b is not None:
                 lin.bias.data = b
-    attn.register_buffer("_ltx_qkv_weight", weight, persistent=False)
-    attn.register_buffer("_ltx_qkv_bias", bias, persistent=False)
-    attn._ltx_qkv_sizes = sizes
+    attn.register_buffer(f"{prefix}_weight", weight, persistent=False)
+    attn.register_buffer(f"{prefix}_bias", bias, persistent=False)
+    setattr(attn, f"{prefix}_sizes", sizes)
 
 
 def _attention_fn(attn: nn.Module):
@@ -130,10 +139,33 @@ def _attention_fn(attn: nn.Module):
     return getattr(sys.modules.get(type(attn).__module__), "dispatch_attention_fn", None)
 
 
+def _cudnn_attention_here() -> bool:
+    """cuDNN's fused attention is what runs self-attention (``attention`` piece) on this
+    machine: a Hopper GPU (capability 9.x, where it was measured faster than torch's flash and
+    memory-efficient kernels at the models' shapes: bench/attention.py) and a cuDNN torch can
+    use. Decided when the model is patched, so the traced graph names the backend."""
+    if not torch.cuda.is_available() or not torch.backends.cudnn.is_available():
+        return False
+    return torch.cuda.get_device_capability()[0] == 9
+
+
+def _cudnn_attention_fits(q: torch.Tensor) -> bool:
+    """q [B, S, H, D] is a shape and type cuDNN's attention takes."""
+    d = q.shape[-1]
+    return q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and d % 8 == 0 and d <= 128
+
+
 def _sdpa(attn, q, k, v):
-    """Attention over [B, S, H, D] q/k/v, as diffusers' LTX processor calls it."""
+    """Attention over [B, S, H, D] q/k/v, as diffusers' LTX processor calls it; through
+    cuDNN's fused attention when the ``attention`` piece chose it at patch time and no other
+    backend was asked of diffusers."""
     proc = attn.processor
     fn = attn._ltx_dispatch
+    if attn._ltx_cudnn and _cudnn_attention_fits(q) and getattr(proc, "_attention_backend", None) is None:
+        out = torch.ops.aten._scaled_dot_product_cudnn_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), None, False
+        )[0]
+        return out.transpose(1, 2)
     if fn is not None:
         return fn(
             q,
@@ -267,6 +299,7 @@ def _patch_ltx_block(block: nn.Module, pieces: Collection[str]) -> bool:
     if block._ltx_qkv and not hasattr(block.attn1, "_ltx_qkv_weight"):
         _fuse_qkv(block.attn1)
     block.attn1._ltx_dispatch = _attention_fn(block.attn1)
+    block.attn1._ltx_cudnn = "attention" in pieces and _cudnn_attention_here()
     block.forward = types.MethodType(ltx_block_forward, block)
     # What ltx_model's loop compares block.forward with (`is` on the bound method: dynamo in
     # torch 2.11 does not see a traced method's `__func__`, and chaining silently fell back).
@@ -327,6 +360,52 @@ def _gated(norm: nn.Module, x: torch.Tensor, residual: torch.Tensor, gate: torch
     return fused_residual_gated_rms_norm(x, residual, gate, None, float(norm.eps))
 
 
+def _mochi_attention_ok(attn: nn.Module) -> bool:
+    names = ("to_q", "to_k", "to_v", "add_q_proj", "add_k_proj", "add_v_proj")
+    norms = ("norm_q", "norm_k", "norm_added_q", "norm_added_k")
+    return (
+        type(attn.processor).__name__ == "MochiAttnProcessor2_0"
+        and all(isinstance(getattr(attn, n, None), nn.Linear) for n in names)
+        and all(type(getattr(attn, n, None)).__name__ == "MochiRMSNorm" for n in norms)
+        and isinstance(attn.to_out[0], nn.Linear)
+    )
+
+
+def _mochi_rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Mochi's RoPE on [B, S, H, D]: channel pairs (2i, 2i+1) rotated in float32 by the
+    [S, H, D/2] tables, the result in x's dtype."""
+    even, odd = x[..., 0::2].float(), x[..., 1::2].float()
+    rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)
+    return rotated.flatten(-2).to(x.dtype)
+
+
+def _mochi_attention(block, x, enc, mask, rotary):
+    """``block.attn1(x, enc, rotary, mask)`` (diffusers' ``MochiAttnProcessor2_0``) with the
+    q/k/v projections of each stream as one GEMM (``qkv``) and the joint attention as one
+    :func:`joint_attention` op instead of a ``torch.nonzero`` per sample."""
+    attn = block.attn1
+    if attn._ltx_fused:
+        q, k, v = F.linear(x, attn._ltx_qkv_weight, attn._ltx_qkv_bias).split(attn._ltx_qkv_sizes, -1)
+        eq, ek, ev = F.linear(enc, attn._ltx_add_qkv_weight, attn._ltx_add_qkv_bias).split(
+            attn._ltx_add_qkv_sizes, -1
+        )
+    else:
+        q, k, v = attn.to_q(x), attn.to_k(x), attn.to_v(x)
+        eq, ek, ev = attn.add_q_proj(enc), attn.add_k_proj(enc), attn.add_v_proj(enc)
+    q, k, v, eq, ek, ev = (t.unflatten(2, (attn.heads, -1)) for t in (q, k, v, eq, ek, ev))
+    q, k = attn.norm_q(q), attn.norm_k(k)
+    eq, ek = attn.norm_added_q(eq), attn.norm_added_k(ek)
+    if rotary is not None:
+        q, k = _mochi_rotate(q, *rotary), _mochi_rotate(k, *rotary)
+    joint = [torch.cat(pair, dim=1) for pair in ((q, eq), (k, ek), (v, ev))]
+    out = joint_attention(*joint, mask).flatten(2, 3)
+    hidden, context = out.split_with_sizes((x.shape[1], enc.shape[1]), dim=1)
+    hidden = attn.to_out[1](attn.to_out[0](hidden))
+    if hasattr(attn, "to_add_out"):
+        context = attn.to_add_out(context)
+    return hidden, context
+
+
 def mochi_block_forward(
     self,
     hidden_states: torch.Tensor,
@@ -353,12 +432,17 @@ def mochi_block_forward(
     else:
         norm_encoder_hidden_states = self.norm1_context(encoder_hidden_states, temb)
 
-    attn_hidden_states, context_attn_hidden_states = self.attn1(
-        hidden_states=norm_hidden_states,
-        encoder_hidden_states=norm_encoder_hidden_states,
-        image_rotary_emb=image_rotary_emb,
-        attention_mask=encoder_attention_mask,
-    )
+    if self._ltx_joint and not torch.is_grad_enabled():
+        attn_hidden_states, context_attn_hidden_states = _mochi_attention(
+            self, norm_hidden_states, norm_encoder_hidden_states, encoder_attention_mask, image_rotary_emb
+        )
+    else:
+        attn_hidden_states, context_attn_hidden_states = self.attn1(
+            hidden_states=norm_hidden_states,
+            encoder_hidden_states=norm_encoder_hidden_states,
+            image_rotary_emb=image_rotary_emb,
+            attention_mask=encoder_attention_mask,
+        )
 
     hidden_states = _gated(self.norm2, attn_hidden_states, hidden_states, gate_msa)
     norm_hidden_states = _modulated(self.norm3, hidden_states, scale_mlp)
@@ -396,11 +480,17 @@ def _mochi_block_ok(block: nn.Module) -> bool:
         return False
 
 
-def _patch_mochi_block(block: nn.Module) -> bool:
+def _patch_mochi_block(block: nn.Module, pieces: Collection[str]) -> bool:
     if not _mochi_block_ok(block):
         return False
     if getattr(block, "_ltx_unpatched_forward", None) is None:
         block._ltx_unpatched_forward = block.forward
+    attn = block.attn1
+    block._ltx_joint = "attention" in pieces and _mochi_attention_ok(attn)
+    attn._ltx_fused = block._ltx_joint and "qkv" in pieces
+    if attn._ltx_fused and not hasattr(attn, "_ltx_qkv_weight"):
+        _fuse_qkv(attn)
+        _fuse_qkv(attn, ("add_q_proj", "add_k_proj", "add_v_proj"), "_ltx_add_qkv")
     block.forward = types.MethodType(mochi_block_forward, block)
     return True
 
@@ -408,5 +498,5 @@ def _patch_mochi_block(block: nn.Module) -> bool:
 PATCHERS = {
     "LTXVideoTransformerBlock": _patch_ltx_block,
     "LTXVideoRotaryPosEmbed": lambda m, pieces: _patch_ltx_rope(m),
-    "MochiTransformerBlock": lambda m, pieces: _patch_mochi_block(m),
+    "MochiTransformerBlock": _patch_mochi_block,
 }

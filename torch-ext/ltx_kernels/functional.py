@@ -7,7 +7,8 @@ import math
 from typing import Optional, Sequence, Tuple
 
 import torch
-from torch.compiler import is_compiling as _is_compiling  # bound once: called on every eager call
+from torch.compiler import is_compiling as _is_compiling
+from torch.nn.attention import SDPBackend, sdpa_kernel  # bound once: called on every eager call
 
 from . import _capabilities
 from ._ops import add_op_namespace_prefix, ops
@@ -330,6 +331,52 @@ def rope_3d_tables(
     cos = cos.unsqueeze(0).expand(batch_size, -1, -1).contiguous()
     sin = sin.unsqueeze(0).expand(batch_size, -1, -1).contiguous()
     return cos, sin
+
+
+# cuDNN's fused attention first: the fastest backend at every Mochi and LTX shape measured on
+# an H200 (bench/attention.py; torch's own order puts flash first, 1.6-1.8x slower there).
+_SDPA_ORDER = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+@torch.library.custom_op(add_op_namespace_prefix("joint_attention"), mutates_args=())
+def _joint_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    b, n, t = q.shape[0], q.shape[1], mask.shape[1]
+    s = n - t
+    counts = (mask != 0).sum(1).tolist()  # the one host sync: how many text tokens each sample keeps
+
+    def attend(q, k, v):  # [B, S, H, D] -> [B, S, H, D]
+        tr = lambda x: x.transpose(1, 2)  # noqa: E731
+        with sdpa_kernel(_SDPA_ORDER, set_priority=True):
+            out = torch.nn.functional.scaled_dot_product_attention(tr(q), tr(k), tr(v))
+        # contiguous, as the fake says (a no-op where the backend kept q's layout: cuDNN's)
+        return tr(out).contiguous()
+
+    if all(c == t for c in counts):
+        return attend(q, k, v)
+    out = q.new_zeros(q.shape)
+    for i, c in enumerate(counts):
+        rows = torch.cat([torch.arange(s, device=q.device), s + torch.nonzero(mask[i]).flatten()])
+        out[i : i + 1, : s + c] = attend(q[i : i + 1, rows], k[i : i + 1, rows], v[i : i + 1, rows])
+    return out
+
+
+@_joint_attention.register_fake
+def _joint_attention_fake(q, k, v, mask):
+    return q.new_empty(q.shape)
+
+
+def joint_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mochi's joint attention (diffusers' ``MochiAttnProcessor2_0``) as one op. q/k/v are
+    [B, S + T, H, D]: S visual tokens, then T text tokens, of which ``mask`` [B, T] (nonzero:
+    kept) says which each sample attends over. Returns [B, S + T, H, D]: the visual tokens'
+    outputs, then each sample's kept text tokens' outputs in order, then zeros (where diffusers
+    pads). When every sample keeps every text token: one batched attention call, no copy.
+
+    Opaque to ``torch.compile`` (the kept counts are read on the host inside the op), so a
+    compiled Mochi block is one graph instead of breaking at each sample's ``torch.nonzero``,
+    and the concatenation of the two streams is written by the kernels that produce them.
+    No autograd: for inference (the patched block takes diffusers' path when grad is on)."""
+    return _joint_attention(q, k, v, mask)
 
 
 # ---- fake implementations: shapes only, for torch.compile / FakeTensor tracing -----------
