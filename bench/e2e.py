@@ -11,7 +11,8 @@ relative error of each output against eager's, ‖out − eager‖ / ‖eager‖
 torch.compile of the code it replaces, eager), in interleaved rounds (`--ops-only chain,grid`:
 the pieces whose names contain those words). `--without chain,rope_grid` adds a row:
 compile + kernels without those pieces, on the same machine. `--cudagraphs` adds
-`torch.compile(mode="reduce-overhead")` rows, with and without the kernels.
+`torch.compile(mode="reduce-overhead")` rows, with and without the kernels; `--fp8` an LTX row
+with the optional FP8 projections (its relative error is the accuracy it costs).
 
 The model is built once on the GPU; configurations run in the order eager, compile, then (after
 patching) eager + kernels, compile + kernels. Compilation is `torch.compile(model)` (`--compile
@@ -230,6 +231,10 @@ def run_model(name, lk, args):
     uncompile(blocks)
     if graphs:
         measure(GRAPHS + " + kernels", compile_model(model, blocks, how, "reduce-overhead"), graphs=True)
+    if args.fp8 and name == "ltx":
+        lk.patch_transformer(model, pieces=lk.blocks.LTX_PIECES | {"fp8"})
+        measure("torch.compile + kernels + fp8", compile_model(model, blocks, how))
+        uncompile(blocks)
 
     eager = rows[0]
     compiled = rows[1]
@@ -440,6 +445,8 @@ def main():
     ap.add_argument("--cudagraphs", action="store_true",
                     help="also time torch.compile(mode='reduce-overhead'), CUDA graphs, with and without "
                          "the kernels (full compile only)")
+    ap.add_argument("--fp8", action="store_true",
+                    help="also time LTX compile + kernels with the optional fp8 piece (FP8 projections)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--profile", type=Path, default=None, help="append a kernel profile of one forward per configuration")
     args = ap.parse_args()

@@ -202,17 +202,45 @@ def joint_attention_reference(q, k, v, mask):
     return out
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(
+JOINT_MASKS = pytest.mark.parametrize(
     "mask",
     [[[1, 1, 1, 1], [1, 1, 1, 1]], [[1, 1, 0, 0], [1, 1, 1, 1]], [[0, 1, 0, 1], [0, 0, 0, 0]]],
     ids=["all-kept", "padded", "holes-and-none"],
 )
-def test_joint_attention_matches_per_sample_float64_reference(lk, dtype, mask):
+
+
+@pytest.mark.parametrize("path", ["op", "without-sync"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@JOINT_MASKS
+def test_joint_attention_matches_per_sample_float64_reference(lk, dtype, mask, path):
+    """The op (the kept counts read on the host) and the path it takes inside a CUDA graph
+    capture (dropped tokens masked, rows compacted on the device) both compute diffusers'
+    per-sample attention."""
     b, s, t, h, d = 2, 6, 4, 3, 16
     q, k, v = (rand((b, s + t, h, d), dtype, lk.device) for _ in range(3))
     m = torch.tensor(mask, device=lk.device)
-    got = lk.mod.joint_attention(q, k, v, m)
+    fn = lk.mod.joint_attention if path == "op" else lk.mod.functional._joint_attention_without_sync
+    got = fn(q, k, v, m)
     assert got.shape == q.shape and got.dtype == dtype and got.is_contiguous()
     want = joint_attention_reference(q, k, v, m)
     torch.testing.assert_close(got.double(), want, **TOL[dtype])
+
+
+@JOINT_MASKS
+def test_joint_attention_captured_in_a_cuda_graph_replays_what_it_computes_eagerly(cuda_lk, mask):
+    """Inside a capture the op must not sync (an error there): a graph captured around it
+    replays the eager result for new inputs copied into the captured ones."""
+    b, s, t, h, d = 2, 64, 16, 4, 64
+    mask = [[x for x in row for _ in range(4)] for row in mask]
+    q, k, v = (rand((b, s + t, h, d), torch.bfloat16, "cuda") for _ in range(3))
+    m = torch.tensor(mask, device="cuda")
+    cuda_lk.mod.joint_attention(q, k, v, m)  # warm-up outside the capture (cuDNN plans)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = cuda_lk.mod.joint_attention(q, k, v, m)
+    fresh = [rand((b, s + t, h, d), torch.bfloat16, "cuda") for _ in range(3)]
+    for dst, src in zip((q, k, v), fresh):
+        dst.copy_(src)
+    graph.replay()
+    want = cuda_lk.mod.joint_attention(*fresh, m)
+    torch.testing.assert_close(captured, want, **TOL[torch.bfloat16])

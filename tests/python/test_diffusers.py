@@ -373,3 +373,41 @@ def test_patched_mochi_block_compiles_into_one_graph(lk):
         got = model(**inputs)[0]
     assert len(graphs) == 2  # one per block
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+
+def test_fp8_piece_runs_the_token_wide_projections_in_fp8_and_can_be_taken_back(lk):
+    """The optional fp8 piece on a GPU with FP8 tensor cores: six scaled FP8 matrix products
+    per block in the traced graph (fused q/k/v, self-attention output, cross-attention query
+    and output, feed-forward up and down), an output near the unpatched model's (FP8
+    rounding), and patching again without it restores the bf16 projections exactly. Anywhere
+    else patching with it is refused, saying why."""
+    if lk.backend == "cpu" or torch.cuda.get_device_capability() < (8, 9):
+        model = tiny_ltx(lk.device, torch.bfloat16)
+        with pytest.raises(ValueError, match="FP8 tensor cores"):
+            lk.mod.patch_transformer(model, pieces=lk.mod.blocks.LTX_PIECES | {"fp8"})
+        assert not [m for m in model.modules() if "forward" in m.__dict__]  # nothing patched
+        return
+    base = tiny_ltx(lk.device, torch.bfloat16)
+    model = copy.deepcopy(base)
+    lk.mod.patch_transformer(model)
+    inputs = ltx_inputs(lk.device, torch.bfloat16)
+    with torch.no_grad():
+        expected, bf16 = base(**inputs)[0], model(**inputs)[0]
+    lk.mod.patch_transformer(model, pieces=lk.mod.blocks.LTX_PIECES | {"fp8"})
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = model(**inputs)[0]
+        torch.compile(model, fullgraph=True, backend=backend)(**inputs)
+    assert sum("_scaled_mm" in s for s in seen) == 6 * 2, sorted(set(seen))
+    assert 1e-3 < rel_err(got, expected) < 0.1
+    lk.mod.patch_transformer(model)
+    with torch.no_grad():
+        again = model(**inputs)[0]
+    torch.testing.assert_close(again, bf16, rtol=0, atol=0)

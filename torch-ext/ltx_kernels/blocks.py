@@ -24,7 +24,7 @@ entry's grid is the same, so the tables are built once and read once per token.
 
 Mochi (``MochiTransformerBlock``): both residual tanh-gated RMSNorms of each stream are
 :func:`fused_residual_gated_rms_norm`, and the modulated RMSNorms of ``norm1``/``norm3`` (no
-shift) are :func:`adaln` with a zero shift. Without grad, the joint attention is one
+shift) are :func:`adaln` with a zero shift. The joint attention is one
 :func:`joint_attention` op (``attention``: diffusers calls ``torch.nonzero`` for each sample,
 a host sync and a graph break in every block) after one q/k/v GEMM per stream (``qkv``).
 
@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import fp8
 from .functional import (
     BACKEND,
     adaln,
@@ -61,6 +62,9 @@ from .functional import (
 LTX_PIECES = frozenset(
     {"adaln", "qkv", "qk_norm_rope", "residual", "gelu_linear", "attention", "chain", "rope_grid"}
 )
+# Asked for by name only (not in the default set): FP8 matrix products (``fp8.py``), which
+# change the numbers beyond bf16 rounding.
+LTX_OPTIONAL = frozenset({"fp8"})
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -184,7 +188,10 @@ def _sdpa(attn, q, k, v):
 def _ltx_self_attention(block, x, image_rotary_emb, rope_grid):
     attn = block.attn1
     if block._ltx_qkv:
-        qkv = F.linear(x, attn._ltx_qkv_weight, attn._ltx_qkv_bias)
+        if block._ltx_fp8:
+            qkv = fp8.linear(x, attn._ltx_qkv_fp8_values, attn._ltx_qkv_fp8_scale, attn._ltx_qkv_bias)
+        else:
+            qkv = F.linear(x, attn._ltx_qkv_weight, attn._ltx_qkv_bias)
         q, k, v = qkv.split(attn._ltx_qkv_sizes, dim=-1)
     else:
         q, k, v = attn.to_q(x), attn.to_k(x), attn.to_v(x)
@@ -264,7 +271,11 @@ def ltx_block_forward(
         norm_hidden_states = self.norm2(hidden_states) * (1 + scale_mlp) + shift_mlp
 
     net = self.ff.net
-    if self._ltx_gelu_linear:
+    if self._ltx_fp8:
+        proj = net[0].proj
+        ff_output = fp8.linear(norm_hidden_states, proj._ltx_fp8_values, proj._ltx_fp8_scale, proj.bias)
+        ff_output = F.gelu(ff_output, approximate="tanh")
+    elif self._ltx_gelu_linear:
         ff_output = linear_gelu_tanh(norm_hidden_states, net[0].proj.weight, net[0].proj.bias)
     else:
         ff_output = net[0](norm_hidden_states)
@@ -298,12 +309,38 @@ def _patch_ltx_block(block: nn.Module, pieces: Collection[str]) -> bool:
     block._ltx_gelu_linear = "gelu_linear" in pieces
     if block._ltx_qkv and not hasattr(block.attn1, "_ltx_qkv_weight"):
         _fuse_qkv(block.attn1)
+    block._ltx_fp8 = "fp8" in pieces and _patch_ltx_fp8(block)
+    if not block._ltx_fp8:
+        for linear in _ltx_fp8_linears(block):
+            fp8.unpatch_linear(linear)
     block.attn1._ltx_dispatch = _attention_fn(block.attn1)
     block.attn1._ltx_cudnn = "attention" in pieces and _cudnn_attention_here()
     block.forward = types.MethodType(ltx_block_forward, block)
     # What ltx_model's loop compares block.forward with (`is` on the bound method: dynamo in
     # torch 2.11 does not see a traced method's `__func__`, and chaining silently fell back).
     block._ltx_patched_forward = block.forward
+    return True
+
+
+def _ltx_fp8_linears(block: nn.Module):
+    """The block's projections over every token that run as modules (diffusers' cross-attention
+    calls them itself): the self-attention output, the cross-attention query and output, the
+    feed-forward's down projection."""
+    linears = [block.attn1.to_out[0], getattr(block.attn2, "to_q", None), block.attn2.to_out[0], block.ff.net[2]]
+    return [m for m in linears if isinstance(m, nn.Linear)]
+
+
+def _patch_ltx_fp8(block: nn.Module) -> bool:
+    """FP8 copies of the block's token-wide projections (``fp8`` piece): the fused q/k/v and
+    the feed-forward's up projection, called by :func:`ltx_block_forward`, and the Linears of
+    :func:`_ltx_fp8_linears`. False (nothing changed) when a shape does not fit."""
+    attn, proj = block.attn1, block.ff.net[0].proj
+    if not (block._ltx_qkv and fp8.fits(attn._ltx_qkv_weight) and fp8.fits(proj.weight)):
+        return False
+    fp8.attach(attn, attn._ltx_qkv_weight, "_ltx_qkv_fp8")
+    fp8.attach(proj, proj.weight)
+    for linear in _ltx_fp8_linears(block):
+        fp8.patch_linear(linear)
     return True
 
 
@@ -432,7 +469,7 @@ def mochi_block_forward(
     else:
         norm_encoder_hidden_states = self.norm1_context(encoder_hidden_states, temb)
 
-    if self._ltx_joint and not torch.is_grad_enabled():
+    if self._ltx_joint:
         attn_hidden_states, context_attn_hidden_states = _mochi_attention(
             self, norm_hidden_states, norm_encoder_hidden_states, encoder_attention_mask, image_rotary_emb
         )

@@ -18,7 +18,7 @@ from typing import Collection, Dict, Optional
 from torch import nn
 
 from . import blocks as _blocks
-from . import layers, ltx_model
+from . import fp8, layers, ltx_model
 
 # Class name -> patcher(module, pieces) -> patched?; the transformer's own forward (chaining
 # its blocks) is patched next to the blocks'.
@@ -43,15 +43,21 @@ def patch_transformer(
       ``LTXVideoTransformerBlock`` and ``MochiTransformerBlock``, the batch-shared RoPE tables
       of ``LTXVideoRotaryPosEmbed``, and ``LTXVideoTransformer3DModel``'s forward (each block's
       feed-forward residual computes the next block's norm1; RoPE from token positions). ``pieces`` limits the LTX block to a subset of
-      ``blocks.LTX_PIECES`` (all by default), to measure each fusion on its own.
+      ``blocks.LTX_PIECES`` (all by default), to measure each fusion on its own; ``"fp8"``
+      (``blocks.LTX_OPTIONAL``, only when named, e.g. ``pieces=blocks.LTX_PIECES | {"fp8"}``)
+      runs the block's token-wide projections in FP8 (``ltx_kernels.fp8``: less accurate).
     """
     pieces = _blocks.LTX_PIECES if pieces is None else frozenset(pieces)
-    unknown = set(pieces) - _blocks.LTX_PIECES
+    unknown = set(pieces) - _blocks.LTX_PIECES - _blocks.LTX_OPTIONAL
     if unknown:
         raise ValueError(
             f"ltx_kernels.patch_transformer: unknown pieces {sorted(unknown)}; "
-            f"valid: {sorted(_blocks.LTX_PIECES)}"
+            f"valid: {sorted(_blocks.LTX_PIECES | _blocks.LTX_OPTIONAL)}"
         )
+    if "fp8" in pieces:  # refused before anything is patched
+        weight = next((p for p in model.parameters() if p.dim() == 2), None)
+        if weight is not None:
+            fp8.check_device(weight)
     counts = {"RMSNorm": 0, "GELU": 0}
     if blocks:
         counts.update({name: 0 for name in PATCHERS})
