@@ -3,7 +3,7 @@
 (issue #41: "the fastest attention the H100 offers for this shape, chosen per shape").
 
 For every shape: milliseconds per call (CUDA events around 20 back-to-back calls, median of 7
-rounds in rotating order), TFLOP/s (4·B·H·Sq·Sk·D), and the relative error against float32
+rounds: bench.py's time_loop), TFLOP/s (4·B·H·Sq·Sk·D), and the relative error against float32
 math attention of the same inputs. Then whether each way of asking for cuDNN holds under
 torch.compile(fullgraph=True) and which kernel it runs.
 
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bench import time_loop  # bench/bench.py, beside this script
 
 # (name, B, H, Sq, Sk, D, mask): the q/k/v come as [B, S, H, D] viewed [B, H, S, D], as the
 # models' processors hand them to SDPA.
@@ -52,20 +53,8 @@ def inputs(b, h, sq, sk, d, mask, dtype=torch.bfloat16):
     return q, k, v, m
 
 
-def time_ms(fn, calls=20, rounds=7):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) / calls)
-    return statistics.median(out)
+def time_ms(fn):
+    return time_loop(fn, iters=20, warmup=5, repeats=7)
 
 
 def rel_err(a, b):
