@@ -432,7 +432,7 @@ def main():
     ap.add_argument("--models", default="ltx,mochi")
     ap.add_argument("--batch", type=int, default=2, help="CFG batch")
     ap.add_argument("--iters", type=int, default=15, help="timed LTX forwards per configuration")
-    ap.add_argument("--mochi-iters", type=int, default=5)
+    ap.add_argument("--mochi-iters", type=int, default=15, help="timed Mochi forwards per configuration")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--compile", choices=["full", "regional"], default="full")
     ap.add_argument("--mochi-compile", choices=["full", "regional"], default="regional",
