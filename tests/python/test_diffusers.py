@@ -376,6 +376,22 @@ def test_patched_mochi_block_compiles_into_one_graph(lk):
 
 
 
+@pytest.mark.parametrize(
+    "dtype, pieces, message",
+    [
+        (torch.bfloat16, {"fp8"}, "needs the qkv piece"),
+        (torch.float32, None, "bfloat16 or float16 weights; the model's are torch.float32"),
+    ],
+    ids=["without-qkv", "float32"],
+)
+def test_fp8_piece_refuses_what_it_cannot_run_before_patching_anything(lk, dtype, pieces, message):
+    model = tiny_ltx(lk.device, dtype)
+    pieces = pieces or lk.mod.blocks.LTX_PIECES | {"fp8"}
+    with pytest.raises(ValueError, match=message):
+        lk.mod.patch_transformer(model, pieces=pieces)
+    assert not [m for m in model.modules() if "forward" in m.__dict__]
+
+
 def test_fp8_piece_runs_the_token_wide_projections_in_fp8_and_can_be_taken_back(lk):
     """The optional fp8 piece on a GPU with FP8 tensor cores: six scaled FP8 matrix products
     per block in the traced graph (fused q/k/v, self-attention output, cross-attention query

@@ -57,7 +57,7 @@ def patch_transformer(
     if "fp8" in pieces:  # refused before anything is patched
         weight = next((p for p in model.parameters() if p.dim() == 2), None)
         if weight is not None:
-            fp8.check_device(weight)
+            fp8.check(weight, pieces)
     counts = {"RMSNorm": 0, "GELU": 0}
     if blocks:
         counts.update({name: 0 for name in PATCHERS})

@@ -39,6 +39,23 @@ def check_device(weight: torch.Tensor) -> None:
     )
 
 
+def check(weight: torch.Tensor, pieces) -> None:
+    """Raise a clear error, before anything is patched, where the ``fp8`` piece would not run:
+    without the ``qkv`` piece (its fused weight is one of the products), on weights of another
+    dtype, or on a device without FP8 tensor cores."""
+    if "qkv" not in pieces:
+        raise ValueError(
+            "ltx_kernels: the fp8 piece runs the fused q/k/v projection in FP8, so it needs the "
+            "qkv piece too. hint: pieces=ltx_kernels.blocks.LTX_PIECES | {'fp8'}"
+        )
+    if weight.dtype not in _DTYPES:
+        raise ValueError(
+            f"ltx_kernels: the fp8 piece quantizes bfloat16 or float16 weights; the model's are "
+            f"{weight.dtype}. hint: model.to(torch.bfloat16) before patching"
+        )
+    check_device(weight)
+
+
 def quantize_rows(t: torch.Tensor):
     """(e4m3 values, float32 scale per row [rows, 1]) with ``t ≈ values * scale``."""
     scale = t.abs().amax(dim=-1, keepdim=True).float().clamp(min=1e-12) / E4M3_MAX
