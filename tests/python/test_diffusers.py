@@ -247,13 +247,20 @@ def test_rope_3d_matches_diffusers_ltx_apply_rotary_emb(lk, dtype):
     torch.testing.assert_close(got4.flatten(-2), expected, **tol)
 
 
-def test_patched_ltx_block_graph_holds_the_fused_ops(lk):
-    seen = []
+def recording(seen: list):
+    """A torch.compile backend that runs nothing compiled: it appends the target of every
+    function call dynamo put into the graph to ``seen``."""
 
     def backend(gm, example_inputs):
         seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
         return gm.forward
 
+    return backend
+
+
+def test_patched_ltx_block_graph_holds_the_fused_ops(lk):
+    seen = []
+    backend = recording(seen)
     model = tiny_ltx(lk.device, torch.float32)
     lk.mod.patch_transformer(model)
     torch._dynamo.reset()
@@ -280,11 +287,7 @@ def test_self_attention_runs_cudnn_on_hopper_only_and_matches_the_default(lk, pi
     traced graph on a Hopper GPU in bf16, torch's default SDPA anywhere else or without the
     piece, and the output is the unpatched model's either way."""
     seen = []
-
-    def backend(gm, example_inputs):
-        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
-        return gm.forward
-
+    backend = recording(seen)
     base = tiny_ltx(lk.device, torch.bfloat16)
     model = copy.deepcopy(base)
     lk.mod.patch_transformer(model, pieces=pieces)
@@ -412,11 +415,7 @@ def test_fp8_piece_runs_the_token_wide_projections_in_fp8_and_can_be_taken_back(
         expected, bf16 = base(**inputs)[0], model(**inputs)[0]
     lk.mod.patch_transformer(model, pieces=lk.mod.blocks.LTX_PIECES | {"fp8"})
     seen = []
-
-    def backend(gm, example_inputs):
-        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
-        return gm.forward
-
+    backend = recording(seen)
     torch._dynamo.reset()
     with torch.no_grad():
         got = model(**inputs)[0]

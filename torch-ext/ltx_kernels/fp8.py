@@ -63,7 +63,7 @@ def quantize_rows(t: torch.Tensor):
 
 
 def fits(weight: torch.Tensor) -> bool:
-    """A weight ``torch._scaled_mm`` takes: both dims multiples of 16, a 16/32-bit float."""
+    """A weight ``torch._scaled_mm`` takes: both dims multiples of 16, bfloat16 or float16."""
     return weight.dim() == 2 and weight.shape[0] % 16 == 0 and weight.shape[1] % 16 == 0 and weight.dtype in _DTYPES
 
 

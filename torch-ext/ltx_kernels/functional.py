@@ -7,8 +7,8 @@ import math
 from typing import Optional, Sequence, Tuple
 
 import torch
-from torch.compiler import is_compiling as _is_compiling
-from torch.nn.attention import SDPBackend, sdpa_kernel  # bound once: called on every eager call
+from torch.compiler import is_compiling as _is_compiling  # bound once: called on every eager call
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from . import _capabilities
 from ._ops import add_op_namespace_prefix, ops
@@ -370,8 +370,8 @@ def _joint_attention_without_sync(q, k, v, mask):
 def _joint_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     if q.is_cuda and torch.cuda.is_current_stream_capturing():
         return _joint_attention_without_sync(q, k, v, mask)
-    b, n, t = q.shape[0], q.shape[1], mask.shape[1]
-    s = n - t
+    t = mask.shape[1]
+    s = q.shape[1] - t
     counts = (mask != 0).sum(1).tolist()  # the one host sync: how many text tokens each sample keeps
     if all(c == t for c in counts):
         return _attend(q, k, v)
