@@ -409,9 +409,12 @@ pub struct Measured {
     /// (`wait4`'s `ru_maxrss`, exact) and the tree's summed resident memory, sampled every
     /// [`SAMPLE_EVERY`] polls (processes that run side by side, as nvcc's `--threads`).
     pub peak_bytes: u64,
+    /// CPU seconds (user and system) of the process and the descendants it waited for
+    /// (`wait4`'s `ru_utime` + `ru_stime`): what a pass split over threads cost in all.
+    pub cpu_seconds: f64,
 }
 
-/// Like `run_cancellable`, and measures the command's peak memory.
+/// Like `run_cancellable`, and measures the command's peak memory and CPU time.
 pub fn run_measured(spec: &CommandSpec, cancel: &Cancel) -> Result<Measured, CommandFailure> {
     run_with(spec, cancel, &|_| {})
 }
@@ -433,7 +436,7 @@ fn run_with(
     // Both pipes are drained concurrently: a compiler blocked on a full stderr pipe would
     // otherwise never exit.
     let (stdout_pipe, stderr_pipe) = (child.stdout.take(), child.stderr.take());
-    let ((status, peak_bytes), stdout, stderr) = thread::scope(|scope| {
+    let ((status, peak_bytes, cpu_seconds), stdout, stderr) = thread::scope(|scope| {
         let stdout = scope.spawn(|| drain(stdout_pipe, on_line));
         let stderr = scope.spawn(|| drain(stderr_pipe, on_line));
         let status = wait_or_kill(&mut child, cancel);
@@ -448,6 +451,7 @@ fn run_with(
                 stderr,
             },
             peak_bytes,
+            cpu_seconds,
         }),
         Some(status) => Err(CommandFailure::Exited {
             command: spec.to_string(),
@@ -497,21 +501,21 @@ fn drain(pipe: Option<impl Read>, on_line: &(dyn Fn(&str) + Sync)) -> Vec<u8> {
 }
 
 /// Wait for `child`; `None` when it was killed because `cancel` fired. With the status, the
-/// peak memory of its process tree (see [`Measured::peak_bytes`]).
-fn wait_or_kill(child: &mut Child, cancel: &Cancel) -> (Option<ExitStatus>, u64) {
+/// peak memory of its process tree (see [`Measured::peak_bytes`]) and its CPU seconds.
+fn wait_or_kill(child: &mut Child, cancel: &Cancel) -> (Option<ExitStatus>, u64, f64) {
     let pid = child.id() as libc::pid_t;
     let (mut sampled, mut polls) = (0, 0u64);
     loop {
         match reap(pid, libc::WNOHANG) {
-            Ok(Some((status, maxrss))) => return (Some(status), sampled.max(maxrss)),
+            Ok(Some(ended)) => return (Some(ended.status), sampled.max(ended.maxrss), ended.cpu),
             Ok(None) => {}
             // The child is ours and unreaped, so this does not happen; treat it as gone.
-            Err(_) => return (child.wait().ok(), sampled),
+            Err(_) => return (child.wait().ok(), sampled, 0.0),
         }
         if cancel.is_cancelled() {
             kill_tree(child);
             let _ = reap(pid, 0);
-            return (None, sampled);
+            return (None, sampled, 0.0);
         }
         if polls % SAMPLE_EVERY == 0 {
             sampled = sampled.max(tree_resident(pid));
@@ -521,10 +525,18 @@ fn wait_or_kill(child: &mut Child, cancel: &Cancel) -> (Option<ExitStatus>, u64)
     }
 }
 
-/// `wait4(pid, flags)`: `Some((status, ru_maxrss in bytes))` once the child ended, `None`
-/// while it runs (with `WNOHANG`). `ru_maxrss` covers the child and the descendants it
-/// waited for: the largest of them.
-fn reap(pid: libc::pid_t, flags: libc::c_int) -> std::io::Result<Option<(ExitStatus, u64)>> {
+/// How a child ended, as `wait4` says.
+struct Ended {
+    status: ExitStatus,
+    /// `ru_maxrss` in bytes: the largest of the child and the descendants it waited for.
+    maxrss: u64,
+    /// `ru_utime` + `ru_stime` in seconds, of the child and the descendants it waited for.
+    cpu: f64,
+}
+
+/// `wait4(pid, flags)`: how the child ended once it has, `None` while it runs (with
+/// `WNOHANG`).
+fn reap(pid: libc::pid_t, flags: libc::c_int) -> std::io::Result<Option<Ended>> {
     use std::os::unix::process::ExitStatusExt;
     let mut status: libc::c_int = 0;
     // SAFETY: rusage is plain data, zeroed is valid; wait4 writes only the two pointers it
@@ -536,8 +548,12 @@ fn reap(pid: libc::pid_t, flags: libc::c_int) -> std::io::Result<Option<(ExitSta
         match got {
             0 => return Ok(None),
             p if p == pid => {
-                let maxrss = (usage.ru_maxrss.max(0) as u64) * 1024;
-                return Ok(Some((ExitStatus::from_raw(status), maxrss)));
+                let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+                return Ok(Some(Ended {
+                    status: ExitStatus::from_raw(status),
+                    maxrss: (usage.ru_maxrss.max(0) as u64) * 1024,
+                    cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+                }));
             }
             _ => {
                 let err = std::io::Error::last_os_error();
@@ -707,6 +723,21 @@ mod tests {
             "{} bytes",
             measured.peak_bytes
         );
+    }
+
+    #[test]
+    fn the_cpu_time_of_a_command_counts_its_busy_processes_and_not_its_sleep() {
+        let mut busy = CommandSpec::new("sh");
+        let spin = "python3 -c 'import time; t = time.process_time(); exec(\"while time.process_time() - t < 0.6: pass\")'";
+        busy.args(["-c", &format!("{spin} & {spin} & wait")]);
+        let measured = run_measured(&busy, &Cancel::new()).unwrap();
+        assert!(
+            (1.1..3.0).contains(&measured.cpu_seconds),
+            "two processes of 0.6 s CPU each: {} s",
+            measured.cpu_seconds
+        );
+        let idle = run_measured(&hold(1, 0.5, 1), &Cancel::new()).unwrap();
+        assert!(idle.cpu_seconds < 0.4, "{} s", idle.cpu_seconds);
     }
 
     #[test]

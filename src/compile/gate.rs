@@ -14,8 +14,19 @@ pub(crate) fn run_gated(
     guess: Option<u64>,
     cancel: &Cancel,
 ) -> Result<std::process::Output, CommandFailure> {
+    run_gated_measured(spec, gate, key, guess, cancel).map(|m| m.output)
+}
+
+/// [`run_gated`], with what the process measured (its peak and CPU time).
+pub(crate) fn run_gated_measured(
+    spec: &CommandSpec,
+    gate: Option<&MemoryGate>,
+    key: Option<&ProcessKey>,
+    guess: Option<u64>,
+    cancel: &Cancel,
+) -> Result<Measured, CommandFailure> {
     let (Some(gate), Some(key)) = (gate, key) else {
-        return run_measured(spec, cancel).map(|m| m.output);
+        return run_measured(spec, cancel);
     };
     let Some(_reserved) = gate.admit(key, guess, cancel) else {
         return Err(match crate::process::interrupted() {
@@ -28,7 +39,7 @@ pub(crate) fn run_gated(
             },
         });
     };
-    let Measured { output, peak_bytes } = run_measured(spec, cancel)?;
-    gate.observe(key, peak_bytes);
-    Ok(output)
+    let measured = run_measured(spec, cancel)?;
+    gate.observe(key, measured.peak_bytes);
+    Ok(measured)
 }

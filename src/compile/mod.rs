@@ -34,7 +34,7 @@ pub use settings::{CompileSettings, RemoteSettings};
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, check_interrupted};
 use crate::report::{Reporter, UnitOutcome};
-use crate::schedule::{JobError, RunChoice, Schedule, Siblings, Unit, run_scheduled};
+use crate::schedule::{JobError, PtxasCosts, RunChoice, Schedule, Siblings, Unit, run_scheduled};
 use cache::{Cache, Manifest};
 use error::io_error;
 use nvcc::StepCache;
@@ -79,6 +79,7 @@ pub fn compile_all(
     let remote = settings.remote.as_ref().map(RemoteCache::new).transpose()?;
     let dist = (settings.dist.as_deref()).and_then(|sccache| dist::connect(sccache, reporter));
     let siblings = Siblings::new(jobs);
+    let ptxas = PtxasCosts::default();
     let schedule = schedule_of(settings, dist.as_ref(), &siblings, reporter);
     let result = run_scheduled(&units, &schedule, reporter, |unit, cancel| {
         let caches = Caches {
@@ -88,10 +89,11 @@ pub fn compile_all(
             dist: dist.as_ref().map(|d| d.sccache.as_path()),
         };
         let waited_for = || siblings.waited_for(unit.index);
-        let waited_for = siblings
-            .any()
-            .then_some(&waited_for as &nvcc::split::WaitedFor);
-        compile_one(unit, &caches, waited_for, settings, reporter, cancel)
+        let learned = nvcc::split::Learned {
+            waited_for: (siblings.any()).then_some(&waited_for as &nvcc::split::WaitedFor),
+            ptxas: Some(&ptxas),
+        };
+        compile_one(unit, &caches, learned, settings, reporter, cancel)
     });
     // Checked first: a compiler that the terminal's Ctrl-C reached before kbuild noticed it
     // fails too, and that failure is not the news.
@@ -214,7 +216,7 @@ pub fn recorded_dependencies(
 fn compile_one(
     unit: &Scheduled,
     caches: &Caches,
-    waited_for: Option<&nvcc::split::WaitedFor>,
+    learned: nvcc::split::Learned,
     settings: &CompileSettings,
     reporter: &dyn Reporter,
     cancel: &Cancel,
@@ -261,7 +263,7 @@ fn compile_one(
         tmp: &tmp,
         shown: &shown,
         step_cache: caches.steps,
-        waited_for,
+        learned,
     };
     let said = run_compiler(job, settings, &inputs, reporter, cancel)?;
     if !said.is_empty() {

@@ -25,8 +25,8 @@ pub(crate) struct CompileInputs<'a> {
     pub(crate) shown: &'a str,
     /// nvcc's device passes kept from earlier builds (CUDA units run as nvcc's steps).
     pub(crate) step_cache: Option<&'a StepCache>,
-    /// Why the build waits for this unit alone, asked as its device passes start.
-    pub(crate) waited_for: Option<&'a super::nvcc::split::WaitedFor<'a>>,
+    /// What the build learned so far, asked as its device passes start.
+    pub(crate) learned: super::nvcc::split::Learned<'a>,
 }
 
 /// Run `spec`, the one compiler process of `job`, under the memory gate (learned by the

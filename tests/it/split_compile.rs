@@ -305,3 +305,51 @@ fn the_unit_its_measured_siblings_say_the_build_waits_for_splits_its_ptxas_over_
     assert_eq!(elves.len(), 1, "{:?}", elves.keys());
     assert!(notes.contains("-split-compile 1 "), "{notes}");
 }
+
+#[test]
+fn a_ptxas_whose_ptx_predicts_several_typical_ones_splits_as_it_starts() {
+    // Two slots, eleven units that are no siblings (each its own kernel name) and that a
+    // source scan prices alike: two small ones start first; the third instantiates 96
+    // kernels, and eight small ones still wait while it compiles. When its ptxas starts, the
+    // small ones' ptxas have measured the build's CPU per byte of PTX, and its PTX predicts
+    // far more than theirs: it splits over both slots at once, though units wait.
+    let nvcc = nvcc();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut sizes = vec![(2, "a"), (4, "b"), (96, "c")];
+    sizes.extend(["d", "e", "f", "g", "h", "i", "j", "k"].map(|name| (2, name)));
+    let jobs: Vec<CompileJob> = (sizes.iter())
+        .map(|&(size, name)| {
+            let text = sized(size).replace("kernel", &format!("kernel_{name}"));
+            cuda_unit(root, &nvcc, &format!("unit_{name}.cu"), &text)
+        })
+        .collect();
+    let settings = CompileSettings {
+        jobserver: Some(Arc::new(Jobserver::new(2).unwrap())),
+        ..CompileSettings::local(root.join("cache"), 2, NvccMode::Steps)
+    };
+    let recorder = Recorder::default();
+    let result = compile_all(&jobs, &settings, &recorder);
+    let said = recorder.take();
+    assert_eq!(result.unwrap().compiled.len(), 11, "{said:?}");
+    let sized_by_ptx: Vec<&String> = (said.iter())
+        .filter(|l| l.contains("split over") && l.contains("its PTX"))
+        .collect();
+    assert!(
+        sized_by_ptx.iter().any(|l| l.contains(
+            "`unit_c.cu`: `ptxas sm_90` split over 2 threads (--split-compile): its PTX ("
+        ) && l.contains("x the typical `ptxas` of this build")),
+        "{said:?}"
+    );
+    assert!(
+        sized_by_ptx.iter().all(|l| l.contains("`unit_c.cu`")),
+        "only the large unit: {sized_by_ptx:?}"
+    );
+    assert!(
+        !said.iter().any(|l| l.contains("the build waits for this unit")),
+        "no siblings here: {said:?}"
+    );
+    let (elves, notes) = cubins(&cuobjdump(&nvcc), &jobs[2].object);
+    assert_eq!(elves.len(), 1, "{:?}", elves.keys());
+    assert!(notes.contains("-split-compile 1 "), "{notes}");
+}

@@ -65,7 +65,7 @@ fn run_as_steps(
         jobserver: settings.jobserver.as_deref(),
         memory: settings.memory.as_deref(),
         step_cache: inputs.step_cache,
-        waited_for: inputs.waited_for,
+        learned: inputs.learned,
         reporter,
     };
     match split::compile_split(&run, cancel)? {

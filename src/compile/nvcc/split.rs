@@ -17,13 +17,13 @@ use super::steps::{Step, StepKind, StepPaths, Unsupported, plan_steps};
 pub(crate) use super::threads::{cicc_split, unsplit};
 use super::threads::{split_over, split_threads};
 use crate::compile::error::{CompileError, io_error, job_error};
-use crate::compile::gate::run_gated;
+use crate::compile::gate::run_gated_measured;
 use crate::jobserver::Jobserver;
 use crate::plan::{CompileJob, Lang};
 use crate::process::{Cancel, CommandFailure, CommandSpec, diagnostics, run_cancellable};
 use crate::report::Reporter;
 use crate::schedule::memory::MemoryGate;
-use crate::schedule::{DevicePass, JobError, RunChoice, pass_split};
+use crate::schedule::{DevicePass, JobError, PtxasCosts, RunChoice, pass_split};
 
 /// How long an idle step worker sleeps before it looks at the cancel again.
 const IDLE: Duration = Duration::from_millis(20);
@@ -54,9 +54,8 @@ pub(super) struct SplitRun<'a> {
     pub memory: Option<&'a MemoryGate>,
     /// The device step cache: a device pass it holds does not run.
     pub step_cache: Option<&'a StepCache>,
-    /// Why the build waits for this unit alone, asked as each device pass starts
-    /// (`schedule::Siblings::waited_for`).
-    pub waited_for: Option<&'a WaitedFor<'a>>,
+    /// What the build learned so far, asked as each device pass starts.
+    pub learned: Learned<'a>,
     /// Says which passes were reused (`-v`) and which entries were damaged.
     pub reporter: &'a dyn Reporter,
 }
@@ -134,7 +133,8 @@ pub(super) fn compile_split(
             job,
             reporter: run.reporter,
         }),
-        waited_for: run.waited_for,
+        learned: run.learned,
+        keep_dir: &keep.0,
     };
     match run_steps(&plan.steps, &slots, cancel) {
         Ok(said) => Ok(Split::Done { said }),
@@ -244,6 +244,16 @@ enum Held<'a> {
 /// Why the build waits for a unit alone, if it does, asked as a pass starts.
 pub(crate) type WaitedFor<'a> = dyn Fn() -> Option<String> + Sync + 'a;
 
+/// What the build learned so far, asked as each device pass of a unit starts.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Learned<'a> {
+    /// Why the build waits for the unit alone (`schedule::Siblings::waited_for`).
+    pub waited_for: Option<&'a WaitedFor<'a>>,
+    /// What the build's finished `ptxas` passes cost per byte of PTX; each `ptxas` that runs
+    /// adds its own.
+    pub ptxas: Option<&'a PtxasCosts>,
+}
+
 /// What the steps of one unit run under.
 struct Slots<'a> {
     jobserver: Option<&'a Jobserver>,
@@ -262,8 +272,10 @@ struct Slots<'a> {
     /// nvcc's `--keep-dir` (what a step never measured reads there sizes its guess).
     memory: Option<(&'a MemoryGate, &'a Path, &'a Path)>,
     device: Option<Device<'a>>,
-    /// Why the build waits for the unit alone ([`SplitRun::waited_for`]).
-    waited_for: Option<&'a WaitedFor<'a>>,
+    /// What the build learned so far ([`SplitRun::learned`]).
+    learned: Learned<'a>,
+    /// nvcc's `--keep-dir`, where the passes read and write.
+    keep_dir: &'a Path,
 }
 
 impl Slots<'_> {
@@ -489,12 +501,20 @@ fn run_step(
     slots: &Slots,
     cancel: &Cancel,
 ) -> Result<std::process::Output, CommandFailure> {
-    let Some((gate, object, keep_dir)) = slots.memory else {
-        return run_gated(spec, None, None, None, cancel);
-    };
-    let key = gate.key(object, Some(&step.label));
-    let guess = step.peak_guess(keep_dir);
-    run_gated(spec, Some(gate), Some(&key), Some(guess), cancel)
+    let ptxas = (slots.learned.ptxas).filter(|_| step.kind == StepKind::Ptxas);
+    let ptx_bytes = ptxas.map_or(0, |_| step.input_bytes(slots.keep_dir));
+    let measured = match slots.memory {
+        None => run_gated_measured(spec, None, None, None, cancel),
+        Some((gate, object, keep_dir)) => {
+            let key = gate.key(object, Some(&step.label));
+            let guess = step.peak_guess(keep_dir);
+            run_gated_measured(spec, Some(gate), Some(&key), Some(guess), cancel)
+        }
+    }?;
+    if let Some(costs) = ptxas {
+        costs.finished(ptx_bytes, measured.cpu_seconds);
+    }
+    Ok(measured.output)
 }
 
 /// Record how step `i` ended; the first failure of a step's own stops the unit and cancels
@@ -535,12 +555,19 @@ fn split_at_start(step: &Step, slots: &Slots) -> (CommandSpec, usize) {
         StepKind::Ptxas => DevicePass::Ptxas,
         _ => return (step.spec.clone(), 1),
     };
+    let heavy = match pass {
+        DevicePass::Ptxas => {
+            (slots.learned.ptxas).and_then(|c| c.heavy(step.input_bytes(slots.keep_dir)))
+        }
+        DevicePass::Cicc => None,
+    };
     let split = pass_split(
         pass,
         slots.scheduled,
         slots.capabilities,
         slots.jobserver,
-        slots.waited_for.and_then(|why| why()),
+        slots.learned.waited_for.and_then(|why| why()),
+        heavy,
     );
     if let Some(why) = &split.late {
         let (label, reporter) = slots.unit;
@@ -567,7 +594,8 @@ fn run_started(
             slots.scheduled,
             slots.capabilities,
             slots.jobserver,
-            slots.waited_for.and_then(|why| why()),
+            slots.learned.waited_for.and_then(|why| why()),
+            None,
         )
     };
     let run = |spec: &CommandSpec, cancel: &Cancel| run_step(spec, step, slots, cancel);
