@@ -338,7 +338,7 @@ fn a_ptxas_whose_ptx_predicts_several_typical_ones_splits_as_it_starts() {
     assert!(
         sized_by_ptx.iter().any(|l| l.contains(
             "`unit_c.cu`: `ptxas sm_90` split over 2 threads (--split-compile): its PTX ("
-        ) && l.contains("x the typical `ptxas` of this build")),
+        ) && l.contains("x the typical input of the")),
         "{said:?}"
     );
     assert!(
@@ -346,7 +346,9 @@ fn a_ptxas_whose_ptx_predicts_several_typical_ones_splits_as_it_starts() {
         "only the large unit: {sized_by_ptx:?}"
     );
     assert!(
-        !said.iter().any(|l| l.contains("the build waits for this unit")),
+        !said
+            .iter()
+            .any(|l| l.contains("the build waits for this unit")),
         "no siblings here: {said:?}"
     );
     let (elves, notes) = cubins(&cuobjdump(&nvcc), &jobs[2].object);

@@ -557,7 +557,7 @@ fn split_at_start(step: &Step, slots: &Slots) -> (CommandSpec, usize) {
     };
     let heavy = match pass {
         DevicePass::Ptxas => {
-            (slots.learned.ptxas).and_then(|c| c.heavy(step.input_bytes(slots.keep_dir)))
+            (slots.learned.ptxas).and_then(|c| c.start(step.input_bytes(slots.keep_dir)))
         }
         DevicePass::Cicc => None,
     };
