@@ -1,7 +1,7 @@
-//! nvcc's split compile on a unit the schedule splits (issue #27): kbuild's steps run it
-//! (cicc gets the threads it holds job slots for; ptxas, which writes its options into the
-//! cubin, is never split, issue #38) and the device code is byte for byte the unsplit one.
-//! With the real pip nvcc and cuobjdump.
+//! nvcc's split compile (issues #27, #42): kbuild's steps split `cicc` and `ptxas` (whose thread
+//! count in the cubin kbuild writes back as 1) as the schedule plans, once no unit waits, for
+//! the unit the build waits for, and for a `ptxas` whose PTX says it is heavy; the device code
+//! is byte for byte the unsplit one. With the real pip nvcc and cuobjdump.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -262,6 +262,19 @@ fn sized(size: usize) -> String {
     )
 }
 
+/// Compile every one of `jobs` as nvcc's steps, sharing a jobserver of `slots`; what -v said.
+fn compile_all_steps(jobs: &[CompileJob], root: &Path, slots: usize) -> Vec<String> {
+    let settings = CompileSettings {
+        jobserver: Some(Arc::new(Jobserver::new(slots).unwrap())),
+        ..CompileSettings::local(root.join("cache"), slots, NvccMode::Steps)
+    };
+    let recorder = Recorder::default();
+    let result = compile_all(jobs, &settings, &recorder);
+    let said = recorder.take();
+    assert_eq!(result.unwrap().compiled.len(), jobs.len(), "{said:?}");
+    said
+}
+
 #[test]
 fn the_unit_its_measured_siblings_say_the_build_waits_for_splits_its_ptxas_over_every_slot() {
     // Four slots, nothing waiting: three siblings of 2, 12 and 192 kernels and a slow C++ unit
@@ -279,14 +292,7 @@ fn the_unit_its_measured_siblings_say_the_build_waits_for_splits_its_ptxas_over_
         .collect();
     write(root, "slow.cpp", "// SLEEP 25\n");
     jobs.push(job(root, &fake.path, "slow.cpp"));
-    let settings = CompileSettings {
-        jobserver: Some(Arc::new(Jobserver::new(4).unwrap())),
-        ..CompileSettings::local(root.join("cache"), 4, NvccMode::Steps)
-    };
-    let recorder = Recorder::default();
-    let result = compile_all(&jobs, &settings, &recorder);
-    let said = recorder.take();
-    assert_eq!(result.unwrap().compiled.len(), 4, "{said:?}");
+    let said = compile_all_steps(&jobs, root, 4);
     let waited: Vec<&String> = (said.iter())
         .filter(|l| l.contains("the build waits for this unit"))
         .collect();
@@ -324,14 +330,7 @@ fn a_ptxas_whose_ptx_predicts_several_typical_ones_splits_as_it_starts() {
             cuda_unit(root, &nvcc, &format!("unit_{name}.cu"), &text)
         })
         .collect();
-    let settings = CompileSettings {
-        jobserver: Some(Arc::new(Jobserver::new(2).unwrap())),
-        ..CompileSettings::local(root.join("cache"), 2, NvccMode::Steps)
-    };
-    let recorder = Recorder::default();
-    let result = compile_all(&jobs, &settings, &recorder);
-    let said = recorder.take();
-    assert_eq!(result.unwrap().compiled.len(), 11, "{said:?}");
+    let said = compile_all_steps(&jobs, root, 2);
     let sized_by_ptx: Vec<&String> = (said.iter())
         .filter(|l| l.contains("split over") && l.contains("its PTX"))
         .collect();
