@@ -249,8 +249,8 @@ pub(crate) type WaitedFor<'a> = dyn Fn() -> Option<String> + Sync + 'a;
 pub(crate) struct Learned<'a> {
     /// Why the build waits for the unit alone (`schedule::Siblings::waited_for`).
     pub waited_for: Option<&'a WaitedFor<'a>>,
-    /// What the build's finished `ptxas` passes cost per byte of PTX; each `ptxas` that runs
-    /// adds its own.
+    /// The build's `ptxas` passes: what each started one reads and each finished one cost per
+    /// byte of PTX; each `ptxas` that runs adds its own.
     pub ptxas: Option<&'a PtxasCosts>,
 }
 
