@@ -245,7 +245,7 @@ enum Held<'a> {
 pub(crate) type WaitedFor<'a> = dyn Fn() -> Option<String> + Sync + 'a;
 
 /// What the build learned so far, asked as each device pass of a unit starts.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 pub(crate) struct Learned<'a> {
     /// Why the build waits for the unit alone (`schedule::Siblings::waited_for`).
     pub waited_for: Option<&'a WaitedFor<'a>>,
