@@ -14,7 +14,8 @@ median. Eager rows are timed in rounds of their own after that: their temporarie
 caching allocator, and where an output lands moves a streaming kernel by up to ~5% (seen in
 bench/sweep), which would charge eager's allocations to whichever row follows them. Their
 "vs ours" is the ratio of medians. "graph" columns replay the same calls captured in a CUDA graph: device time without
-Python launch overhead.
+Python launch overhead. Under each rms_norm shape, CUDA graphs of calls time ours, F.rms_norm and
+two same-bytes copies side by side, with x hot in L2 and cold (see bench_rms_norm_cold).
 Bytes: each input read once plus each output written once (conditioning rows and tables that
 are shared across rows count once).
 """
@@ -130,7 +131,9 @@ HEADER = (f"  {'impl':<22} {'ms':>9} {'graph ms':>9} {'TB/s':>7} {'%copy':>7}  "
 
 
 def bench_rms_norm(lk, args, ceiling, results, base=None):
-    shapes = [(1, 1024, 2048), (2, 1024, 2048), (4, 1024, 2048), (2, 4096, 3072), (4, 4096, 3072), (8, 8192, 4096)]
+    # 2x4992x2048: LTX-Video's hidden states (49 frames at 512x768, CFG batch 2).
+    shapes = [(1, 1024, 2048), (2, 1024, 2048), (4, 1024, 2048), (2, 4992, 2048), (2, 4096, 3072),
+              (4, 4096, 3072), (8, 8192, 4096)]
     if args.quick:
         shapes = shapes[::2]
     eps = 1e-6
@@ -164,7 +167,76 @@ def bench_rms_norm(lk, args, ceiling, results, base=None):
             r = row(name, shape, nbytes, times[name], ours, ceiling, gms, paired=name != "eager formula")
             print(fmt(r, name == "ltx_kernels.rms_norm"))
             results.append(dict(op="rms_norm", **r))
+        cold = bench_rms_norm_cold(lk, shape, eps, args, base)
+        results.append(dict(op="rms_norm", name="graph, copy side by side", shape=shape, **cold))
         del x, w
+
+
+def bench_rms_norm_cold(lk, shape, eps, args, base=None):
+    """% of copy measured as the kernel sees it, apart from the launch loop's host time: each
+    impl and a plain copy (`x.clone()`, the copy ceiling's kernel) of the same x are captured in
+    a CUDA graph of back-to-back calls and replayed, in interleaved rounds. "hot": every call
+    reads the same x (at small shapes it stays in L2, which flatters both); "cold": the calls
+    cycle over enough distinct x that they span >= 4x the L2 cache, so each call reads DRAM.
+    Outputs are kept alive during capture, so every call writes new memory. %copy = the faster
+    same-bytes reference's time (the clone, or torch's elementwise `neg`) / impl time."""
+    h = shape[-1]
+    xbytes = math.prod(shape) * 2
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    sets = max(2, math.ceil(4 * l2 / (2 * xbytes)))
+    xs = [torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
+    w = torch.randn(h, device="cuda", dtype=torch.bfloat16)
+    impls = {
+        "copy (x.clone())": lambda x: x.clone(),
+        "neg (torch kernel)": torch.neg,
+        "ltx_kernels.rms_norm": lambda x: lk.rms_norm(x, w, eps),
+        "F.rms_norm": lambda x: F.rms_norm(x, (h,), w, eps),
+    }
+    if base is not None:
+        impls["baseline rms_norm"] = lambda x: base.rms_norm(x, w, eps)
+    calls = max(sets, 20 if xbytes < 64 << 20 else 4)  # outputs are kept: 4 of the largest
+    out = {"sets": sets, "l2_bytes": l2}
+    rounds = max(5, args.rounds // 4)
+    for label, inputs in (("hot", [xs[0]] * calls), ("cold", [xs[i % sets] for i in range(calls)])):
+        graphs, kept = {}, []
+        for name, fn in impls.items():
+            graphs[name], outputs = capture_each(fn, inputs)
+            kept.append(outputs)
+        times = time_rounds({k: g.replay for k, g in graphs.items()},
+                            argparse.Namespace(rounds=rounds, warmup=1, iters=5))
+        us = {k: statistics.median(v) * 1e3 / calls for k, v in times.items()}
+        # The faster of the two same-bytes references: in a graph the clone is a memcpy node,
+        # which at large sizes runs below the SMs' copy speed.
+        ref = min(us["copy (x.clone())"], us["neg (torch kernel)"])
+        span = f"{sets} x, {sets * 2 * xbytes / 2**20:.0f} MiB read+written per cycle" if label == "cold" \
+            else "one x, read again by every call"
+        print(f"    graph of {calls} calls, {label} ({span}; L2 {l2 / 2**20:.0f} MiB), "
+              f"median of {rounds} interleaved rounds:")
+        for name, t in us.items():
+            print(f"      {name:<22} {t:8.2f} us/call  {2 * xbytes / (t * 1e-6) / 1e12:6.2f} TB/s  "
+                  f"{100 * ref / t:6.1f}% of the faster copy")
+        out[label] = {k: dict(us=t, pct_of_copy=100 * ref / t) for k, t in us.items()}
+        del graphs, kept
+    del xs
+    torch.cuda.empty_cache()
+    return out
+
+
+def capture_each(fn, inputs):
+    """A CUDA graph of fn(x) for each x of `inputs` in turn, and its outputs (kept alive, so
+    each call writes its own memory)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for x in inputs[:3]:
+            fn(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    outputs = []
+    with torch.cuda.graph(g):
+        for x in inputs:
+            outputs.append(fn(x))
+    return g, outputs
 
 
 def bench_fused(lk, args, ceiling, results):

@@ -331,8 +331,8 @@ void launch_vec(const NormParams& p, int threads, cudaStream_t stream) {
 // Launch configuration from the hidden size (in 16-byte vectors): rows of up to 16 vectors
 // share a warp (8 or 16 lanes each, e.g. head_dim 64/128 QK-norm), rows of up to 128 vectors
 // take a warp, wider rows one block with the fewest of 1, 2, 4 vectors per thread that keeps
-// the block within tuning(K).max_threads, else 8 per thread (up to 4096 vectors, e.g. 32768
-// bf16, 512 threads); the scalar kernel beyond.
+// the block within tuning(K).max_threads (plain RMSNorm: at least 2), else 8 per thread (up to
+// 4096 vectors, e.g. 32768 bf16, 512 threads); the scalar kernel beyond.
 template <typename T, NormKind K>
 void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
   constexpr int N = kVec<T>;
@@ -353,6 +353,12 @@ void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
       return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32);
     };
     constexpr int kT = tuning(K).max_threads;
+    // Plain RMSNorm rows of 129-256 vectors (LTX-Video's 2048 bf16) take two per thread:
+    // H200, bench.py's CUDA graphs, 5-9% faster at 4x1024 and 2x4992 rows of 2048 bf16 than
+    // one per thread, never slower (bench/NOTES.md, session 24).
+    if (K == NormKind::Rms && nvec > 128 && nvec <= 256) {
+      return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
+    }
     if (nvec <= kT) return launch_vec<T, K, 1, 0>(p, threads_for(1), stream);
     if (nvec <= 2 * kT) return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
     if (nvec <= 4 * kT) return launch_vec<T, K, 4, 0>(p, threads_for(4), stream);

@@ -10,7 +10,9 @@ from reference import DTYPES, TOL
 
 # Hidden sizes: QK-norm head dims, odd sizes, sizes that are not a multiple of the 16-byte
 # vector width (8 halfs / 4 floats), the model widths of LTX/Mochi/FLUX, and rows too wide to
-# keep in registers (scalar two-pass kernel).
+# keep in registers (scalar two-pass kernel). 1024 (fp32) and 1040 (bf16/fp16): rows of 129-256
+# vectors, which plain RMSNorm runs two vectors per thread (1040: the last thread's second
+# vector past the row).
 NORM_SHAPES = [
     (3, 8),
     (5, 24),
@@ -18,7 +20,9 @@ NORM_SHAPES = [
     (2, 3, 128),
     (7, 33),
     (3, 5, 1001),
+    (3, 1024),
     (2, 3, 1030),
+    (2, 5, 1040),
     (2, 7, 2048),
     (1, 9, 3072),
     (2, 3, 4096),
