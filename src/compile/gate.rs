@@ -14,21 +14,23 @@ pub(crate) fn run_gated(
     guess: Option<u64>,
     cancel: &Cancel,
 ) -> Result<std::process::Output, CommandFailure> {
-    run_gated_measured(spec, gate, key, guess, cancel).map(|m| m.output)
+    run_gated_measured(spec, gate, key, guess, 1, cancel).map(|m| m.output)
 }
 
-/// [`run_gated`], with what the process measured (its peak and CPU time).
+/// [`run_gated`] for a process on `threads` threads (a split device pass reserves at least
+/// `guess`: `peaks::on_threads`), with what the process measured (its peak and CPU time).
 pub(crate) fn run_gated_measured(
     spec: &CommandSpec,
     gate: Option<&MemoryGate>,
     key: Option<&ProcessKey>,
     guess: Option<u64>,
+    threads: usize,
     cancel: &Cancel,
 ) -> Result<Measured, CommandFailure> {
     let (Some(gate), Some(key)) = (gate, key) else {
         return run_measured(spec, cancel);
     };
-    let Some(_reserved) = gate.admit(key, guess, cancel) else {
+    let Some(_reserved) = gate.admit(key, guess, threads, cancel) else {
         return Err(match crate::process::interrupted() {
             Some(interrupted) => CommandFailure::Interrupted {
                 command: spec.to_string(),

@@ -487,14 +487,17 @@ impl MemoryGate {
         peaks::memory_binds_jobs(self.budget.bytes, jobs)
     }
 
-    /// Wait until the process `key` is the first of those waiting and fits beside the ones
-    /// running, and reserve its estimate ([`MemoryGate::estimate`] with `guess`). One that needs more than the whole budget is let in
-    /// once nothing else runs (it is remembered for [`MemoryGate::ran_alone`]). `None` once
-    /// `cancel` fires while waiting (its place in the queue goes to the next).
+    /// Wait until the process `key`, to run on `threads` threads, is the first of those
+    /// waiting and fits beside the ones running, and reserve its estimate
+    /// ([`MemoryGate::estimate`] with `guess`, at least the guess when split:
+    /// [`peaks::on_threads`]). One that needs more than the whole budget is let in once nothing
+    /// else runs (it is remembered for [`MemoryGate::ran_alone`]). `None` once `cancel` fires
+    /// while waiting (its place in the queue goes to the next).
     pub fn admit(
         &self,
         key: &ProcessKey,
         guess: Option<u64>,
+        threads: usize,
         cancel: &Cancel,
     ) -> Option<Reservation<'_>> {
         let mut queue = lock(&self.queue);
@@ -508,7 +511,7 @@ impl MemoryGate {
                 return None;
             }
             // Again at each look: a sibling may have been measured while this one waited.
-            let need = self.estimate(key, guess);
+            let need = peaks::on_threads(self.estimate(key, guess), guess, threads);
             let first = queue.waiting.front() == Some(&ticket);
             let fits = queue.reserved + need <= self.budget.bytes;
             if first && (fits || queue.reserved == 0) {
@@ -683,6 +686,20 @@ mod tests {
     }
 
     #[test]
+    fn a_pass_split_over_threads_reserves_at_least_its_guess_though_its_record_is_smaller() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = MemoryGate::load(budget(4 << 30), dir.path());
+        let key = key_of("obj/a.o#ptxas sm_90");
+        gate.observe(&key, 147 << 20); // measured on one thread
+        let cancel = Cancel::new();
+        let unsplit = gate.admit(&key, Some(682 << 20), 1, &cancel).unwrap();
+        assert_eq!(unsplit.bytes, (147 << 20) + (147 << 20) / 8);
+        drop(unsplit);
+        let split = gate.admit(&key, Some(682 << 20), 16, &cancel).unwrap();
+        assert_eq!(split.bytes, 682 << 20);
+    }
+
+    #[test]
     fn processes_beyond_the_budget_wait_and_a_too_big_one_runs_alone() {
         let dir = tempfile::tempdir().unwrap();
         let gate = Arc::new(MemoryGate::load(budget(10 << 30), dir.path()));
@@ -690,13 +707,13 @@ mod tests {
             gate.observe(&key_of(key), peak);
         }
         let cancel = Cancel::new();
-        let a = gate.admit(&key_of("a"), None, &cancel).unwrap();
+        let a = gate.admit(&key_of("a"), None, 1, &cancel).unwrap();
         let b_admitted = Arc::new(AtomicU64::new(0));
         std::thread::scope(|s| {
             let (gate, flag) = (&gate, &b_admitted);
-            let _first_b = gate.admit(&key_of("b"), None, &Cancel::new()).unwrap();
+            let _first_b = gate.admit(&key_of("b"), None, 1, &Cancel::new()).unwrap();
             s.spawn(move || {
-                let _second_b = gate.admit(&key_of("b"), None, &Cancel::new()).unwrap();
+                let _second_b = gate.admit(&key_of("b"), None, 1, &Cancel::new()).unwrap();
                 flag.store(1, Ordering::SeqCst);
             });
             std::thread::sleep(Duration::from_millis(100));
@@ -704,12 +721,12 @@ mod tests {
             drop(a);
         });
         assert_eq!(b_admitted.load(Ordering::SeqCst), 1);
-        let huge = gate.admit(&key_of("huge"), None, &cancel).unwrap();
+        let huge = gate.admit(&key_of("huge"), None, 1, &cancel).unwrap();
         assert_eq!(gate.ran_alone(), [("huge".to_string(), (45u64 << 30) / 2)]);
         let stop = Cancel::new();
         stop.cancel();
         assert!(
-            gate.admit(&key_of("a"), None, &stop).is_none(),
+            gate.admit(&key_of("a"), None, 1, &stop).is_none(),
             "a cancelled wait ends"
         );
         drop(huge);
@@ -723,11 +740,11 @@ mod tests {
             gate.observe(&key_of(key), peak);
         }
         let order = Mutex::new(Vec::new());
-        let a = gate.admit(&key_of("a"), None, &Cancel::new()).unwrap();
+        let a = gate.admit(&key_of("a"), None, 1, &Cancel::new()).unwrap();
         std::thread::scope(|s| {
             let (gate, order) = (&gate, &order);
             let admit = move |key: &'static str, hold: u64| {
-                let held = gate.admit(&key_of(key), None, &Cancel::new()).unwrap();
+                let held = gate.admit(&key_of(key), None, 1, &Cancel::new()).unwrap();
                 lock(order).push(key);
                 std::thread::sleep(Duration::from_millis(hold));
                 drop(held);
@@ -743,10 +760,10 @@ mod tests {
         assert_eq!(*lock(&order), ["big", "small"]);
 
         // A waiter that gives up leaves the queue: the one behind it is not stuck.
-        let held = gate.admit(&key_of("a"), None, &Cancel::new()).unwrap();
+        let held = gate.admit(&key_of("a"), None, 1, &Cancel::new()).unwrap();
         let stop = Cancel::new();
         std::thread::scope(|s| {
-            s.spawn(|| assert!(gate.admit(&key_of("big"), None, &stop).is_none()));
+            s.spawn(|| assert!(gate.admit(&key_of("big"), None, 1, &stop).is_none()));
             std::thread::sleep(Duration::from_millis(100));
             stop.cancel();
         });
@@ -762,7 +779,7 @@ mod tests {
                 }
                 watchdog.cancel();
             });
-            let small = gate.admit(&key_of("small"), None, &watchdog);
+            let small = gate.admit(&key_of("small"), None, 1, &watchdog);
             done.store(true, Ordering::SeqCst);
             assert!(
                 small.is_some(),
@@ -882,13 +899,13 @@ mod tests {
         let gate = MemoryGate::load(budget(1 << 30), dir.path());
         let guess = Some(600 << 20);
         let first = gate
-            .admit(&key_of("u#cicc compute_75"), guess, &Cancel::new())
+            .admit(&key_of("u#cicc compute_75"), guess, 1, &Cancel::new())
             .unwrap();
         let admitted = AtomicU64::new(0);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let _second = gate
-                    .admit(&key_of("u#cicc compute_90"), guess, &Cancel::new())
+                    .admit(&key_of("u#cicc compute_90"), guess, 1, &Cancel::new())
                     .unwrap();
                 admitted.store(1, Ordering::SeqCst);
             });

@@ -69,6 +69,19 @@ pub fn estimate(recorded: Option<u64>, sibling: Option<u64>, guess: Option<u64>)
     }
 }
 
+/// What a process split over `threads` (a device pass's `-split-compile`) is expected to need,
+/// given its `estimate` on one thread's terms and the caller's `guess` from its input. A split
+/// pass needs more than an unsplit one (nvcc 13.2, one 4.8 MB PTX: `ptxas` 147 MB on 1 thread,
+/// 266 MB on 2, 375 MB on 16; `cicc` over its unit 106, 141 and 164 MB on 1, 2 and 8), and its
+/// record may be of a run on one thread, so it reserves at least the guess, which covers those
+/// (`ptxas` 128x its PTX: 682 MB there).
+pub fn on_threads(estimate: u64, guess: Option<u64>, threads: usize) -> u64 {
+    match guess {
+        Some(guess) if threads > 1 => estimate.max(guess),
+        _ => estimate,
+    }
+}
+
 /// Whether memory binds `-j` for processes never measured: `jobs` of [`UNKNOWN_PEAK`] do not
 /// fit `budget`, so reserving it would hold others back, and a budget that holds two
 /// preprocessors is worth running one to guess closer (below that the process runs alone
@@ -81,6 +94,26 @@ pub fn memory_binds_jobs(budget: u64, jobs: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_process_reserves_at_least_the_guess_from_its_input() {
+        let recorded_unsplit = estimate(Some(147 << 20), None, Some(682 << 20));
+        assert_eq!(
+            on_threads(recorded_unsplit, Some(682 << 20), 1),
+            recorded_unsplit
+        );
+        assert_eq!(on_threads(recorded_unsplit, Some(682 << 20), 16), 682 << 20);
+        assert_eq!(
+            on_threads(900 << 20, Some(682 << 20), 16),
+            900 << 20,
+            "a larger record"
+        );
+        assert_eq!(
+            on_threads(900 << 20, None, 16),
+            900 << 20,
+            "no guess: the record"
+        );
+    }
 
     #[test]
     fn memory_binds_jobs_when_conservative_sizes_do_not_fit_but_two_preprocessors_do() {

@@ -30,8 +30,8 @@ const MIN_RACE_THREADS: usize = 3;
 pub(super) struct Race<'a> {
     /// The split a pass would get now (`schedule::pass_split`).
     pub split_now: &'a (dyn Fn() -> PassSplit + Sync),
-    /// Runs a command under the build's memory gate (the step's own key).
-    pub run: &'a (dyn Fn(&CommandSpec, &Cancel) -> Result<Output, CommandFailure> + Sync),
+    /// Runs a command on N threads under the build's memory gate (the step's own key).
+    pub run: &'a (dyn Fn(&CommandSpec, usize, &Cancel) -> Result<Output, CommandFailure> + Sync),
     /// `spec` split over N threads (niced beyond one).
     pub split_over: &'a (dyn Fn(&CommandSpec, usize) -> CommandSpec + Sync),
     /// Says with `-v` what was raced, and which copy was kept.
@@ -49,14 +49,14 @@ pub(super) fn run_racing(
 ) -> Result<Output, CommandFailure> {
     let output = cubin_output(step).filter(|_| step.kind == StepKind::Ptxas && threads == 1);
     let Some(output) = output else {
-        return (race.run)(spec, cancel);
+        return (race.run)(spec, threads, cancel);
     };
     let original = Cancel::new();
     let copy = Cancel::new();
     let copy_output = race_path(&output);
     let started = Instant::now();
     std::thread::scope(|scope| {
-        let first = scope.spawn(|| (race.run)(spec, &original));
+        let first = scope.spawn(|| (race.run)(spec, 1, &original));
         let mut racer: Option<(ScopedJoinHandle<_>, usize)> = None;
         let mut raced = false;
         loop {
@@ -91,10 +91,10 @@ pub(super) fn run_racing(
                         split.late.as_deref().unwrap_or("split"),
                         started.elapsed().as_secs_f64()
                     ));
-                    let copy = &copy;
+                    let (copy, threads) = (&copy, split.threads);
                     racer = Some((
-                        scope.spawn(move || (race.run)(&racing, copy)),
-                        split.threads,
+                        scope.spawn(move || (race.run)(&racing, threads, copy)),
+                        threads,
                     ));
                 }
             }
@@ -198,10 +198,11 @@ mod tests {
         Step::lone_ptxas(program, &args, dir)
     }
 
-    /// Race `step` with `threads_now` threads free once it started; what was said, and the
-    /// cubin's text.
-    fn race(step: &Step, threads_now: usize) -> (Vec<String>, String) {
+    /// Race `step` with `threads_now` threads free once it started; what was said, the
+    /// cubin's text, and the threads each run was given (what the memory gate is told).
+    fn race(step: &Step, threads_now: usize) -> (Vec<String>, String, Vec<usize>) {
         let said = Mutex::new(Vec::new());
+        let ran_on = Mutex::new(Vec::new());
         let asked = AtomicUsize::new(0);
         let split_now = || {
             asked.fetch_add(1, Ordering::SeqCst);
@@ -211,7 +212,10 @@ mod tests {
                 background: false,
             }
         };
-        let run = |spec: &CommandSpec, cancel: &Cancel| run_cancellable(spec, cancel);
+        let run = |spec: &CommandSpec, threads: usize, cancel: &Cancel| {
+            ran_on.lock().unwrap().push(threads);
+            run_cancellable(spec, cancel)
+        };
         let split_over = |spec: &CommandSpec, n: usize| {
             let mut out = spec.clone();
             for arg in out.args.iter_mut().filter(|a| *a == "-split-compile=1") {
@@ -229,7 +233,8 @@ mod tests {
         run_racing(&step.spec, step, 1, &race, &Cancel::new()).unwrap();
         assert!(asked.load(Ordering::SeqCst) > 0);
         let cubin = std::fs::read_to_string(step.spec.cwd.as_ref().unwrap().join("x.cubin"));
-        (said.into_inner().unwrap(), cubin.unwrap())
+        let ran_on = ran_on.into_inner().unwrap();
+        (said.into_inner().unwrap(), cubin.unwrap(), ran_on)
     }
 
     #[test]
@@ -237,7 +242,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let step = ptxas_step(&fake_ptxas(dir.path(), 30), dir.path());
         let started = Instant::now();
-        let (said, cubin) = race(&step, 4);
+        let (said, cubin, ran_on) = race(&step, 4);
+        assert_eq!(
+            ran_on,
+            [1, 4],
+            "the original on one thread, the copy on four"
+        );
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the original was not waited for"
@@ -260,8 +270,12 @@ mod tests {
         // Too few idle slots: no copy; and a pass that ends first keeps its own cubin.
         let dir = tempfile::tempdir().unwrap();
         let step = ptxas_step(&fake_ptxas(dir.path(), 3), dir.path());
-        let (said, cubin) = race(&step, 2);
-        assert_eq!((said.len(), cubin.trim()), (0, "1"), "{said:?}");
+        let (said, cubin, ran_on) = race(&step, 2);
+        assert_eq!(
+            (said.len(), cubin.trim(), ran_on),
+            (0, "1", vec![1]),
+            "{said:?}"
+        );
     }
 
     #[test]

@@ -492,11 +492,12 @@ fn canonical_ptx(step: &Step, (label, reporter): (&str, &dyn Reporter)) {
     }
 }
 
-/// Run `step` (as `spec`) once the memory gate (if any) admits it, learning its peak under the
-/// unit's object and the step's label; never measured, it reserves what its input's size
-/// suggests.
+/// Run `step` (as `spec`, on `threads` threads) once the memory gate (if any) admits it,
+/// learning its peak under the unit's object and the step's label; never measured, or split,
+/// it reserves (at least) what its input's size suggests.
 fn run_step(
     spec: &CommandSpec,
+    threads: usize,
     step: &Step,
     slots: &Slots,
     cancel: &Cancel,
@@ -504,11 +505,11 @@ fn run_step(
     let ptxas = (slots.learned.ptxas).filter(|_| step.kind == StepKind::Ptxas);
     let ptx_bytes = ptxas.map_or(0, |_| step.input_bytes(slots.keep_dir));
     let measured = match slots.memory {
-        None => run_gated_measured(spec, None, None, None, cancel),
+        None => run_gated_measured(spec, None, None, None, threads, cancel),
         Some((gate, object, keep_dir)) => {
             let key = gate.key(object, Some(&step.label));
             let guess = step.peak_guess(keep_dir);
-            run_gated_measured(spec, Some(gate), Some(&key), Some(guess), cancel)
+            run_gated_measured(spec, Some(gate), Some(&key), Some(guess), threads, cancel)
         }
     }?;
     if let Some(costs) = ptxas {
@@ -598,7 +599,9 @@ fn run_started(
             None,
         )
     };
-    let run = |spec: &CommandSpec, cancel: &Cancel| run_step(spec, step, slots, cancel);
+    let run = |spec: &CommandSpec, threads: usize, cancel: &Cancel| {
+        run_step(spec, threads, step, slots, cancel)
+    };
     let say = |said: String| {
         let (label, reporter) = slots.unit;
         reporter.verbose(&format!("`{label}`: {said}"));
