@@ -354,8 +354,8 @@ void launch_norm_typed(const NormParams& p, cudaStream_t stream) {
     };
     constexpr int kT = tuning(K).max_threads;
     // Plain RMSNorm rows of 129-256 vectors (LTX-Video's 2048 bf16) take two per thread:
-    // H200, bench.py's CUDA graphs, 5-9% faster at 4x1024 and 2x4992 rows of 2048 bf16 than
-    // one per thread, never slower (bench/NOTES.md, session 24).
+    // H200, bench.py's CUDA graphs (hot and cold L2), 7-8% faster than one per thread at 4x1024
+    // and 2x4992 rows of 2048 bf16 and not slower at 1x or 2x1024 (bench/NOTES.md, session 24).
     if (K == NormKind::Rms && nvec > 128 && nvec <= 256) {
       return launch_vec<T, K, 2, 0>(p, threads_for(2), stream);
     }
