@@ -158,7 +158,7 @@ fn cargo_install_from_the_packaged_crate_gives_a_working_kbuild() {
         .arg("--root")
         .arg(&root)
         .arg("--target-dir")
-        .arg(repo().join("target")));
+        .arg(repo().join("target/packaged")));
     assert!(
         out.status.success(),
         "cargo install --path <packaged crate>"
