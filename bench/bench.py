@@ -23,6 +23,7 @@ are shared across rows count once).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -200,7 +201,8 @@ def bench_rms_norm_cold(lk, shape, eps, args, base=None):
     for label, inputs in (("hot", [xs[0]] * calls), ("cold", [xs[i % sets] for i in range(calls)])):
         graphs, kept = {}, []
         for name, fn in impls.items():
-            graphs[name], outputs = capture_each(fn, inputs)
+            bound = [functools.partial(fn, x) for x in inputs]
+            graphs[name], outputs = capture_calls(bound, keep=True)
             kept.append(outputs)
         times = time_rounds({k: g.replay for k, g in graphs.items()},
                             argparse.Namespace(rounds=rounds, warmup=1, iters=5))
@@ -220,23 +222,6 @@ def bench_rms_norm_cold(lk, shape, eps, args, base=None):
     del xs
     torch.cuda.empty_cache()
     return out
-
-
-def capture_each(fn, inputs):
-    """A CUDA graph of fn(x) for each x of `inputs` in turn, and its outputs (kept alive, so
-    each call writes its own memory)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for x in inputs[:3]:
-            fn(x)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    outputs = []
-    with torch.cuda.graph(g):
-        for x in inputs:
-            outputs.append(fn(x))
-    return g, outputs
 
 
 def bench_fused(lk, args, ceiling, results):
@@ -359,17 +344,29 @@ def placement_check(ours, compiled_fn, inputs, args):
 
 def capture(fn, calls):
     """A CUDA graph of `calls` back-to-back calls of fn (its outputs in the graph's own pool)."""
+    return capture_calls([fn] * calls)[0]
+
+
+def capture_calls(calls, keep=False):
+    """A CUDA graph of `calls` (functions of no argument) run back to back, after the first
+    three warm up on a side stream; with `keep`, also their outputs, held alive so that each
+    call writes its own memory (else each output goes back to the graph's pool as it is
+    dropped)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
+        for call in calls[:3]:
+            call()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
+    outputs = []
     with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    return g
+        for call in calls:
+            if keep:
+                outputs.append(call())
+            else:
+                call()
+    return g, outputs
 
 
 def main():
