@@ -26,6 +26,7 @@ import gc
 import json
 import os
 import random
+import re
 import statistics
 import time
 from pathlib import Path
@@ -45,6 +46,33 @@ MOCHI_TEXT_TOKENS = 256
 
 def rel_err(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+# Kernel names by what they are, for the profile's "where the time goes" line (first match wins:
+# inductor's kernels name the ops they fused, e.g. `triton_red_fused__scaled_mm_..._amax_...` is
+# the quantization feeding a _scaled_mm, not a GEMM).
+KINDS = (
+    ("inductor", re.compile(r"^triton_")),
+    ("GEMM", re.compile(r"nvjet|gemm|cutlass|xmma|f8f8", re.I)),
+    ("attention", re.compile(r"cudnn|flash|fmha|sdpa|attention", re.I)),
+    ("ltx_kernels", re.compile(r"ltx::")),
+)
+
+
+def kernel_kinds(events):
+    """{kind: ms} of one profiled forward's device time (a profiler's key averages), in KINDS'
+    order, then "other" and "total"."""
+    sums = {kind: 0.0 for kind, _ in KINDS} | {"other": 0.0}
+    for e in events:
+        us = getattr(e, "self_device_time_total", None)
+        if us is None:
+            us = e.self_cuda_time_total
+        if not us:
+            continue
+        kind = next((k for k, pattern in KINDS if pattern.search(e.key)), "other")
+        sums[kind] += us / 1000
+    sums["total"] = sum(sums.values())
+    return sums
 
 
 def time_forwards(fn, iters, warmup):
@@ -196,9 +224,13 @@ def run_model(name, lk, args):
         with torch.no_grad(), prof(activities=[ProfilerActivity.CUDA]) as p:
             fn(**inputs)
             torch.cuda.synchronize()
-        table = p.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=90)
+        events = p.key_averages()
+        table = events.table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=90)
+        kinds = kernel_kinds(events)
+        line = ", ".join(f"{k} {v:.2f} ms" for k, v in kinds.items())
+        print(f"  {name} {label}: GPU time by kind: {line}", flush=True)
         with open(args.profile, "a") as f:
-            f.write(f"\n=== {name} {label}: one forward\n{table}\n")
+            f.write(f"\n=== {name} {label}: one forward\nby kind: {line}\n{table}\n")
 
     how = args.compile if name == "ltx" else args.mochi_compile
     measure("eager", model)
@@ -233,7 +265,9 @@ def run_model(name, lk, args):
         measure(GRAPHS + " + kernels", compile_model(model, blocks, how, "reduce-overhead"), graphs=True)
     if args.fp8 and name == "ltx":
         lk.patch_transformer(model, pieces=lk.blocks.LTX_PIECES | {"fp8"})
-        measure("torch.compile + kernels + fp8", compile_model(model, blocks, how))
+        compiled = compile_model(model, blocks, how)
+        measure("torch.compile + kernels + fp8", compiled)
+        profile("torch.compile + kernels + fp8", compiled)
         uncompile(blocks)
 
     eager = rows[0]

@@ -184,8 +184,32 @@ struct ResidualParams {
   RowMap shift;  // AdaLn
   const void* weight = nullptr;  // AdaLn: contiguous [hidden] or nullptr
   void* h_out = nullptr;     // contiguous [rows, hidden]
-  void* norm_out = nullptr;  // AdaLn: contiguous [rows, hidden]
+  void* norm_out = nullptr;  // AdaLn: contiguous [rows, hidden]; unused with norm_fp8
+  // AdaLn, optional: the norm written quantized instead (see QuantParams: the norm rounded to
+  // the dtype, then e4m3 values and a float32 scale per row).
+  uint8_t* norm_fp8 = nullptr;     // contiguous [rows, hidden] e4m3
+  float* norm_fp8_scale = nullptr;  // [rows]
 };
+
+// Row-wise FP8 (e4m3, "fn": no infinities, max 448) quantization for FP8 matrix products.
+// Per row r of v = x (or gelu_tanh(x) rounded to the dtype, as the separate op writes it):
+//   scale[r] = max(amax_j |v[r, j]|, 1e-12) / 448          (float32; NaN propagates)
+//   values[r, j] = e4m3(v[r, j] / scale[r])                  (round to nearest even)
+// the float32 arithmetic of torch's `(v.float() / scale).to(torch.float8_e4m3fn)`, bit for bit.
+struct QuantParams {
+  Dtype dtype = Dtype::Float32;
+  int device_index = -1;
+  CUstream_st* stream = nullptr;  // cuda: torch's current stream on device_index
+  int64_t rows = 0;
+  int64_t hidden = 0;
+  bool gelu = false;
+  RowMap x;
+  uint8_t* values = nullptr;  // contiguous [rows, hidden]
+  float* scale = nullptr;     // [rows]
+};
+
+constexpr float kE4m3Max = 448.0f;
+constexpr float kFp8MinAmax = 1e-12f;
 
 // The CUDA launchers run on the device the binding made current, on p.stream.
 Status launch_norm(const NormParams& p);
@@ -193,5 +217,6 @@ Status launch_rope(const RopeParams& p);
 Status launch_activation(const ActParams& p);
 Status launch_qk_norm_rope(const QkNormRopeParams& p);
 Status launch_residual(const ResidualParams& p);
+Status launch_quantize(const QuantParams& p);
 
 }  // namespace ltx

@@ -58,7 +58,9 @@ int device_index(const at::Tensor& x) { return x.is_cuda() ? x.get_device() : -1
 // directly: at::empty's dispatcher round trip (BackendSelect, then the backend) is a measurable
 // part of a small op's host time. x's device is checked first (the ops dispatch on any operand's
 // device, so a CPU x can reach the cuda kernels).
-at::Tensor new_like(const at::Tensor& x, at::IntArrayRef sizes, const char* op) {
+at::Tensor new_like(const at::Tensor& x, at::IntArrayRef sizes, const char* op,
+                    std::optional<c10::ScalarType> dtype = std::nullopt) {
+  const c10::ScalarType type = dtype.value_or(x.scalar_type());
 #if defined(CUDA_KERNEL)
   TORCH_CHECK(x.is_cuda(), "ltx_kernels.", op, ": the first tensor operand is on ", x.device(),
               " but others are on a CUDA device; put all operands on one device");
@@ -68,13 +70,13 @@ at::Tensor new_like(const at::Tensor& x, at::IntArrayRef sizes, const char* op) 
   if (c10::cuda::current_device() == x.get_device()) {
     return at::Tensor(at::detail::empty_generic(sizes, c10::cuda::CUDACachingAllocator::get(),
                                                 c10::DispatchKeySet(c10::DispatchKey::CUDA),
-                                                x.scalar_type(), std::nullopt));
+                                                type, std::nullopt));
   }
-  return at::Tensor(at::detail::empty_cuda(sizes, x.scalar_type(), x.device(), std::nullopt));
+  return at::Tensor(at::detail::empty_cuda(sizes, type, x.device(), std::nullopt));
 #else
   TORCH_CHECK(x.is_cpu(), "ltx_kernels.", op, ": the first tensor operand is on ", x.device(),
               " but others are on the CPU; put all operands on one device");
-  return at::Tensor(at::detail::empty_cpu(sizes, x.scalar_type()));
+  return at::Tensor(at::detail::empty_cpu(sizes, type));
 #endif
 }
 
@@ -586,19 +588,34 @@ at::Tensor gated_residual(const at::Tensor& h, const at::Tensor& y,
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at::Tensor& y,
-                                                  const std::optional<at::Tensor>& gate,
-                                                  const at::Tensor& scale, const at::Tensor& shift,
-                                                  const std::optional<at::Tensor>& weight,
-                                                  double eps) {
-  const char* op = "residual_adaln";
+// x's shape with a last dim of 1: the per-row FP8 scales.
+std::vector<int64_t> row_scale_shape(const at::Tensor& x) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = 1;
+  return shape;
+}
+
+// residual_adaln and residual_adaln_fp8: {h_out, norm} or {h_out, e4m3 norm, float32 scale}.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> residual_adaln_impl(
+    const at::Tensor& h, const at::Tensor& y, const std::optional<at::Tensor>& gate,
+    const at::Tensor& scale, const at::Tensor& shift, const std::optional<at::Tensor>& weight,
+    double eps, bool fp8) {
+  const char* op = fp8 ? "residual_adaln_fp8" : "residual_adaln";
   check_x(h, op);
   at::Tensor h_out = new_like(h, h.sizes(), op);
-  at::Tensor norm_out = new_like(h, h.sizes(), op);
+  at::Tensor norm_out =
+      new_like(h, h.sizes(), op, fp8 ? at::kFloat8_e4m3fn : h.scalar_type());
+  at::Tensor norm_scale;
   at::Tensor keep[3];
   auto p = residual_params(ltx::ResidualKind::AdaLn, h, y, gate, h_out, op, keep);
   const auto w = checked_weight(weight, h, op);
-  p.norm_out = norm_out.data_ptr();
+  if (fp8) {
+    norm_scale = new_like(h, row_scale_shape(h), op, at::kFloat);
+    p.norm_fp8 = static_cast<uint8_t*>(norm_out.data_ptr());
+    p.norm_fp8_scale = norm_scale.data_ptr<float>();
+  } else {
+    p.norm_out = norm_out.data_ptr();
+  }
   p.weight = w.has_value() ? w->data_ptr() : nullptr;
   p.eps = static_cast<float>(eps);
   at::Tensor keep_s, keep_b;
@@ -607,7 +624,42 @@ std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at:
     p.shift = cond_rows(shift, h, op, "shift", keep_b);
   }
   launch(ltx::launch_residual, p);
-  return {h_out, norm_out};
+  return {h_out, norm_out, norm_scale};
+}
+
+std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at::Tensor& y,
+                                                  const std::optional<at::Tensor>& gate,
+                                                  const at::Tensor& scale, const at::Tensor& shift,
+                                                  const std::optional<at::Tensor>& weight,
+                                                  double eps) {
+  auto out = residual_adaln_impl(h, y, gate, scale, shift, weight, eps, false);
+  return {std::get<0>(out), std::get<1>(out)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> residual_adaln_fp8(
+    const at::Tensor& h, const at::Tensor& y, const std::optional<at::Tensor>& gate,
+    const at::Tensor& scale, const at::Tensor& shift, const std::optional<at::Tensor>& weight,
+    double eps) {
+  return residual_adaln_impl(h, y, gate, scale, shift, weight, eps, true);
+}
+
+std::tuple<at::Tensor, at::Tensor> quantize_fp8(const at::Tensor& x_in, bool gelu) {
+  const char* op = gelu ? "gelu_quantize_fp8" : "quantize_fp8";
+  check_x(x_in, op);
+  at::Tensor values = new_like(x_in, x_in.sizes(), op, at::kFloat8_e4m3fn);
+  at::Tensor scale = new_like(x_in, row_scale_shape(x_in), op, at::kFloat);
+  ltx::QuantParams p;
+  p.dtype = dtype_of(x_in.scalar_type());
+  p.device_index = device_index(x_in);
+  p.hidden = x_in.size(-1);
+  p.rows = p.hidden == 0 ? 0 : x_in.numel() / p.hidden;
+  p.gelu = gelu;
+  p.values = static_cast<uint8_t*>(values.data_ptr());
+  p.scale = scale.data_ptr<float>();
+  at::Tensor x = x_in;
+  if (p.rows > 0) p.x = rows_of(x);
+  launch(ltx::launch_quantize, p);
+  return {values, scale};
 }
 
 // gelu_tanh(x @ weight.T + bias) with the GELU in the GEMM's epilogue: at::_addmm_activation
@@ -684,6 +736,10 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "residual_adaln(Tensor h, Tensor y, Tensor? gate, Tensor scale, Tensor shift, "
       "Tensor? weight, float eps) -> (Tensor, Tensor)");
+  ops.def(
+      "residual_adaln_fp8(Tensor h, Tensor y, Tensor? gate, Tensor scale, Tensor shift, "
+      "Tensor? weight, float eps) -> (Tensor, Tensor, Tensor)");
+  ops.def("quantize_fp8(Tensor x, bool gelu=False) -> (Tensor, Tensor)");
   ops.def("linear_gelu_tanh(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
   ops.def("materialize(Tensor x) -> Tensor");
 
@@ -703,6 +759,8 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("qk_norm_rope_grid", LTX_DEVICE, &qk_norm_rope_grid);
   ops.impl("gated_residual", LTX_DEVICE, &gated_residual);
   ops.impl("residual_adaln", LTX_DEVICE, &residual_adaln);
+  ops.impl("residual_adaln_fp8", LTX_DEVICE, &residual_adaln_fp8);
+  ops.impl("quantize_fp8", LTX_DEVICE, &quantize_fp8);
   ops.impl("linear_gelu_tanh", LTX_DEVICE, &linear_gelu_tanh);
   ops.impl("materialize", LTX_DEVICE, &materialize);
 }

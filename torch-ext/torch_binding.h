@@ -57,6 +57,14 @@ std::tuple<at::Tensor, at::Tensor> residual_adaln(const at::Tensor& h, const at:
                                                   const at::Tensor& scale, const at::Tensor& shift,
                                                   const std::optional<at::Tensor>& weight,
                                                   double eps);
+// FP8 (e4m3) per-row quantization for FP8 matrix products (QuantParams in ltx_kernels.h):
+// residual_adaln with its norm quantized {h_out, values, scale [..., 1]}; x (or gelu_tanh(x))
+// quantized {values, scale [..., 1]}.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> residual_adaln_fp8(
+    const at::Tensor& h, const at::Tensor& y, const std::optional<at::Tensor>& gate,
+    const at::Tensor& scale, const at::Tensor& shift, const std::optional<at::Tensor>& weight,
+    double eps);
+std::tuple<at::Tensor, at::Tensor> quantize_fp8(const at::Tensor& x, bool gelu);
 at::Tensor linear_gelu_tanh(const at::Tensor& x, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias);
 at::Tensor materialize(const at::Tensor& x);

@@ -3,6 +3,7 @@
 // spread over threads with at::parallel_for.
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
+#include <c10/util/Float8_e4m3fn.h>
 #include <c10/util/Half.h>
 
 #include <algorithm>
@@ -209,6 +210,40 @@ void qk_norm_rope_rows(const QkNormRopeParams& p) {
   });
 }
 
+// ---- FP8 (e4m3) row quantization (QuantParams in ltx_kernels.h) ----------------------------
+// max(m, |a|) where a NaN wins, as torch's amax propagates it.
+float amax_step(float m, float a) {
+  a = std::fabs(a);
+  return (a > m || std::isnan(a)) ? a : m;
+}
+
+float fp8_scale(float amax) { return (amax < kFp8MinAmax ? kFp8MinAmax : amax) / kE4m3Max; }
+
+// v[0..n) quantized with one scale: the scale, and the e4m3 bits into out.
+template <typename F>
+float quantize_row(int64_t n, F&& v, uint8_t* out) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = amax_step(amax, v(i));
+  const float scale = fp8_scale(amax);
+  for (int64_t i = 0; i < n; ++i) out[i] = c10::Float8_e4m3fn(v(i) / scale).x;
+  return scale;
+}
+
+template <typename T>
+void quantize_rows(const QuantParams& p) {
+  const int64_t h = p.hidden;
+  at::parallel_for(0, p.rows, grain(h), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* x = static_cast<const T*>(p.x.ptr) + row_offset(p.x, r);
+      auto value = [&](int64_t i) {
+        const float f = static_cast<float>(x[i]);
+        return p.gelu ? round_to<T>(gelu_tanh_f(f)) : f;
+      };
+      p.scale[r] = quantize_row(h, value, p.values + r * h);
+    }
+  });
+}
+
 template <typename T>
 void residual_rows(const ResidualParams& p) {
   const int64_t h = p.hidden;
@@ -230,12 +265,18 @@ void residual_rows(const ResidualParams& p) {
       const float rstd = 1.0f / std::sqrt(acc / static_cast<float>(h) + p.eps);
       const T* sc = static_cast<const T*>(p.scale.ptr) + row_offset(p.scale, r);
       const T* sh = static_cast<const T*>(p.shift.ptr) + row_offset(p.shift, r);
-      T* nout = static_cast<T*>(p.norm_out) + r * h;
-      for (int64_t i = 0; i < h; ++i) {
+      auto norm_at = [&](int64_t i) {
         float n = static_cast<float>(hout[i]) * rstd;
         if (wt != nullptr) n *= static_cast<float>(wt[i]);
-        nout[i] = static_cast<T>(n * (1.0f + static_cast<float>(sc[i])) + static_cast<float>(sh[i]));
+        return static_cast<T>(n * (1.0f + static_cast<float>(sc[i])) + static_cast<float>(sh[i]));
+      };
+      if (p.norm_fp8 != nullptr) {
+        auto value = [&](int64_t i) { return static_cast<float>(norm_at(i)); };
+        p.norm_fp8_scale[r] = quantize_row(h, value, p.norm_fp8 + r * h);
+        continue;
       }
+      T* nout = static_cast<T*>(p.norm_out) + r * h;
+      for (int64_t i = 0; i < h; ++i) nout[i] = norm_at(i);
     }
   });
 }
@@ -304,6 +345,12 @@ Status launch_residual(const ResidualParams& p) {
   if (p.rows == 0 || p.hidden == 0) return {};
   return dispatch(p.dtype, p.kind == ResidualKind::AdaLn ? "residual_adaln" : "gated_residual",
                   [&](auto tag) { residual_rows<decltype(tag)>(p); });
+}
+
+Status launch_quantize(const QuantParams& p) {
+  if (p.rows == 0 || p.hidden == 0) return {};
+  return dispatch(p.dtype, p.gelu ? "gelu_quantize_fp8" : "quantize_fp8",
+                  [&](auto tag) { quantize_rows<decltype(tag)>(p); });
 }
 
 }  // namespace ltx

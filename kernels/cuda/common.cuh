@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -191,6 +192,43 @@ __device__ __forceinline__ float gelu_tanh_f(float x) {
   return x / (1.0f + __expf(-2.0f * u));
 }
 
+// ---- FP8 (e4m3) row quantization (QuantParams in ltx_kernels.h) ---------------------------
+// max(m, |a|) where a NaN wins, as torch's amax propagates it.
+__device__ __forceinline__ float amax_step(float m, float a) {
+  a = fabsf(a);
+  return (a > m || a != a) ? a : m;
+}
+
+// The row's scale from its amax: clamp(min=1e-12) (a NaN stays NaN) / 448, IEEE division.
+__device__ __forceinline__ float fp8_scale(float amax) {
+  return __fdiv_rn(amax < kFp8MinAmax ? kFp8MinAmax : amax, kE4m3Max);
+}
+
+// v / scale as e4m3, rounded to nearest even (|v / scale| <= 448 up to one rounding, so
+// saturation never changes a value torch would produce).
+__device__ __forceinline__ uint8_t to_e4m3(float v, float scale) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3));
+}
+
+// One 16-byte vector's kVec<T> values, quantized, stored as kVec<T> bytes (8 or 4).
+template <int N>
+__device__ __forceinline__ void store_e4m3(uint8_t* out, const float (&f)[N], float scale) {
+  static_assert(N == 4 || N == 8, "a 16-byte vector holds 4 or 8 elements");
+  uint32_t w[N / 4];
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) {
+    w[i] = static_cast<uint32_t>(to_e4m3(f[4 * i], scale)) |
+           static_cast<uint32_t>(to_e4m3(f[4 * i + 1], scale)) << 8 |
+           static_cast<uint32_t>(to_e4m3(f[4 * i + 2], scale)) << 16 |
+           static_cast<uint32_t>(to_e4m3(f[4 * i + 3], scale)) << 24;
+  }
+  if constexpr (N == 8) {
+    __stcs(reinterpret_cast<uint2*>(out), make_uint2(w[0], w[1]));
+  } else {
+    __stcs(reinterpret_cast<unsigned int*>(out), w[0]);
+  }
+}
+
 // ---- reductions --------------------------------------------------------------------------
 // Sum over groups of `G` consecutive lanes (G a power of two <= 32). Every lane of the warp
 // must call it.
@@ -212,6 +250,23 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   __syncthreads();
   v = lane < nwarps ? scratch[lane] : 0.0f;
   return group_sum<32>(v);
+}
+
+// NaN-propagating max of |values| over the whole block (amax_step); `scratch` holds >= 32
+// floats. Result is returned to every thread.
+__device__ __forceinline__ float block_amax(float v, float* scratch) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = amax_step(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? scratch[lane] : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = amax_step(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
 }
 
 // Two sums at once (one barrier round for both): the block-wide version of group_sum on

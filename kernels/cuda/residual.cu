@@ -1,5 +1,6 @@
 // Residual updates of LTX-Video-style transformer blocks: h + y * gate (flat), optionally
-// followed by AdaLN-RMS of the result with both outputs written (block per row). Split from
+// followed by AdaLN-RMS of the result with both outputs written (block per row), the norm
+// optionally quantized to FP8 per row (QuantParams in ltx_kernels.h). Split from
 // block.cu (q/k norm + RoPE) so the two units compile side by side.
 // Every access is a 16-byte vector where sizes and alignment allow; scalar kernels cover the rest.
 #include "block_common.cuh"
@@ -43,7 +44,9 @@ __global__ void __launch_bounds__(kFlatThreads) residual_flat_kernel(const Resid
 // (VPT 8: up to 256 threads, so that the register cap leaves room for three rows of 8).
 constexpr int residual_max_threads(int vpt) { return vpt < 8 ? kResidualRowThreads : 256; }
 
-template <typename T, int VPT>
+// FP8: the norm is written as e4m3 values and a scale per row (p.norm_fp8), kept packed in
+// registers (y's, read by then) until the row's amax is known.
+template <typename T, int VPT, bool FP8>
 __global__ void __launch_bounds__(residual_max_threads(VPT)) residual_adaln_kernel(const ResidualParams p) {
   constexpr int N = kVec<T>;
   __shared__ float scratch[32];
@@ -91,6 +94,7 @@ __global__ void __launch_bounds__(residual_max_threads(VPT)) residual_adaln_kern
   const T* scr = static_cast<const T*>(p.scale.ptr) + row_at(p.scale, row);
   const T* shr = static_cast<const T*>(p.shift.ptr) + row_at(p.shift, row);
   T* nout = static_cast<T*>(p.norm_out) + static_cast<int64_t>(row) * p.hidden;
+  float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int v = lane + i * nthreads;
@@ -106,7 +110,28 @@ __global__ void __launch_bounds__(residual_max_threads(VPT)) residual_adaln_kern
         if (w != nullptr) n *= wf[j];
         h[j] = fmaf(n, 1.0f + sc[j], sh[j]);
       }
-      store16(nout + v * N, pack<T>(h));
+      if constexpr (FP8) {
+        yv[i] = pack<T>(h);  // rounded: the norm as the bf16/fp16 op would write it
+        unpack<T>(yv[i], h);
+#pragma unroll
+        for (int j = 0; j < N; ++j) amax = amax_step(amax, h[j]);
+      } else {
+        store16(nout + v * N, pack<T>(h));
+      }
+    }
+  }
+  if constexpr (FP8) {
+    const float qscale = fp8_scale(block_amax(amax, scratch));
+    if (lane == 0) p.norm_fp8_scale[row] = qscale;
+    uint8_t* q = p.norm_fp8 + static_cast<int64_t>(row) * p.hidden;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int v = lane + i * nthreads;
+      if (v < nvec) {
+        float n[N];
+        unpack<T>(yv[i], n);
+        store_e4m3<N>(q + v * N, n, qscale);
+      }
     }
   }
 }
@@ -134,17 +159,45 @@ __global__ void __launch_bounds__(256) residual_scalar_kernel(const ResidualPara
   const T* w = static_cast<const T*>(p.weight);
   const T* scr = static_cast<const T*>(p.scale.ptr) + row_at(p.scale, row);
   const T* shr = static_cast<const T*>(p.shift.ptr) + row_at(p.shift, row);
-  T* nout = static_cast<T*>(p.norm_out) + static_cast<int64_t>(row) * p.hidden;
-  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) {
+  auto norm_at = [&](int64_t i) {
     float n = to_float(hout[i]) * rstd;  // this thread wrote hout[i] above
     if (w != nullptr) n *= to_float(w[i]);
-    nout[i] = from_float<T>(fmaf(n, 1.0f + to_float(scr[i]), to_float(shr[i])));
+    return from_float<T>(fmaf(n, 1.0f + to_float(scr[i]), to_float(shr[i])));
+  };
+  if (p.norm_fp8 == nullptr) {
+    T* nout = static_cast<T*>(p.norm_out) + static_cast<int64_t>(row) * p.hidden;
+    for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) nout[i] = norm_at(i);
+    return;
   }
+  float amax = 0.0f;
+  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) amax = amax_step(amax, to_float(norm_at(i)));
+  const float qscale = fp8_scale(block_amax(amax, scratch));
+  if (threadIdx.x == 0) p.norm_fp8_scale[row] = qscale;
+  uint8_t* q = p.norm_fp8 + static_cast<int64_t>(row) * p.hidden;
+  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) q[i] = to_e4m3(to_float(norm_at(i)), qscale);
 }
 
 bool rows_vec(const RowMap& m, int n) {
   return m.ptr == nullptr ||
          (aligned16(m.ptr) && m.outer_stride % n == 0 && m.inner_stride % n == 0);
+}
+
+template <typename T, bool FP8>
+void launch_residual_adaln(const ResidualParams& p, bool vec, cudaStream_t stream) {
+  const int64_t nvec = p.hidden / kVec<T>;
+  auto threads_for = [&](int vpt) { return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32); };
+  const unsigned rows = static_cast<unsigned>(p.rows);
+  if (vec && nvec <= kResidualRowThreads) {
+    residual_adaln_kernel<T, 1, FP8><<<rows, threads_for(1), 0, stream>>>(p);
+  } else if (vec && nvec <= 2 * kResidualRowThreads) {
+    residual_adaln_kernel<T, 2, FP8><<<rows, threads_for(2), 0, stream>>>(p);
+  } else if (vec && nvec <= 4 * kResidualRowThreads) {
+    residual_adaln_kernel<T, 4, FP8><<<rows, threads_for(4), 0, stream>>>(p);
+  } else if (vec && nvec <= 8 * residual_max_threads(8)) {
+    residual_adaln_kernel<T, 8, FP8><<<rows, threads_for(8), 0, stream>>>(p);
+  } else {
+    residual_scalar_kernel<T><<<rows, 256, 0, stream>>>(p);
+  }
 }
 
 template <typename T>
@@ -164,20 +217,13 @@ void launch_residual_typed(const ResidualParams& p, cudaStream_t stream) {
     }
     return;
   }
-  vec = vec && aligned16(p.norm_out) && rows_vec(p.scale, N) && rows_vec(p.shift, N) &&
-        (p.weight == nullptr || aligned16(p.weight));
-  auto threads_for = [&](int vpt) { return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32); };
-  const unsigned rows = static_cast<unsigned>(p.rows);
-  if (vec && nvec <= kResidualRowThreads) {
-    residual_adaln_kernel<T, 1><<<rows, threads_for(1), 0, stream>>>(p);
-  } else if (vec && nvec <= 2 * kResidualRowThreads) {
-    residual_adaln_kernel<T, 2><<<rows, threads_for(2), 0, stream>>>(p);
-  } else if (vec && nvec <= 4 * kResidualRowThreads) {
-    residual_adaln_kernel<T, 4><<<rows, threads_for(4), 0, stream>>>(p);
-  } else if (vec && nvec <= 8 * residual_max_threads(8)) {
-    residual_adaln_kernel<T, 8><<<rows, threads_for(8), 0, stream>>>(p);
+  const bool fp8 = p.norm_fp8 != nullptr;
+  vec = vec && aligned16(fp8 ? static_cast<const void*>(p.norm_fp8) : p.norm_out) &&
+        rows_vec(p.scale, N) && rows_vec(p.shift, N) && (p.weight == nullptr || aligned16(p.weight));
+  if (fp8) {
+    launch_residual_adaln<T, true>(p, vec, stream);
   } else {
-    residual_scalar_kernel<T><<<rows, 256, 0, stream>>>(p);
+    launch_residual_adaln<T, false>(p, vec, stream);
   }
 }
 

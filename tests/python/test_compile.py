@@ -54,9 +54,19 @@ def cases(m, dev):
             lambda a, r, s, t: torch.cat(m.residual_adaln(a, r, None, s, t, w, 1e-6), -1),
             (x, res, gate, gate),
         ),
+        "residual_adaln_fp8": (
+            lambda a, r, s, t: dequantized(*m.residual_adaln_fp8(a, r, None, s, t, w, 1e-6)),
+            (x, res, gate, gate),
+        ),
+        "quantize_fp8": (lambda a: dequantized(a, *m.quantize_fp8(a * 2, gelu=True)), (x,)),
         "linear_gelu_tanh": (lambda a, b: m.linear_gelu_tanh(a, b, w[:128]) + 1, (x, lin_w)),
         "materialize": (lambda c: m.materialize(c.repeat_interleave(2, -1)) * 2, (cos,)),
     }
+
+
+def dequantized(h, values, scale):
+    """h beside the FP8 rows' values times their scales (comparable with assert_close)."""
+    return torch.cat([h.float(), values.float() * scale], -1)
 
 
 @pytest.mark.parametrize(
@@ -76,6 +86,8 @@ def cases(m, dev):
         "qk_norm_rope_grid",
         "gated_residual",
         "residual_adaln",
+        "residual_adaln_fp8",
+        "quantize_fp8",
         "linear_gelu_tanh",
         "materialize",
     ],

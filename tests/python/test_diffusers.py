@@ -160,7 +160,7 @@ def test_patched_ltx_block_compiles_fullgraph_and_matches_eager(lk, chained):
         nxt = model.transformer_blocks[1]
         shift, scale = lk.mod.blocks._ltx_modulation(nxt, temb)[:2]
         norm1 = torch.randn(b, s, dim, generator=g).to(lk.device)
-        kwargs = dict(ltx_norm1=norm1, ltx_next=(scale, shift, nxt.norm1.weight, 1e-6), ltx_rope_grid=(freqs, axes))
+        kwargs = dict(ltx_norm1=norm1, ltx_next=(scale, shift, nxt.norm1.weight, 1e-6, False), ltx_rope_grid=(freqs, axes))
     with torch.no_grad():
         expected = block(*args, **kwargs)
         torch._dynamo.reset()
@@ -398,9 +398,11 @@ def test_fp8_piece_refuses_what_it_cannot_run_before_patching_anything(lk, dtype
 def test_fp8_piece_runs_the_token_wide_projections_in_fp8_and_can_be_taken_back(lk):
     """The optional fp8 piece on a GPU with FP8 tensor cores: six scaled FP8 matrix products
     per block in the traced graph (fused q/k/v, self-attention output, cross-attention query
-    and output, feed-forward up and down), an output near the unpatched model's (FP8
-    rounding), and patching again without it restores the bf16 projections exactly. Anywhere
-    else patching with it is refused, saying why."""
+    and output, feed-forward up and down), their activations quantized by the kernels' ops
+    (norm2 and the chained norm1 by residual_adaln_fp8, the rest by quantize_fp8, the
+    feed-forward's GELU inside it), an output near the unpatched model's (FP8 rounding) that the
+    compiled model reproduces, and patching again without it restores the bf16 projections
+    exactly. Anywhere else patching with it is refused, saying why."""
     if lk.backend == "cpu" or torch.cuda.get_device_capability() < (8, 9):
         model = tiny_ltx(lk.device, torch.bfloat16)
         with pytest.raises(ValueError, match="FP8 tensor cores"):
@@ -420,8 +422,16 @@ def test_fp8_piece_runs_the_token_wide_projections_in_fp8_and_can_be_taken_back(
     with torch.no_grad():
         got = model(**inputs)[0]
         torch.compile(model, fullgraph=True, backend=backend)(**inputs)
+        torch._dynamo.reset()
+        compiled = torch.compile(model, fullgraph=True)(**inputs)[0]
     assert sum("_scaled_mm" in s for s in seen) == 6 * 2, sorted(set(seen))
+    # Two blocks: norm2 of each and block 1's norm1 (chained from block 0); quantize_fp8 for
+    # block 0's q/k/v (its norm1 is adaln's) and four per block (attention output,
+    # cross-attention query and output, GELU of the up projection).
+    assert sum("residual_adaln_fp8" in s for s in seen) == 3, sorted(set(seen))
+    assert sum("quantize_fp8" in s for s in seen) == 1 + 4 * 2, sorted(set(seen))
     assert 1e-3 < rel_err(got, expected) < 0.1
+    assert rel_err(compiled, got) < 2e-2
     lk.mod.patch_transformer(model)
     with torch.no_grad():
         again = model(**inputs)[0]

@@ -9,6 +9,8 @@ any leading shape; ``out=`` writes into a contiguous tensor you provide):
 - :func:`geglu`, :func:`gelu_tanh`
 - LTX-Video block fusions: :func:`qk_norm_rope` (:func:`qk_norm_rope_grid`), :func:`gated_residual`,
   :func:`residual_adaln`, :func:`linear_gelu_tanh`
+- Row-wise FP8 quantization for FP8 matrix products: :func:`quantize_fp8` (GELU optionally
+  fused), :func:`residual_adaln_fp8`
 - Mochi's joint attention without a host sync per sample: :func:`joint_attention`
 
 ``layers`` holds stateless layers for ``kernels.kernelize``; :func:`patch_transformer` swaps
@@ -30,8 +32,10 @@ from .functional import (
     materialize,
     qk_norm_rope,
     qk_norm_rope_grid,
+    quantize_fp8,
     reset_dtype_check_cache,
     residual_adaln,
+    residual_adaln_fp8,
     rms_norm,
     rope_3d,
     rope_3d_tables,
@@ -53,8 +57,10 @@ __all__ = [
     "patch_transformer",
     "qk_norm_rope",
     "qk_norm_rope_grid",
+    "quantize_fp8",
     "reset_dtype_check_cache",
     "residual_adaln",
+    "residual_adaln_fp8",
     "rms_norm",
     "rope_3d",
     "rope_3d_tables",

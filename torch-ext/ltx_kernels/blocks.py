@@ -54,6 +54,7 @@ from .functional import (
     qk_norm_rope,
     qk_norm_rope_grid,
     residual_adaln,
+    residual_adaln_fp8,
     rms_norm,
 )
 
@@ -185,9 +186,15 @@ def _sdpa(attn, q, k, v):
     return out.transpose(1, 2)
 
 
-def _ltx_self_attention(block, x, image_rotary_emb, rope_grid):
+def _ltx_self_attention(block, x, image_rotary_emb, rope_grid, dtype):
+    """``x``: norm1's output, or with the ``fp8`` piece possibly its FP8 rows ``(values,
+    scale)`` (the previous block's :func:`residual_adaln_fp8`); ``dtype``: the activations'."""
     attn = block.attn1
-    if block._ltx_qkv:
+    if isinstance(x, tuple):
+        xq, xs = x
+        qkv = fp8.matmul(xq, xs, attn._ltx_qkv_fp8_values, attn._ltx_qkv_fp8_scale, attn._ltx_qkv_bias, dtype)
+        q, k, v = qkv.split(attn._ltx_qkv_sizes, dim=-1)
+    elif block._ltx_qkv:
         if block._ltx_fp8:
             qkv = fp8.linear(x, attn._ltx_qkv_fp8_values, attn._ltx_qkv_fp8_scale, attn._ltx_qkv_bias)
         else:
@@ -230,10 +237,12 @@ def ltx_block_forward(
     """``LTXVideoTransformerBlock.forward`` through the fused ops (module docstring).
 
     The keywords are for ``ltx_model_forward`` only: ``ltx_norm1`` is this block's norm1 +
-    modulation output, computed by the previous block; with ``ltx_next = (scale, shift, weight,
-    eps)`` (the next block's norm1 modulation) the feed-forward's gated residual also computes
-    the next block's norm1 and ``(hidden_states, next_norm1)`` is returned; ``ltx_rope_grid =
-    (freqs, axes)`` replaces the cos/sin tables (:func:`qk_norm_rope_grid`).
+    modulation output, computed by the previous block (its FP8 rows ``(values, scale)`` when
+    this block runs the ``fp8`` piece); with ``ltx_next = (scale, shift, weight, eps, fp8)``
+    (the next block's norm1 modulation, and whether that block runs the ``fp8`` piece) the
+    feed-forward's gated residual also computes the next block's norm1 and ``(hidden_states,
+    next_norm1)`` is returned; ``ltx_rope_grid = (freqs, axes)`` replaces the cos/sin tables
+    (:func:`qk_norm_rope_grid`).
     """
     if not _runs_here(hidden_states) or temb.dtype != hidden_states.dtype:
         return self._ltx_unpatched_forward(
@@ -249,7 +258,9 @@ def ltx_block_forward(
     else:
         norm_hidden_states = self.norm1(hidden_states) * (1 + scale_msa) + shift_msa
 
-    attn_hidden_states = _ltx_self_attention(self, norm_hidden_states, image_rotary_emb, ltx_rope_grid)
+    attn_hidden_states = _ltx_self_attention(
+        self, norm_hidden_states, image_rotary_emb, ltx_rope_grid, hidden_states.dtype
+    )
     if self._ltx_residual:
         hidden_states = gated_residual(hidden_states, attn_hidden_states, gate_msa)
     else:
@@ -262,31 +273,69 @@ def ltx_block_forward(
         attention_mask=encoder_attention_mask,
     )
     w2, eps2 = self.norm2.weight, _norm_eps(self.norm2)
-    if self._ltx_residual and self._ltx_adaln:
-        hidden_states, norm_hidden_states = residual_adaln(
+    if self._ltx_fp8 and self._ltx_residual and self._ltx_adaln:
+        hidden_states, nq, ns = residual_adaln_fp8(
             hidden_states, attn_hidden_states, None, scale_mlp, shift_mlp, w2, eps2
         )
+        ff_output = _ltx_ff_fp8(self, nq, ns, hidden_states.dtype)
     else:
-        hidden_states = hidden_states + attn_hidden_states
-        norm_hidden_states = self.norm2(hidden_states) * (1 + scale_mlp) + shift_mlp
-
-    net = self.ff.net
-    if self._ltx_fp8:
-        proj = net[0].proj
-        ff_output = fp8.linear(norm_hidden_states, proj._ltx_fp8_values, proj._ltx_fp8_scale, proj.bias)
-        ff_output = F.gelu(ff_output, approximate="tanh")
-    elif self._ltx_gelu_linear:
-        ff_output = linear_gelu_tanh(norm_hidden_states, net[0].proj.weight, net[0].proj.bias)
-    else:
-        ff_output = net[0](norm_hidden_states)
-    for module in net[1:]:
-        ff_output = module(ff_output)
+        if self._ltx_residual and self._ltx_adaln:
+            hidden_states, norm_hidden_states = residual_adaln(
+                hidden_states, attn_hidden_states, None, scale_mlp, shift_mlp, w2, eps2
+            )
+        else:
+            hidden_states = hidden_states + attn_hidden_states
+            norm_hidden_states = self.norm2(hidden_states) * (1 + scale_mlp) + shift_mlp
+        ff_output = _ltx_ff(self, norm_hidden_states)
     if ltx_next is not None:
-        scale, shift, weight, eps = ltx_next
+        scale, shift, weight, eps, next_fp8 = ltx_next
+        if next_fp8:
+            h, nq, ns = residual_adaln_fp8(hidden_states, ff_output, gate_mlp, scale, shift, weight, eps)
+            return h, (nq, ns)
         return residual_adaln(hidden_states, ff_output, gate_mlp, scale, shift, weight, eps)
     if self._ltx_residual:
         return gated_residual(hidden_states, ff_output, gate_mlp)
     return hidden_states + ff_output * gate_mlp
+
+
+def _ltx_ff(block, x):
+    """The feed-forward of norm2's output ``x``."""
+    net = block.ff.net
+    if block._ltx_fp8:
+        proj = net[0].proj
+        out = fp8.linear(x, proj._ltx_fp8_values, proj._ltx_fp8_scale, proj.bias)
+        out = F.gelu(out, approximate="tanh")
+    elif block._ltx_gelu_linear:
+        out = linear_gelu_tanh(x, net[0].proj.weight, net[0].proj.bias)
+    else:
+        out = net[0](x)
+    for module in net[1:]:
+        out = module(out)
+    return out
+
+
+def _ltx_ff_fp8(block, xq, xs, dtype):
+    """The feed-forward of norm2's FP8 rows: the up projection, GELU and the quantization of
+    its output in one pass (:func:`fp8.quantize`), the down projection. Dropouts that are
+    identities (eval mode or p = 0) are skipped; the down projection's input needs the
+    quantized GELU output, so an active dropout there takes the bf16 route."""
+    net = block.ff.net
+    proj, down, rest = net[0].proj, net[2], list(net[3:])
+    up = fp8.matmul(xq, xs, proj._ltx_fp8_values, proj._ltx_fp8_scale, proj.bias, dtype)
+    if _is_identity(net[1]) and getattr(down, "_ltx_fp8_values", None) is not None:
+        gq, gs = fp8.quantize(up, gelu=True)
+        out = fp8.matmul(gq, gs, down._ltx_fp8_values, down._ltx_fp8_scale, down.bias, dtype)
+    else:
+        out = down(net[1](F.gelu(up, approximate="tanh")))
+    for module in rest:
+        out = module(out)
+    return out
+
+
+def _is_identity(module: nn.Module) -> bool:
+    return isinstance(module, nn.Identity) or (
+        isinstance(module, nn.Dropout) and (module.p == 0 or not module.training)
+    )
 
 
 def _ltx_modulation(block, temb):

@@ -3,10 +3,11 @@
 
 Each weight is quantized once, when the model is patched (patch after loading weights), with
 one scale per output channel; each activation row is quantized when it is used, with one scale
-per row (under ``torch.compile`` that pass fuses into the kernel producing the activation).
-The product runs as ``torch._scaled_mm`` (FP8 tensor cores: compute capability 8.9 or newer)
-with the bias in its epilogue and the output in the activation's dtype. The bf16 weights stay
-the module's parameters; the FP8 copies are non-persistent buffers (one byte per parameter).
+per row: by the kernels' ``quantize_fp8`` (one pass; the feed-forward's GELU fused into it), or
+straight from the op producing it (``residual_adaln_fp8``: norm2 and the chained norm1). The
+product runs as ``torch._scaled_mm`` (FP8 tensor cores: compute capability 8.9 or newer) with
+the bias in its epilogue and the output in the activation's dtype. The bf16 weights stay the
+module's parameters; the FP8 copies are non-persistent buffers (one byte per parameter).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from . import functional
 
 E4M3_MAX = 448.0
 _DTYPES = (torch.bfloat16, torch.float16)
@@ -57,9 +60,35 @@ def check(weight: torch.Tensor, pieces) -> None:
 
 
 def quantize_rows(t: torch.Tensor):
-    """(e4m3 values, float32 scale per row [rows, 1]) with ``t ≈ values * scale``."""
+    """(e4m3 values, float32 scale per row [..., 1]) with ``t ≈ values * scale``, in torch
+    operations: the definition :func:`quantize` and the kernels' ops match bit for bit."""
     scale = t.abs().amax(dim=-1, keepdim=True).float().clamp(min=1e-12) / E4M3_MAX
     return (t.float() / scale).to(torch.float8_e4m3fn), scale
+
+
+def _kernel_quantizes(x: torch.Tensor) -> bool:
+    return x.is_cuda and functional.BACKEND == "cuda" and x.dtype in _DTYPES
+
+
+def quantize(x: torch.Tensor, gelu: bool = False):
+    """:func:`quantize_rows` of ``x`` (of ``gelu_tanh(x)`` with ``gelu``): one pass of the
+    kernels' ``quantize_fp8`` on CUDA, torch operations elsewhere."""
+    if _kernel_quantizes(x):
+        return functional.quantize_fp8(x, gelu)
+    if gelu:
+        x = F.gelu(x, approximate="tanh")
+    return quantize_rows(x)
+
+
+def matmul(xq: torch.Tensor, xs: torch.Tensor, values: torch.Tensor, scale: torch.Tensor,
+           bias: Optional[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """The product of quantized rows ``xq`` [..., K] (scales ``xs`` [..., 1]) and the e4m3
+    weight ``values`` [N, K] / ``scale`` [1, N], plus ``bias``, as ``dtype`` [..., N]."""
+    rows = xq.reshape(-1, xq.shape[-1])
+    if bias is not None and bias.dtype != dtype:
+        bias = bias.to(dtype)
+    out = torch._scaled_mm(rows, values.t(), scale_a=xs.reshape(-1, 1), scale_b=scale, bias=bias, out_dtype=dtype)
+    return out.reshape(*xq.shape[:-1], values.shape[0])
 
 
 def fits(weight: torch.Tensor) -> bool:
@@ -75,12 +104,8 @@ def quantize_weight(weight: torch.Tensor):
 
 def linear(x: torch.Tensor, values: torch.Tensor, scale: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
     """``F.linear`` with x quantized per row and the weight's e4m3 ``values``/``scale``."""
-    rows = x.reshape(-1, x.shape[-1])
-    xq, xs = quantize_rows(rows)
-    if bias is not None and bias.dtype != x.dtype:
-        bias = bias.to(x.dtype)
-    out = torch._scaled_mm(xq, values.t(), scale_a=xs, scale_b=scale, bias=bias, out_dtype=x.dtype)
-    return out.reshape(*x.shape[:-1], values.shape[0])
+    xq, xs = quantize(x)
+    return matmul(xq, xs, values, scale, bias, x.dtype)
 
 
 def attach(module: nn.Module, weight: torch.Tensor, prefix: str = "_ltx_fp8") -> bool:

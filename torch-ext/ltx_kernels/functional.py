@@ -36,7 +36,8 @@ _OP_NAMES = [
     "rms_norm", "rms_norm_out", "fused_residual_gated_rms_norm",
     "fused_residual_gated_rms_norm_out", "adaln", "adaln_out", "rope_3d", "rope_3d_out", "geglu",
     "geglu_out", "gelu_tanh", "gelu_tanh_out", "qk_norm_rope", "qk_norm_rope_grid",
-    "gated_residual", "residual_adaln", "linear_gelu_tanh", "materialize",
+    "gated_residual", "residual_adaln", "residual_adaln_fp8", "quantize_fp8", "linear_gelu_tanh",
+    "materialize",
 ]
 _TRACED = _Ops({name: getattr(ops, name).default for name in _OP_NAMES})
 _EAGER = _Ops({name: getattr(o, "_op", o) for name, o in vars(_TRACED).items()})
@@ -280,6 +281,34 @@ def residual_adaln(
     return o.residual_adaln(h, y, gate, scale, shift, weight, float(eps))
 
 
+def residual_adaln_fp8(
+    h: torch.Tensor,
+    y: torch.Tensor,
+    gate: Optional[torch.Tensor],
+    scale: torch.Tensor,
+    shift: torch.Tensor,
+    weight: Optional[torch.Tensor] = None,
+    eps: float = 1e-6,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`residual_adaln` with the norm handed straight to an FP8 matrix product:
+    ``(h_new, values, scale)``, where ``values`` (``float8_e4m3fn``, h's shape) and ``scale``
+    (float32, ``[..., 1]``) are :func:`quantize_fp8` of the norm rounded to h's dtype, bit for
+    bit; the norm itself is never written. LTX-Video's ``fp8`` piece: norm2 and the chained
+    norm1 feed FP8 projections."""
+    o = _ops_for(h, "residual_adaln_fp8")
+    return o.residual_adaln_fp8(h, y, gate, scale, shift, weight, float(eps))
+
+
+def quantize_fp8(x: torch.Tensor, gelu: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Row-wise FP8 quantization: ``(values, scale)`` with ``x ≈ values * scale``, where
+    ``scale = max(amax(|x|, -1), 1e-12) / 448`` (float32, ``[..., 1]``) and ``values =
+    (x.float() / scale).to(torch.float8_e4m3fn)``, bit for bit. ``gelu=True`` quantizes
+    :func:`gelu_tanh` of x (rounded to x's dtype) in the same pass. What ``torch._scaled_mm``
+    takes as a row-scaled operand."""
+    o = _ops_for(x, "gelu_quantize_fp8" if gelu else "quantize_fp8")
+    return o.quantize_fp8(x, gelu)
+
+
 def linear_gelu_tanh(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``gelu(x @ weight.T + bias, approximate="tanh")`` with the bias and GELU applied in the
     matrix product's epilogue (cuBLASLt ``GELU_BIAS`` through ``torch._addmm_activation``), kept
@@ -423,6 +452,18 @@ def _two_like(x, *args):
     return x.new_empty(x.shape), x.new_empty(x.shape)
 
 
+def _fp8_rows(x):
+    return x.new_empty(x.shape, dtype=torch.float8_e4m3fn), x.new_empty((*x.shape[:-1], 1), dtype=torch.float32)
+
+
+def _residual_adaln_fp8_fake(h, *args):
+    return (h.new_empty(h.shape), *_fp8_rows(h))
+
+
+def _quantize_fp8_fake(x, gelu=False):
+    return _fp8_rows(x)
+
+
 def _linear_fake(x, weight, bias):
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
@@ -431,6 +472,8 @@ torch.library.register_fake(add_op_namespace_prefix("qk_norm_rope"))(_two_like)
 torch.library.register_fake(add_op_namespace_prefix("qk_norm_rope_grid"))(_two_like)
 torch.library.register_fake(add_op_namespace_prefix("gated_residual"))(_same_shape)
 torch.library.register_fake(add_op_namespace_prefix("residual_adaln"))(_two_like)
+torch.library.register_fake(add_op_namespace_prefix("residual_adaln_fp8"))(_residual_adaln_fp8_fake)
+torch.library.register_fake(add_op_namespace_prefix("quantize_fp8"))(_quantize_fp8_fake)
 torch.library.register_fake(add_op_namespace_prefix("linear_gelu_tanh"))(_linear_fake)
 torch.library.register_fake(add_op_namespace_prefix("materialize"))(_same_shape)
 

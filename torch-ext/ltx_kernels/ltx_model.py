@@ -134,7 +134,7 @@ def ltx_model_forward(
         if fused and self._ltx_chain and i + 1 < len(blocks):
             following = blocks[i + 1]
             shift, scale = _ltx_modulation(following, temb)[:2]
-            nxt = (scale, shift, following.norm1.weight, _norm_eps(following.norm1))
+            nxt = (scale, shift, following.norm1.weight, _norm_eps(following.norm1), following._ltx_fp8)
         out = block(
             hidden_states,
             encoder_hidden_states,
