@@ -193,9 +193,9 @@ struct ResidualParams {
 
 // Row-wise FP8 (e4m3, "fn": no infinities, max 448) quantization for FP8 matrix products.
 // Per row r of v = x (or gelu_tanh(x) rounded to the dtype, as the separate op writes it):
-//   scale[r] = max(amax_j |v[r, j]|, 1e-12) / 448          (float32; NaN propagates)
-//   values[r, j] = e4m3(v[r, j] / scale[r])                  (round to nearest even)
-// the float32 arithmetic of torch's `(v.float() / scale).to(torch.float8_e4m3fn)`, bit for bit.
+//   scale[r] = max(amax_j |v[r, j]|, 1e-12) * (1 / 448)     (float32; NaN propagates)
+//   values[r, j] = e4m3(v[r, j] * (1 / scale[r]))            (round to nearest even)
+// the float32 arithmetic of ltx_kernels.fp8.quantize_rows, bit for bit, on either device.
 struct QuantParams {
   Dtype dtype = Dtype::Float32;
   int device_index = -1;
@@ -209,6 +209,7 @@ struct QuantParams {
 };
 
 constexpr float kE4m3Max = 448.0f;
+constexpr float kE4m3InvMax = 1.0f / kE4m3Max;
 constexpr float kFp8MinAmax = 1e-12f;
 
 // The CUDA launchers run on the device the binding made current, on p.stream.

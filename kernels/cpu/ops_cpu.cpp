@@ -217,7 +217,7 @@ float amax_step(float m, float a) {
   return (a > m || std::isnan(a)) ? a : m;
 }
 
-float fp8_scale(float amax) { return (amax < kFp8MinAmax ? kFp8MinAmax : amax) / kE4m3Max; }
+float fp8_scale(float amax) { return (amax < kFp8MinAmax ? kFp8MinAmax : amax) * kE4m3InvMax; }
 
 // v[0..n) quantized with one scale: the scale, and the e4m3 bits into out.
 template <typename F>
@@ -225,7 +225,8 @@ float quantize_row(int64_t n, F&& v, uint8_t* out) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = amax_step(amax, v(i));
   const float scale = fp8_scale(amax);
-  for (int64_t i = 0; i < n; ++i) out[i] = c10::Float8_e4m3fn(v(i) / scale).x;
+  const float inv = 1.0f / scale;
+  for (int64_t i = 0; i < n; ++i) out[i] = c10::Float8_e4m3fn(v(i) * inv).x;
   return scale;
 }
 

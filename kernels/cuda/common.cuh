@@ -189,7 +189,8 @@ __device__ __forceinline__ float gelu_tanh_f(float x) {
   const float k0 = 0.7978845608028654f;  // sqrt(2 / pi)
   const float k1 = 0.044715f;
   const float u = k0 * (x + k1 * x * x * x);
-  return x / (1.0f + __expf(-2.0f * u));
+  // __fdividef: 2 ulp, and 0 (the limit) once the denominator passes 2^126 (x << 0).
+  return __fdividef(x, 1.0f + __expf(-2.0f * u));
 }
 
 // ---- FP8 (e4m3) row quantization (QuantParams in ltx_kernels.h) ---------------------------
@@ -199,28 +200,31 @@ __device__ __forceinline__ float amax_step(float m, float a) {
   return (a > m || a != a) ? a : m;
 }
 
-// The row's scale from its amax: clamp(min=1e-12) (a NaN stays NaN) / 448, IEEE division.
+// The row's scale from its amax: clamp(min=1e-12) (a NaN stays NaN) times 1/448.
 __device__ __forceinline__ float fp8_scale(float amax) {
-  return __fdiv_rn(amax < kFp8MinAmax ? kFp8MinAmax : amax, kE4m3Max);
+  return __fmul_rn(amax < kFp8MinAmax ? kFp8MinAmax : amax, kE4m3InvMax);
 }
 
-// v / scale as e4m3, rounded to nearest even (|v / scale| <= 448 up to one rounding, so
+// What the values are multiplied by: 1 / scale, IEEE (torch's reciprocal).
+__device__ __forceinline__ float fp8_inverse(float scale) { return __frcp_rn(scale); }
+
+// v * inv as e4m3, rounded to nearest even (|v * inv| <= 448 up to two roundings, so
 // saturation never changes a value torch would produce).
-__device__ __forceinline__ uint8_t to_e4m3(float v, float scale) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(v, scale), __NV_SATFINITE, __NV_E4M3));
+__device__ __forceinline__ uint8_t to_e4m3(float v, float inv) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(v, inv), __NV_SATFINITE, __NV_E4M3));
 }
 
-// One 16-byte vector's kVec<T> values, quantized, stored as kVec<T> bytes (8 or 4).
+// One 16-byte vector's kVec<T> values, quantized (times inv), stored as kVec<T> bytes (8 or 4).
 template <int N>
-__device__ __forceinline__ void store_e4m3(uint8_t* out, const float (&f)[N], float scale) {
+__device__ __forceinline__ void store_e4m3(uint8_t* out, const float (&f)[N], float inv) {
   static_assert(N == 4 || N == 8, "a 16-byte vector holds 4 or 8 elements");
   uint32_t w[N / 4];
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) {
-    w[i] = static_cast<uint32_t>(to_e4m3(f[4 * i], scale)) |
-           static_cast<uint32_t>(to_e4m3(f[4 * i + 1], scale)) << 8 |
-           static_cast<uint32_t>(to_e4m3(f[4 * i + 2], scale)) << 16 |
-           static_cast<uint32_t>(to_e4m3(f[4 * i + 3], scale)) << 24;
+    w[i] = static_cast<uint32_t>(to_e4m3(f[4 * i], inv)) |
+           static_cast<uint32_t>(to_e4m3(f[4 * i + 1], inv)) << 8 |
+           static_cast<uint32_t>(to_e4m3(f[4 * i + 2], inv)) << 16 |
+           static_cast<uint32_t>(to_e4m3(f[4 * i + 3], inv)) << 24;
   }
   if constexpr (N == 8) {
     __stcs(reinterpret_cast<uint2*>(out), make_uint2(w[0], w[1]));
@@ -252,21 +256,25 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return group_sum<32>(v);
 }
 
+// NaN-propagating max of |values| over the warp; every lane must call it.
+__device__ __forceinline__ float warp_amax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = amax_step(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 // NaN-propagating max of |values| over the whole block (amax_step); `scratch` holds >= 32
 // floats. Result is returned to every thread.
 __device__ __forceinline__ float block_amax(float v, float* scratch) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int nwarps = (blockDim.x + 31) >> 5;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = amax_step(v, __shfl_xor_sync(0xffffffffu, v, o));
+  v = warp_amax(v);
   __syncthreads();  // scratch may still be read by a previous reduction
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   v = lane < nwarps ? scratch[lane] : 0.0f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = amax_step(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+  return warp_amax(v);
 }
 
 // Two sums at once (one barrier round for both): the block-wide version of group_sum on

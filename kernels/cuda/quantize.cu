@@ -9,6 +9,7 @@ namespace {
 
 constexpr int kQuantMaxThreads = 256;
 constexpr int kQuantRowThreads = 128;
+constexpr int kQuantWarpRows = 4;  // rows (warps) per block of the warp-per-row kernel
 
 // v = x, or gelu_tanh(x) rounded to T as the gelu_tanh op writes it, over one 16-byte vector.
 template <typename T, bool GELU>
@@ -25,7 +26,51 @@ __device__ __forceinline__ uint4 activate(uint4 v) {
   }
 }
 
-// One block per row, VPT 16-byte vectors per thread kept in registers across the reduction.
+// Rows of up to 32 * VPT vectors (LTX's 2048 in bf16: VPT 8): a warp per row, VPT 16-byte
+// vectors per lane in registers, the amax by shuffles alone; kQuantWarpRows rows per block.
+template <typename T, int VPT, bool GELU>
+__global__ void __launch_bounds__(32 * kQuantWarpRows) quantize_warp_kernel(const QuantParams p) {
+  constexpr int N = kVec<T>;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kQuantWarpRows + threadIdx.x / 32;
+  if (row >= p.rows) return;  // the whole warp
+  const int lane = threadIdx.x & 31;
+  const int nvec = static_cast<int>(p.hidden / N);
+  const T* xr = static_cast<const T*>(p.x.ptr) + row_at(p.x, static_cast<uint32_t>(row));
+  uint4 v[VPT];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int c = lane + i * 32;
+    if (c < nvec) v[i] = stream16_once(xr + c * N);
+  }
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int c = lane + i * 32;
+    if (c < nvec) {
+      v[i] = activate<T, GELU>(v[i]);
+      float f[N];
+      unpack<T>(v[i], f);
+#pragma unroll
+      for (int j = 0; j < N; ++j) amax = amax_step(amax, f[j]);
+    }
+  }
+  const float scale = fp8_scale(warp_amax(amax));
+  const float inv = fp8_inverse(scale);
+  if (lane == 0) p.scale[row] = scale;
+  uint8_t* out = p.values + row * p.hidden;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int c = lane + i * 32;
+    if (c < nvec) {
+      float f[N];
+      unpack<T>(v[i], f);
+      store_e4m3<N>(out + c * N, f, inv);
+    }
+  }
+}
+
+// Wider rows: one block per row, VPT 16-byte vectors per thread kept in registers across the
+// reduction.
 template <typename T, int VPT, bool GELU>
 __global__ void __launch_bounds__(kQuantMaxThreads) quantize_vec_kernel(const QuantParams p) {
   constexpr int N = kVec<T>;
@@ -38,8 +83,13 @@ __global__ void __launch_bounds__(kQuantMaxThreads) quantize_vec_kernel(const Qu
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int c = threadIdx.x + i * blockDim.x;
+    if (c < nvec) v[i] = stream16_once(xr + c * N);
+  }
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int c = threadIdx.x + i * blockDim.x;
     if (c < nvec) {
-      v[i] = activate<T, GELU>(stream16_once(xr + c * N));
+      v[i] = activate<T, GELU>(v[i]);
       float f[N];
       unpack<T>(v[i], f);
 #pragma unroll
@@ -47,6 +97,7 @@ __global__ void __launch_bounds__(kQuantMaxThreads) quantize_vec_kernel(const Qu
     }
   }
   const float scale = fp8_scale(block_amax(amax, scratch));
+  const float inv = fp8_inverse(scale);
   if (threadIdx.x == 0) p.scale[row] = scale;
   uint8_t* out = p.values + static_cast<int64_t>(row) * p.hidden;
 #pragma unroll
@@ -55,7 +106,7 @@ __global__ void __launch_bounds__(kQuantMaxThreads) quantize_vec_kernel(const Qu
     if (c < nvec) {
       float f[N];
       unpack<T>(v[i], f);
-      store_e4m3<N>(out + c * N, f, scale);
+      store_e4m3<N>(out + c * N, f, inv);
     }
   }
 }
@@ -73,9 +124,10 @@ __global__ void __launch_bounds__(kQuantMaxThreads) quantize_scalar_kernel(const
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) amax = amax_step(amax, value(i));
   const float scale = fp8_scale(block_amax(amax, scratch));
+  const float inv = fp8_inverse(scale);
   if (threadIdx.x == 0) p.scale[row] = scale;
   uint8_t* out = p.values + static_cast<int64_t>(row) * p.hidden;
-  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) out[i] = to_e4m3(value(i), scale);
+  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) out[i] = to_e4m3(value(i), inv);
 }
 
 bool rows_vec(const RowMap& m, int n) {
@@ -89,10 +141,16 @@ void launch_quantize_typed(const QuantParams& p, cudaStream_t stream) {
   const unsigned rows = static_cast<unsigned>(p.rows);
   const bool vec = p.hidden % N == 0 && rows_vec(p.x, N) && aligned16(p.values);
   auto threads_for = [&](int vpt) { return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32); };
-  if (vec && nvec <= kQuantRowThreads) {
-    quantize_vec_kernel<T, 1, GELU><<<rows, threads_for(1), 0, stream>>>(p);
-  } else if (vec && nvec <= 2 * kQuantRowThreads) {
-    quantize_vec_kernel<T, 2, GELU><<<rows, threads_for(2), 0, stream>>>(p);
+  const unsigned warp_blocks = static_cast<unsigned>((p.rows + kQuantWarpRows - 1) / kQuantWarpRows);
+  constexpr int kWarpThreads = 32 * kQuantWarpRows;
+  if (vec && nvec <= 32) {
+    quantize_warp_kernel<T, 1, GELU><<<warp_blocks, kWarpThreads, 0, stream>>>(p);
+  } else if (vec && nvec <= 64) {
+    quantize_warp_kernel<T, 2, GELU><<<warp_blocks, kWarpThreads, 0, stream>>>(p);
+  } else if (vec && nvec <= 128) {
+    quantize_warp_kernel<T, 4, GELU><<<warp_blocks, kWarpThreads, 0, stream>>>(p);
+  } else if (vec && nvec <= 256) {
+    quantize_warp_kernel<T, 8, GELU><<<warp_blocks, kWarpThreads, 0, stream>>>(p);
   } else if (vec && nvec <= 4 * kQuantRowThreads) {
     quantize_vec_kernel<T, 4, GELU><<<rows, threads_for(4), 0, stream>>>(p);
   } else if (vec && nvec <= 8 * kQuantMaxThreads) {

@@ -122,6 +122,7 @@ __global__ void __launch_bounds__(residual_max_threads(VPT)) residual_adaln_kern
   }
   if constexpr (FP8) {
     const float qscale = fp8_scale(block_amax(amax, scratch));
+    const float inv = fp8_inverse(qscale);
     if (lane == 0) p.norm_fp8_scale[row] = qscale;
     uint8_t* q = p.norm_fp8 + static_cast<int64_t>(row) * p.hidden;
 #pragma unroll
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(residual_max_threads(VPT)) residual_adaln_kern
       if (v < nvec) {
         float n[N];
         unpack<T>(yv[i], n);
-        store_e4m3<N>(q + v * N, n, qscale);
+        store_e4m3<N>(q + v * N, n, inv);
       }
     }
   }
@@ -172,9 +173,10 @@ __global__ void __launch_bounds__(256) residual_scalar_kernel(const ResidualPara
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) amax = amax_step(amax, to_float(norm_at(i)));
   const float qscale = fp8_scale(block_amax(amax, scratch));
+  const float inv = fp8_inverse(qscale);
   if (threadIdx.x == 0) p.norm_fp8_scale[row] = qscale;
   uint8_t* q = p.norm_fp8 + static_cast<int64_t>(row) * p.hidden;
-  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) q[i] = to_e4m3(to_float(norm_at(i)), qscale);
+  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) q[i] = to_e4m3(to_float(norm_at(i)), inv);
 }
 
 bool rows_vec(const RowMap& m, int n) {

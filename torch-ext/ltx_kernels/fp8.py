@@ -61,9 +61,12 @@ def check(weight: torch.Tensor, pieces) -> None:
 
 def quantize_rows(t: torch.Tensor):
     """(e4m3 values, float32 scale per row [..., 1]) with ``t ≈ values * scale``, in torch
-    operations: the definition :func:`quantize` and the kernels' ops match bit for bit."""
-    scale = t.abs().amax(dim=-1, keepdim=True).float().clamp(min=1e-12) / E4M3_MAX
-    return (t.float() / scale).to(torch.float8_e4m3fn), scale
+    operations: the definition :func:`quantize` and the kernels' ops match bit for bit. The
+    scale is a product and the values are multiplied by its reciprocal, so that the float32
+    arithmetic is the same on every device (CUDA's division by a Python scalar is itself a
+    multiplication by the reciprocal; the CPU's is a division)."""
+    scale = t.abs().amax(dim=-1, keepdim=True).float().clamp(min=1e-12) * (1.0 / E4M3_MAX)
+    return (t.float() * scale.reciprocal()).to(torch.float8_e4m3fn), scale
 
 
 def _kernel_quantizes(x: torch.Tensor) -> bool:
