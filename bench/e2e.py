@@ -11,8 +11,9 @@ relative error of each output against eager's, ‖out − eager‖ / ‖eager‖
 torch.compile of the code it replaces, eager), in interleaved rounds (`--ops-only chain,grid`:
 the pieces whose names contain those words). `--without chain,rope_grid` adds a row:
 compile + kernels without those pieces, on the same machine. `--cudagraphs` adds
-`torch.compile(mode="reduce-overhead")` rows, with and without the kernels; `--fp8` an LTX row
-with the optional FP8 projections (its relative error is the accuracy it costs).
+`torch.compile(mode="reduce-overhead")` rows, with and without the kernels (and the fp8 row);
+`--fp8` an LTX row with the optional FP8 projections (its relative error is the accuracy it
+costs).
 
 The model is built once on the GPU; configurations run in the order eager, compile, then (after
 patching) eager + kernels, compile + kernels. Compilation is `torch.compile(model)` (`--compile
@@ -269,6 +270,8 @@ def run_model(name, lk, args):
         measure("torch.compile + kernels + fp8", compiled)
         profile("torch.compile + kernels + fp8", compiled)
         uncompile(blocks)
+        if graphs:
+            measure(GRAPHS + " + kernels + fp8", compile_model(model, blocks, how, "reduce-overhead"), graphs=True)
 
     eager = rows[0]
     compiled = rows[1]
