@@ -436,3 +436,23 @@ def test_fp8_piece_runs_the_token_wide_projections_in_fp8_and_can_be_taken_back(
     with torch.no_grad():
         again = model(**inputs)[0]
     torch.testing.assert_close(again, bf16, rtol=0, atol=0)
+
+
+def test_fp8_piece_without_the_fused_residual_norms_quantizes_the_bf16_norm(lk):
+    """Without the residual piece (norm2 and the chained norm1 in bf16), each FP8 product
+    quantizes its input with quantize_fp8: still six FP8 products per block, no
+    residual_adaln_fp8, an output as near the unpatched model's as with every piece."""
+    if lk.backend == "cpu" or torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("needs FP8 tensor cores (the refusal elsewhere is tested above)")
+    base = tiny_ltx(lk.device, torch.bfloat16)
+    model = copy.deepcopy(base)
+    lk.mod.patch_transformer(model, pieces=(lk.mod.blocks.LTX_PIECES - {"residual"}) | {"fp8"})
+    inputs = ltx_inputs(lk.device, torch.bfloat16)
+    seen = []
+    torch._dynamo.reset()
+    with torch.no_grad():
+        expected, got = base(**inputs)[0], model(**inputs)[0]
+        torch.compile(model, fullgraph=True, backend=recording(seen))(**inputs)
+    assert sum("_scaled_mm" in s for s in seen) == 6 * 2, sorted(set(seen))
+    assert not any("residual_adaln_fp8" in s for s in seen), sorted(set(seen))
+    assert 1e-3 < rel_err(got, expected) < 0.1

@@ -302,10 +302,8 @@ def _ltx_ff(block, x):
     """The feed-forward of norm2's output ``x``."""
     net = block.ff.net
     if block._ltx_fp8:
-        proj = net[0].proj
-        out = fp8.linear(x, proj._ltx_fp8_values, proj._ltx_fp8_scale, proj.bias)
-        out = F.gelu(out, approximate="tanh")
-    elif block._ltx_gelu_linear:
+        return _ltx_ff_fp8(block, *fp8.quantize(x), x.dtype)
+    if block._ltx_gelu_linear:
         out = linear_gelu_tanh(x, net[0].proj.weight, net[0].proj.bias)
     else:
         out = net[0](x)

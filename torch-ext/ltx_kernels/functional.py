@@ -301,8 +301,9 @@ def residual_adaln_fp8(
 
 def quantize_fp8(x: torch.Tensor, gelu: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     """Row-wise FP8 quantization: ``(values, scale)`` with ``x ≈ values * scale``, where
-    ``scale = max(amax(|x|, -1), 1e-12) / 448`` (float32, ``[..., 1]``) and ``values =
-    (x.float() / scale).to(torch.float8_e4m3fn)``, bit for bit. ``gelu=True`` quantizes
+    ``scale = max(amax(|x|, -1), 1e-12) * (1 / 448)`` (float32, ``[..., 1]``) and ``values =
+    (x.float() * (1 / scale)).to(torch.float8_e4m3fn)``, bit for bit (``fp8.quantize_rows``,
+    on either device). ``gelu=True`` quantizes
     :func:`gelu_tanh` of x (rounded to x's dtype) in the same pass. What ``torch._scaled_mm``
     takes as a row-scaled operand."""
     o = _ops_for(x, "gelu_quantize_fp8" if gelu else "quantize_fp8")
