@@ -135,16 +135,21 @@ def test_gated_residual_matches_float64_reference(lk, dtype, shape, gate_kind):
     check(lk.mod.gated_residual(h, y, gate), ref.gated_residual(h, y, gate), dtype)
 
 
+def residual_operands(shape, dtype, device, with_gate):
+    """(h, y, gate, scale, shift, weight) of residual_adaln: per-sample [B, H] conditioning."""
+    h = rand(shape, dtype, device, scale=2.0, offset=0.5)
+    y = rand(shape, dtype, device)
+    cond = (shape[0], shape[-1])
+    gate = rand(cond, dtype, device) if with_gate else None
+    scale, shift = rand(cond, dtype, device, scale=0.3), rand(cond, dtype, device)
+    return h, y, gate, scale, shift, rand(shape[-1:], dtype, device)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(3, 8), (2, 5, 64), (2, 7, 2048), (1, 3, 1001), (2, 2, 3072), (1, 2, 12288), (1, 2, 80000)])
 @pytest.mark.parametrize("with_gate", [True, False])
 def test_residual_adaln_matches_float64_reference(lk, dtype, shape, with_gate):
-    h = rand(shape, dtype, lk.device, scale=2.0, offset=0.5)
-    y = rand(shape, dtype, lk.device)
-    cond = (shape[0], shape[-1])
-    gate = rand(cond, dtype, lk.device) if with_gate else None
-    scale, shift = rand(cond, dtype, lk.device, scale=0.3), rand(cond, dtype, lk.device)
-    w = rand(shape[-1:], dtype, lk.device)
+    h, y, gate, scale, shift, w = residual_operands(shape, dtype, lk.device, with_gate)
     got_h, got_n = lk.mod.residual_adaln(h, y, gate, scale, shift, w, 1e-6)
     exp_h, exp_n = ref.residual_adaln(h, y, gate, scale, shift, w, 1e-6)
     check(got_h, exp_h, dtype)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from reference import DTYPES
+from test_block_ops import residual_operands
 from test_ops import rand
 
 # Row widths: one vector per thread and up (64 .. 8192: LTX's 2048 and its feed-forward's 8192),
@@ -62,12 +63,7 @@ def test_quantize_fp8_reads_strided_rows_and_propagates_nan(lk, dtype):
 @pytest.mark.parametrize("shape", [(3, 8), (2, 7, 2048), (1, 3, 1001), (1, 2, 12288), (1, 2, 80000)])
 @pytest.mark.parametrize("with_gate", [True, False])
 def test_residual_adaln_fp8_is_residual_adaln_then_row_quantization(lk, dtype, shape, with_gate):
-    h = rand(shape, dtype, lk.device, scale=2.0, offset=0.5)
-    y = rand(shape, dtype, lk.device)
-    cond = (shape[0], shape[-1])
-    gate = rand(cond, dtype, lk.device) if with_gate else None
-    scale, shift = rand(cond, dtype, lk.device, scale=0.3), rand(cond, dtype, lk.device)
-    w = rand(shape[-1:], dtype, lk.device)
+    h, y, gate, scale, shift, w = residual_operands(shape, dtype, lk.device, with_gate)
     got_h, *got_q = lk.mod.residual_adaln_fp8(h, y, gate, scale, shift, w, 1e-6)
     exp_h, exp_n = lk.mod.residual_adaln(h, y, gate, scale, shift, w, 1e-6)
     torch.testing.assert_close(got_h, exp_h, rtol=0, atol=0)
