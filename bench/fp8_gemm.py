@@ -18,22 +18,14 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from bench import capture  # bench/bench.py, beside this script
 
 TOKENS = 2 * 7 * 16 * 24
 SHAPES = (("qkv", 6144, 2048), ("out / cross q / cross out", 2048, 2048), ("ff up", 8192, 2048), ("ff down", 2048, 8192))
 
 
 def graph_us(fn, calls=20, rounds=15):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
+    g = capture(fn, calls)
     times = []
     for _ in range(rounds):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -20,14 +20,11 @@ import bisect
 import collections
 import json
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
+import e2e  # bench/e2e.py, beside this script: the models and compile helpers
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import e2e  # noqa: E402  (the models and compile helpers)
 
 
 def gpu_gaps(trace: dict, min_us: float):

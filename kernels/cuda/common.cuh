@@ -315,6 +315,12 @@ __device__ __forceinline__ uint32_t fdiv(const FastDiv& f, uint32_t n) {
 // ---- host helpers ------------------------------------------------------------------------
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Rows of m can be read as 16-byte vectors of n elements: an aligned start and strides that
+// keep every row aligned. An absent operand (ptr null, strides 0) qualifies.
+inline bool rows_vectorizable(const RowMap& m, int n) {
+  return aligned16(m.ptr) && m.outer_stride % n == 0 && m.inner_stride % n == 0;
+}
+
 // The SM count of `device` into n, cached per device; a failed query returns its error.
 inline cudaError_t sm_count(int device, int& n) {
   static int cached[64] = {0};

@@ -313,10 +313,6 @@ __global__ void __launch_bounds__(256) norm_scalar_kernel(const NormParams p) {
   }
 }
 
-bool rows_vectorizable(const RowMap& m, int n) {
-  return aligned16(m.ptr) && m.outer_stride % n == 0 && m.inner_stride % n == 0;
-}
-
 template <typename T, NormKind K, int VPT, int G>
 void launch_vec(const NormParams& p, int threads, cudaStream_t stream) {
   int64_t blocks;

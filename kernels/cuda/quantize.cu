@@ -130,16 +130,12 @@ __global__ void __launch_bounds__(kQuantMaxThreads) quantize_scalar_kernel(const
   for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) out[i] = to_e4m3(value(i), inv);
 }
 
-bool rows_vec(const RowMap& m, int n) {
-  return aligned16(m.ptr) && m.outer_stride % n == 0 && m.inner_stride % n == 0;
-}
-
 template <typename T, bool GELU>
 void launch_quantize_typed(const QuantParams& p, cudaStream_t stream) {
   constexpr int N = kVec<T>;
   const int64_t nvec = p.hidden / N;
   const unsigned rows = static_cast<unsigned>(p.rows);
-  const bool vec = p.hidden % N == 0 && rows_vec(p.x, N) && aligned16(p.values);
+  const bool vec = p.hidden % N == 0 && rows_vectorizable(p.x, N) && aligned16(p.values);
   auto threads_for = [&](int vpt) { return static_cast<int>(((nvec + vpt - 1) / vpt + 31) / 32 * 32); };
   const unsigned warp_blocks = static_cast<unsigned>((p.rows + kQuantWarpRows - 1) / kQuantWarpRows);
   constexpr int kWarpThreads = 32 * kQuantWarpRows;

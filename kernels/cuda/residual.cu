@@ -179,11 +179,6 @@ __global__ void __launch_bounds__(256) residual_scalar_kernel(const ResidualPara
   for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) q[i] = to_e4m3(to_float(norm_at(i)), inv);
 }
 
-bool rows_vec(const RowMap& m, int n) {
-  return m.ptr == nullptr ||
-         (aligned16(m.ptr) && m.outer_stride % n == 0 && m.inner_stride % n == 0);
-}
-
 template <typename T, bool FP8>
 void launch_residual_adaln(const ResidualParams& p, bool vec, cudaStream_t stream) {
   const int64_t nvec = p.hidden / kVec<T>;
@@ -206,8 +201,8 @@ template <typename T>
 void launch_residual_typed(const ResidualParams& p, cudaStream_t stream) {
   constexpr int N = kVec<T>;
   const int64_t nvec = p.hidden / N;
-  bool vec = p.hidden % N == 0 && aligned16(p.h_out) && rows_vec(p.h, N) && rows_vec(p.y, N) &&
-             rows_vec(p.gate, N);
+  bool vec = p.hidden % N == 0 && aligned16(p.h_out) && rows_vectorizable(p.h, N) &&
+             rows_vectorizable(p.y, N) && rows_vectorizable(p.gate, N);
   if (p.kind == ResidualKind::Gated) {
     const int64_t total = p.rows * nvec;
     if (vec && total < kFlatLimit) {
@@ -221,7 +216,8 @@ void launch_residual_typed(const ResidualParams& p, cudaStream_t stream) {
   }
   const bool fp8 = p.norm_fp8 != nullptr;
   vec = vec && aligned16(fp8 ? static_cast<const void*>(p.norm_fp8) : p.norm_out) &&
-        rows_vec(p.scale, N) && rows_vec(p.shift, N) && (p.weight == nullptr || aligned16(p.weight));
+        rows_vectorizable(p.scale, N) && rows_vectorizable(p.shift, N) &&
+        (p.weight == nullptr || aligned16(p.weight));
   if (fp8) {
     launch_residual_adaln<T, true>(p, vec, stream);
   } else {
